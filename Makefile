@@ -1,0 +1,77 @@
+# Mnemosyne. `make up` brings it up and shows it working; `make test` runs the tests.
+# With DATABASE_URL set, everything targets that server and no local cluster starts.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+MNEMO_HOME ?= $(shell scripts/mnemo-home.sh)
+MNEMO_PORT ?= 55432
+LOCAL_URL := postgresql://postgres@127.0.0.1:$(MNEMO_PORT)/mnemo
+export MNEMO_HOME MNEMO_PORT
+ifeq ($(strip $(DATABASE_URL)),)
+  export DATABASE_URL := $(LOCAL_URL)
+  LOCAL := 1
+endif
+VENV := .venv
+PY := $(VENV)/bin/python
+
+.PHONY: help up down psql test deploy setup system python cluster sample \
+        test-sql test-py lint bench-embed clean
+
+help:
+	@echo "make up          install what is missing, start the local cluster, deploy, show a sample"
+	@echo "make test        the same setup, deploy twice, pgTAP + pytest + sqlfluff"
+	@echo "make down        stop the local cluster;  make psql: psql on it"
+	@echo "make bench-embed embedding benchmark"
+	@echo "DATABASE_URL=... make up|test   use an existing server instead of the local cluster"
+
+system:
+	@if [ "$$(id -u)" = 0 ]; then scripts/install-system.sh; \
+	 else echo "[mnemo] not root: skipping apt/pgvector install (run 'sudo make system' once)"; fi
+
+python: system
+	@scripts/install-python.sh
+
+cluster: system
+ifdef LOCAL
+	@scripts/cluster.sh init
+	@scripts/cluster.sh start
+endif
+
+setup: python cluster
+
+deploy: setup
+	@scripts/deploy.sh
+
+up: deploy
+	@$(PY) -m mnemosyne.demo
+
+down:
+	@scripts/cluster.sh stop
+
+psql:
+	@psql "$(DATABASE_URL)"
+
+test: deploy
+	@echo "[mnemo test] second deploy (re-runs must be harmless)"
+	@scripts/deploy.sh
+	@$(MAKE) --no-print-directory test-sql test-py lint
+
+test-sql:
+	@echo "[mnemo test] pgTAP"
+	@psql "$(DATABASE_URL)" -Xqc 'SET client_min_messages = warning; CREATE EXTENSION IF NOT EXISTS pgtap'
+	@pg_prove --dbname "$(DATABASE_URL)" --ext .sql -r tests/sql
+
+test-py:
+	@echo "[mnemo test] pytest"
+	@$(PY) -m pytest -q tests/py
+
+lint:
+	@echo "[mnemo test] sqlfluff + ruff"
+	@$(VENV)/bin/sqlfluff lint sql/ cron/ --dialect postgres --processes 2 --disable-progress-bar
+	@$(VENV)/bin/ruff check src plpy tests bench
+
+bench-embed: deploy
+	@$(PY) bench/embed.py
+
+clean: down
+	rm -rf "$(MNEMO_HOME)" $(VENV)

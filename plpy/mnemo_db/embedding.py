@@ -1,0 +1,85 @@
+"""Sentence embeddings with all-MiniLM-L6-v2, served from its ONNX export.
+
+Same pipeline as sentence-transformers (WordPiece tokens truncated to 256, BERT
+encoder, mean pooling over the attention mask, L2 normalisation) but on onnxruntime
++ tokenizers, which load in a fraction of a second where torch takes ~10 s. The
+sentence-transformers model stays the reference: tests/py/test_embedding.py checks
+cosine >= 0.999 between the two.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import numpy as np
+
+DIMENSIONS = 384
+MAX_TOKENS = 256  # the model's max_seq_length (sentence_bert_config.json)
+
+_lock = threading.Lock()
+_model: "Embedder | None" = None
+
+
+class Embedder:
+    def __init__(self, model_dir: str, threads: int = 1):
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        self.tokenizer = Tokenizer.from_file(os.path.join(model_dir, "tokenizer.json"))
+        self.tokenizer.enable_truncation(MAX_TOKENS)
+        self.tokenizer.no_padding()
+        opts = ort.SessionOptions()
+        # One backend = one query: parallelism comes from many backends, and a
+        # backend that grabs every core slows its neighbours down.
+        opts.intra_op_num_threads = threads
+        opts.inter_op_num_threads = 1
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        self.session = ort.InferenceSession(
+            os.path.join(model_dir, "model.onnx"), opts, providers=["CPUExecutionProvider"]
+        )
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        """Return an array (len(texts), 384) of L2-normalised float32 embeddings."""
+        if not texts:
+            return np.zeros((0, DIMENSIONS), dtype=np.float32)
+        out = np.empty((len(texts), DIMENSIONS), dtype=np.float32)
+        # Sort by length so that each mini-batch pads to similar lengths.
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        for start in range(0, len(order), 32):
+            idx = order[start:start + 32]
+            encs = self.tokenizer.encode_batch([texts[i] or "" for i in idx])
+            width = max(len(e.ids) for e in encs)
+            ids = np.zeros((len(idx), width), dtype=np.int64)
+            mask = np.zeros((len(idx), width), dtype=np.int64)
+            for row, e in enumerate(encs):
+                ids[row, : len(e.ids)] = e.ids
+                mask[row, : len(e.ids)] = 1
+            hidden = self.session.run(
+                None,
+                {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)},
+            )[0]
+            m = mask[:, :, None].astype(np.float32)
+            pooled = (hidden * m).sum(axis=1) / np.clip(m.sum(axis=1), 1e-9, None)
+            norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+            out[idx] = pooled / np.clip(norms, 1e-12, None)
+        return out
+
+
+def get_embedder(model_dir: str, threads: int = 1) -> Embedder:
+    """The per-process model, loaded on first use (once per database backend)."""
+    global _model
+    if _model is None:
+        with _lock:
+            if _model is None:
+                if not os.path.exists(os.path.join(model_dir, "model.onnx")):
+                    raise FileNotFoundError(
+                        f"no ONNX model in {model_dir}; run 'make up' (or set mnemo.model_dir)"
+                    )
+                _model = Embedder(model_dir, threads)
+    return _model
+
+
+def to_pgvector(vec: np.ndarray) -> str:
+    """Text form of a vector that PostgreSQL casts to pgvector's vector type."""
+    return "[" + ",".join(f"{x:.7g}" for x in vec.tolist()) + "]"

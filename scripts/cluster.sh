@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# The throwaway local cluster: scripts/cluster.sh init|start|stop|status
+# Lives in $MNEMO_HOME/pgdata, listens on 127.0.0.1:$MNEMO_PORT and a socket in
+# $MNEMO_HOME/run, preloads pg_cron. initdb/postgres refuse to run as root, so as
+# root they run as the 'postgres' user; otherwise as the current user.
+set -euo pipefail
+: "${MNEMO_HOME:?}" "${MNEMO_PORT:?}"
+PGBIN=${PGBIN:-/usr/lib/postgresql/${PG_MAJOR:-15}/bin}
+DATA=$MNEMO_HOME/pgdata
+RUN=$MNEMO_HOME/run
+LOG=$MNEMO_HOME/postgres.log
+log() { printf '\033[1m[mnemo cluster]\033[0m %s\n' "$*"; }
+as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+
+case "${1:-}" in
+init)
+  if [ -f "$DATA/PG_VERSION" ]; then log "cluster exists in $DATA"; exit 0; fi
+  log "initdb in $DATA"
+  mkdir -p "$DATA" "$RUN"
+  [ "$(id -u)" = 0 ] && chown postgres: "$DATA" "$RUN" && touch "$LOG" && chown postgres: "$LOG"
+  chmod 700 "$DATA"
+  as_pg "$PGBIN/initdb" -D "$DATA" -U postgres -A trust -E UTF8 --locale=C.UTF-8 >/dev/null
+  cat >> "$DATA/postgresql.conf" <<CONF
+
+# --- Mnemosyne local cluster ---
+port = $MNEMO_PORT
+listen_addresses = '127.0.0.1'
+unix_socket_directories = '$RUN'
+shared_preload_libraries = 'pg_cron'
+cron.database_name = 'mnemo'
+cron.use_background_workers = on
+max_worker_processes = 32
+max_connections = 200
+shared_buffers = 512MB
+work_mem = 16MB
+maintenance_work_mem = 512MB
+CONF
+  ;;
+start)
+  if as_pg "$PGBIN/pg_ctl" -D "$DATA" status >/dev/null 2>&1; then log "running on port $MNEMO_PORT"; exit 0; fi
+  log "starting postgres on 127.0.0.1:$MNEMO_PORT"
+  as_pg "$PGBIN/pg_ctl" -D "$DATA" -l "$LOG" -w -t 60 start >/dev/null
+  if ! as_pg "$PGBIN/psql" -h "$RUN" -p "$MNEMO_PORT" -U postgres -d postgres -XtAc \
+      "SELECT 1 FROM pg_database WHERE datname = 'mnemo'" | grep -q 1; then
+    as_pg "$PGBIN/createdb" -h "$RUN" -p "$MNEMO_PORT" -U postgres mnemo
+    log "created database mnemo"
+  fi
+  ;;
+stop)
+  if [ -f "$DATA/PG_VERSION" ] && as_pg "$PGBIN/pg_ctl" -D "$DATA" status >/dev/null 2>&1; then
+    as_pg "$PGBIN/pg_ctl" -D "$DATA" -m fast -w stop >/dev/null
+    log "stopped"
+  else
+    log "not running"
+  fi
+  ;;
+status)
+  as_pg "$PGBIN/pg_ctl" -D "$DATA" status
+  ;;
+*)
+  echo "usage: $0 init|start|stop|status" >&2; exit 2 ;;
+esac

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Deploys Mnemosyne into $DATABASE_URL. Safe to run again and again:
+#   1. sql/bootstrap.sql, settings, error codes     (idempotent)
+#   2. sql/partitions/*.sql, sql/functions/*.sql    (CREATE OR REPLACE, one transaction)
+#   3. sql/migrations/*.sql                         (each runs once, recorded with its hash)
+#   4. sql/grants.sql, server-side Python paths, month partitions, cron/*.sql
+set -euo pipefail
+cd "$(dirname "$0")/.."
+: "${DATABASE_URL:?DATABASE_URL must be set}"
+log() { printf '\033[1m[mnemo deploy]\033[0m %s\n' "$*"; }
+PSQL=(psql "$DATABASE_URL" -X -q -v ON_ERROR_STOP=1 --no-psqlrc)
+q() { "${PSQL[@]}" -tA -c "$1"; }
+
+"${PSQL[@]}" -c 'SET client_min_messages = warning' -f sql/bootstrap.sql -f sql/settings.sql -f sql/error_codes.sql
+if [ -n "${MNEMO_HASH_PARTITIONS:-}" ] && [ -z "$(q "SELECT 1 FROM mnemo_internal.schema_migrations WHERE version = '0001_schema'")" ]; then
+  q "UPDATE mnemo_internal.settings SET value = to_jsonb(${MNEMO_HASH_PARTITIONS}::integer) WHERE key = 'hash_partitions'" >/dev/null
+fi
+
+# Bodies are not checked at creation (check_function_bodies = off), so the files
+# load in any order and before the tables of a first deploy exist; tests run them.
+args=(-1 -c 'SET client_min_messages = warning' -c 'SET check_function_bodies = off')
+for f in sql/partitions/*.sql sql/functions/*.sql; do args+=(-f "$f"); done
+"${PSQL[@]}" "${args[@]}"
+log "$(ls sql/partitions/*.sql sql/functions/*.sql | wc -l) routine files loaded"
+
+for f in sql/migrations/*.sql; do
+  v=$(basename "$f" .sql); sum=$(sha256sum "$f" | cut -c1-64)
+  done_sum=$(q "SELECT sha256 FROM mnemo_internal.schema_migrations WHERE version = '$v'")
+  if [ -z "$done_sum" ]; then
+    log "migration $v"
+    "${PSQL[@]}" -1 -c 'SET client_min_messages = warning' -f "$f" \
+      -c "INSERT INTO mnemo_internal.schema_migrations (version, sha256) VALUES ('$v', '$sum')"  >/dev/null
+  elif [ "$done_sum" != "$sum" ]; then
+    echo "mnemo deploy: WARNING migration $v changed since it ran; released migrations are frozen, add a new one" >&2
+  fi
+done
+
+"${PSQL[@]}" -c 'SET client_min_messages = warning' -f sql/grants.sql
+
+# Where PL/Python finds the plpy/ package and its modules (server-side paths).
+if [ -n "${MNEMO_HOME:-}" ]; then
+  mkdir -p "$MNEMO_HOME/plpy"
+  rm -rf "$MNEMO_HOME/plpy/mnemo_db" && cp -r plpy/mnemo_db "$MNEMO_HOME/plpy/"
+  find "$MNEMO_HOME/plpy" -name __pycache__ -prune -exec rm -rf {} +
+  PY_PATH=${MNEMO_PYTHON_PATH:-$MNEMO_HOME/plpy:$MNEMO_HOME/pylib}
+  MODEL_DIR=${MNEMO_MODEL_DIR:-$MNEMO_HOME/model}
+else
+  PY_PATH=${MNEMO_PYTHON_PATH:-}; MODEL_DIR=${MNEMO_MODEL_DIR:-}
+fi
+db=$(q "SELECT current_database()")
+if [ -n "$PY_PATH" ]; then q "ALTER DATABASE \"$db\" SET mnemo.python_path = '$PY_PATH'" >/dev/null; fi
+if [ -n "$MODEL_DIR" ]; then q "ALTER DATABASE \"$db\" SET mnemo.model_dir = '$MODEL_DIR'" >/dev/null; fi
+
+months=$(q "SELECT value FROM mnemo_internal.settings WHERE key = 'message_partition_months_ahead'")
+q "SELECT mnemo.create_message_partitions(current_date, $months)" >/dev/null
+
+if [ "$(q "SELECT count(*) FROM pg_available_extensions WHERE name = 'pg_cron'")" = 1 ] \
+   && [ "$(q "SELECT current_setting('cron.database_name', true) = current_database()")" = t ]; then
+  "${PSQL[@]}" -c 'SET client_min_messages = warning' -c 'CREATE EXTENSION IF NOT EXISTS pg_cron' >/dev/null
+  for f in cron/*.sql; do "${PSQL[@]}" -f "$f" >/dev/null; done
+  log "pg_cron jobs scheduled: $(q "SELECT string_agg(jobname, ', ' ORDER BY jobname) FROM cron.job WHERE jobname LIKE 'mnemo-%'")"
+else
+  echo "mnemo deploy: WARNING pg_cron is not preloaded for database $db; jobs are not scheduled (run CALL mnemo.run_jobs() yourself)" >&2
+fi
+log "deployed into database $db"

@@ -1,0 +1,36 @@
+-- mnemo.create_tenant(p_tenant_id, p_display_name, p_config) -> text
+-- Registers a tenant (the isolation boundary: a user or a workspace). Idempotent: an
+-- existing tenant is kept as it is. Roles bound to a tenant cannot create others.
+-- Raises MN001 (bad id or config), MN008 (bound role). Writes: mnemo.tenants.
+CREATE OR REPLACE FUNCTION mnemo.create_tenant(
+    p_tenant_id text,
+    p_display_name text DEFAULT NULL,
+    p_config jsonb DEFAULT '{}'
+) RETURNS text
+LANGUAGE plpgsql
+VOLATILE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+BEGIN
+    IF p_tenant_id IS NULL OR p_tenant_id !~ '^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$' THEN
+        RAISE EXCEPTION USING ERRCODE = 'MN001',
+            MESSAGE = format('invalid tenant_id %L', p_tenant_id),
+            HINT = '1-128 characters: letters, digits and _ . : @ -, starting with a letter or digit.';
+    END IF;
+    IF p_config IS NULL OR jsonb_typeof(p_config) <> 'object' THEN
+        RAISE EXCEPTION USING ERRCODE = 'MN001', MESSAGE = 'config must be a JSON object';
+    END IF;
+    IF EXISTS (SELECT FROM mnemo_internal.role_tenants AS r WHERE r.role_name = current_user) THEN
+        RAISE EXCEPTION USING ERRCODE = 'MN008',
+            MESSAGE = format('role %s is bound to a tenant and cannot create tenants', current_user);
+    END IF;
+    PERFORM set_config('mnemo.tenant_id', p_tenant_id, true);
+    INSERT INTO mnemo.tenants (tenant_id, display_name, config)
+    VALUES (p_tenant_id, p_display_name, p_config)
+    ON CONFLICT (tenant_id) DO NOTHING;
+    RETURN p_tenant_id;
+END;
+$$;
+
+COMMENT ON FUNCTION mnemo.create_tenant(text, text, jsonb) IS
+'Registers a tenant (idempotent) and returns its id.';

@@ -1,0 +1,22 @@
+-- mnemo_internal.embed_target_text(p_tenant_id, p_payload) -> text
+-- The text an 'embed' job embeds: a message's content or a memory's full content.
+-- NULL when the target no longer exists (the job then completes doing nothing).
+CREATE OR REPLACE FUNCTION mnemo_internal.embed_target_text(p_tenant_id text, p_payload jsonb)
+RETURNS text
+LANGUAGE sql
+STABLE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+    SELECT CASE p_payload ->> 'target'
+        WHEN 'message' THEN (
+            SELECT m.content FROM mnemo.messages AS m
+            WHERE m.tenant_id = p_tenant_id AND m.message_id = (p_payload ->> 'message_id')::bigint
+                AND m.created_at = (p_payload ->> 'created_at')::timestamptz)
+        WHEN 'memory' THEN (
+            SELECT mem.content_full FROM mnemo.memories AS mem
+            WHERE mem.tenant_id = p_tenant_id AND mem.memory_id = (p_payload ->> 'memory_id')::bigint)
+    END
+$$;
+
+COMMENT ON FUNCTION mnemo_internal.embed_target_text(text, jsonb) IS
+'Text that an embed job embeds (message content or memory content).';

@@ -1,0 +1,24 @@
+-- mnemo_internal.setting(p_key) -> jsonb
+-- A value from mnemo_internal.settings (defaults in sql/settings.sql).
+-- Raises MN011 when the key is missing (a deploy did not run).
+CREATE OR REPLACE FUNCTION mnemo_internal.setting(p_key text)
+RETURNS jsonb
+LANGUAGE plpgsql
+STABLE
+-- Definer: applications read settings through here, never the table itself.
+SECURITY DEFINER
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+DECLARE
+    v_value jsonb;
+BEGIN
+    SELECT s.value INTO v_value FROM mnemo_internal.settings AS s WHERE s.key = p_key;
+    IF v_value IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'MN011', MESSAGE = format('setting %L is not defined', p_key),
+            HINT = 'Re-run the deploy (make up).';
+    END IF;
+    RETURN v_value;
+END;
+$$;
+
+COMMENT ON FUNCTION mnemo_internal.setting(text) IS 'Value of a Mnemosyne setting.';
