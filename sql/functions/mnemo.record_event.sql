@@ -1,0 +1,142 @@
+-- mnemo.record_event(p_tenant_id, p_session_id, p_kind, p_content, ...) -> jsonb
+-- Seed 004's event surface over the same tables as record_message:
+--   message      {"text"}; actor.type human -> user, agent -> assistant, system -> system
+--   tool_call    {"tool", "arguments" (object or JSON string), "id" (optional)}
+--   tool_result  {"tool", "text" or "excerpt_text", "tool_call_id" (optional: without
+--                one, the matching assistant tool call is recorded first, so the
+--                history stays a valid OpenAI conversation), other fields = arguments}
+--   decision     {"decision", "rationale"[], "alternatives"[], "constraints"[], "consequences"[]}
+--   task_update  {"title", "status" (open|doing|done|dropped), "due_at"}
+--   artifact     {"text" or "base64", "media_type", "meta"}
+-- Returns {"event_id", and message_id / tool_call_id / memory_id / artifact_id as
+-- they apply}. Bad input raises MN001/MN004 (and the errors of record_message).
+CREATE OR REPLACE FUNCTION mnemo.record_event(
+    p_tenant_id text,
+    p_session_id uuid,
+    p_kind text,
+    p_content jsonb,
+    p_actor jsonb DEFAULT '{}',
+    p_sensitivity text DEFAULT 'none',
+    p_tags text [] DEFAULT '{}',
+    p_refs text [] DEFAULT '{}',
+    p_created_at timestamptz DEFAULT NULL
+) RETURNS jsonb
+LANGUAGE plpgsql
+VOLATILE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+DECLARE
+    v_meta jsonb := jsonb_build_object('event_kind', p_kind, 'actor', coalesce(p_actor, '{}'),
+        'refs', to_jsonb(coalesce(p_refs, '{}')));
+    v_id bigint;
+    v_call_id text;
+    v_args jsonb;
+    v_text text;
+    v_memory_id bigint;
+BEGIN
+    PERFORM mnemo_internal.enter_tenant(p_tenant_id);
+    IF p_content IS NULL OR jsonb_typeof(p_content) <> 'object' THEN
+        RAISE EXCEPTION USING ERRCODE = 'MN004', MESSAGE = 'event content must be a JSON object';
+    END IF;
+    IF NOT EXISTS (SELECT FROM mnemo.sessions AS s
+        WHERE s.tenant_id = p_tenant_id AND s.session_id = p_session_id) THEN
+        RAISE EXCEPTION USING ERRCODE = 'MN003', MESSAGE = format('unknown session %s', p_session_id);
+    END IF;
+    CASE p_kind
+    WHEN 'message' THEN
+        v_id := mnemo.record_message(p_tenant_id, p_session_id, jsonb_build_object(
+            'role', CASE coalesce(p_actor ->> 'type', 'human')
+                WHEN 'human' THEN 'user' WHEN 'agent' THEN 'assistant' WHEN 'system' THEN 'system'
+                ELSE 'user' END,
+            'content', p_content -> 'text'), p_sensitivity, p_tags, p_created_at, v_meta);
+        RETURN jsonb_build_object('event_id', 'msg_' || v_id, 'message_id', v_id);
+    WHEN 'tool_call', 'tool_result' THEN
+        IF jsonb_typeof(p_content -> 'tool') IS DISTINCT FROM 'string' THEN
+            RAISE EXCEPTION USING ERRCODE = 'MN004', MESSAGE = format('a %s event needs a string "tool"', p_kind);
+        END IF;
+        v_call_id := coalesce(p_content ->> CASE p_kind WHEN 'tool_call' THEN 'id' ELSE 'tool_call_id' END, '');
+        IF p_kind = 'tool_call' OR v_call_id = '' THEN
+            IF v_call_id = '' THEN
+                v_call_id := 'call_evt_' || nextval('mnemo.messages_message_id_seq');
+            END IF;
+            v_args := CASE WHEN p_kind = 'tool_call' THEN coalesce(p_content -> 'arguments', '{}')
+                ELSE p_content - ARRAY['tool', 'text', 'excerpt_text', 'tool_call_id', 'truncated', 'artifact_id'] END;
+            v_id := mnemo.record_message(p_tenant_id, p_session_id, jsonb_build_object(
+                'role', 'assistant', 'content', NULL, 'tool_calls', jsonb_build_array(jsonb_build_object(
+                    'id', v_call_id, 'type', 'function', 'function', jsonb_build_object(
+                        'name', p_content ->> 'tool',
+                        'arguments', CASE jsonb_typeof(v_args) WHEN 'string' THEN v_args #>> '{}'
+                            ELSE v_args::text END)))),
+                p_sensitivity, p_tags, p_created_at, v_meta);
+            IF p_kind = 'tool_call' THEN
+                RETURN jsonb_build_object('event_id', 'msg_' || v_id, 'message_id', v_id, 'tool_call_id', v_call_id);
+            END IF;
+        END IF;
+        v_text := coalesce(p_content ->> 'text', p_content ->> 'excerpt_text');
+        IF v_text IS NULL THEN
+            RAISE EXCEPTION USING ERRCODE = 'MN004', MESSAGE = 'a tool_result event needs "text" or "excerpt_text"';
+        END IF;
+        v_id := mnemo.record_message(p_tenant_id, p_session_id, jsonb_build_object(
+            'role', 'tool', 'tool_call_id', v_call_id, 'content', v_text),
+            p_sensitivity, p_tags, p_created_at, v_meta);
+        RETURN jsonb_strip_nulls(jsonb_build_object('event_id', 'msg_' || v_id, 'message_id', v_id,
+            'tool_call_id', v_call_id, 'artifact_id', (
+                SELECT m.artifact_id FROM mnemo.messages AS m
+                WHERE m.tenant_id = p_tenant_id AND m.session_id = p_session_id AND m.message_id = v_id)));
+    WHEN 'decision' THEN
+        IF jsonb_typeof(p_content -> 'decision') IS DISTINCT FROM 'string' THEN
+            RAISE EXCEPTION USING ERRCODE = 'MN004', MESSAGE = 'a decision event needs a string "decision"';
+        END IF;
+        v_text := (p_content ->> 'decision') || coalesce(E'\nRationale: ' || (
+            SELECT string_agg(r, '; ') FROM jsonb_array_elements_text(p_content -> 'rationale') AS r), '')
+            || coalesce(E'\nAlternatives: ' || (
+            SELECT string_agg(a, '; ') FROM jsonb_array_elements_text(p_content -> 'alternatives') AS a), '');
+        v_memory_id := mnemo_internal.insert_memory(p_tenant_id, p_session_id, 'decision', v_text,
+            'user_stated', v_meta, '{}', p_sensitivity, p_tags);
+        INSERT INTO mnemo.memory_decisions (tenant_id, memory_id, decision, rationale, alternatives,
+            constraints, consequences, refs)
+        SELECT p_tenant_id, v_memory_id, p_content ->> 'decision',
+            ARRAY(SELECT jsonb_array_elements_text(coalesce(p_content -> 'rationale', '[]'))),
+            ARRAY(SELECT jsonb_array_elements_text(coalesce(p_content -> 'alternatives', '[]'))),
+            ARRAY(SELECT jsonb_array_elements_text(coalesce(p_content -> 'constraints', '[]'))),
+            ARRAY(SELECT jsonb_array_elements_text(coalesce(p_content -> 'consequences', '[]'))),
+            coalesce(p_refs, '{}');
+        RETURN jsonb_build_object('event_id', 'mem_' || v_memory_id, 'memory_id', v_memory_id);
+    WHEN 'task_update' THEN
+        IF jsonb_typeof(p_content -> 'title') IS DISTINCT FROM 'string'
+            OR coalesce(p_content ->> 'status', 'open') NOT IN ('open', 'doing', 'done', 'dropped') THEN
+            RAISE EXCEPTION USING ERRCODE = 'MN004',
+                MESSAGE = 'a task_update event needs a string "title" and a status of open, doing, done or dropped';
+        END IF;
+        v_memory_id := mnemo_internal.insert_memory(p_tenant_id, p_session_id, 'task',
+            format('Task (%s): %s', coalesce(p_content ->> 'status', 'open'), p_content ->> 'title'),
+            'user_stated', v_meta, '{}', p_sensitivity, p_tags);
+        INSERT INTO mnemo.memory_tasks (tenant_id, memory_id, title, status, due_at)
+        VALUES (p_tenant_id, v_memory_id, p_content ->> 'title', coalesce(p_content ->> 'status', 'open'),
+            (p_content ->> 'due_at')::timestamptz);
+        RETURN jsonb_build_object('event_id', 'mem_' || v_memory_id, 'memory_id', v_memory_id);
+    WHEN 'artifact' THEN
+        v_id := nextval('mnemo.artifacts_artifact_id_seq');
+        INSERT INTO mnemo.artifacts (tenant_id, artifact_id, session_id, kind, media_type, bytes, byte_size, sha256, meta)
+        SELECT p_tenant_id, v_id, p_session_id, 'blob',
+            coalesce(p_content ->> 'media_type', 'application/octet-stream'), b.bytes, octet_length(b.bytes),
+            sha256(b.bytes), coalesce(p_content -> 'meta', '{}')
+        FROM (SELECT CASE WHEN p_content ? 'base64' THEN decode(p_content ->> 'base64', 'base64')
+            ELSE convert_to(p_content ->> 'text', 'UTF8') END AS bytes) AS b
+        WHERE b.bytes IS NOT NULL;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION USING ERRCODE = 'MN004', MESSAGE = 'an artifact event needs "text" or "base64"';
+        END IF;
+        RETURN jsonb_build_object('event_id', 'art_' || v_id, 'artifact_id', v_id);
+    ELSE
+        RAISE EXCEPTION USING ERRCODE = 'MN001', MESSAGE = format('unknown event kind %L', p_kind),
+            HINT = 'kind is one of message, tool_call, tool_result, decision, task_update, artifact';
+    END CASE;
+EXCEPTION
+    WHEN invalid_datetime_format OR datetime_field_overflow OR invalid_parameter_value THEN
+        RAISE EXCEPTION USING ERRCODE = 'MN004', MESSAGE = 'malformed event content: ' || SQLERRM;
+END;
+$$;
+
+COMMENT ON FUNCTION mnemo.record_event(text, uuid, text, jsonb, jsonb, text, text [], text [], timestamptz) IS
+'Records a seed-004 event (message, tool call/result, decision, task, artifact).';

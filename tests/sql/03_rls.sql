@@ -1,0 +1,156 @@
+-- Row-level security: a role bound to tenant A (mnemo.bind_role) sees and writes only
+-- A's rows, whatever it passes or sets; partitions and admin routines are out of its
+-- reach; an unbound service role sees nothing until an API call names a tenant.
+-- Roles, tenants and rows are all created inside the transaction and rolled back.
+BEGIN;
+SELECT plan(1);
+
+-- Fixtures (as postgres) --------------------------------------------------------------
+-- Tenants A and B; role tap_role_a bound to A; role tap_role_svc unbound.
+CREATE ROLE tap_role_a NOLOGIN;
+GRANT mnemo_app TO tap_role_a;
+CREATE ROLE tap_role_svc NOLOGIN;
+GRANT mnemo_app TO tap_role_svc;
+SELECT is(mnemo.create_tenant('tap_rls_a'), 'tap_rls_a', 'tenant A');
+SELECT is(mnemo.create_tenant('tap_rls_b'), 'tap_rls_b', 'tenant B');
+SELECT lives_ok($$SELECT mnemo.bind_role('tap_role_a', 'tap_rls_a')$$, 'tap_role_a is bound to tenant A');
+
+-- A: one session, two messages. B: one session, three messages, one of them a tool
+-- output big enough to become an artifact.
+UPDATE mnemo_internal.settings SET value = '100' WHERE key = 'artifact_threshold_bytes';
+SELECT is(mnemo.start_session('tap_rls_a', p_session_id => 'b0000000-0000-4000-8000-00000000000a'),
+    'b0000000-0000-4000-8000-00000000000a'::uuid, 'session in A');
+SELECT is(mnemo.start_session('tap_rls_b', p_session_id => 'b0000000-0000-4000-8000-00000000000b'),
+    'b0000000-0000-4000-8000-00000000000b'::uuid, 'session in B');
+SELECT isnt(mnemo.record_message('tap_rls_a', 'b0000000-0000-4000-8000-00000000000a',
+    '{"role": "user", "content": "A: my PIN is 1234"}'), NULL, 'message 1 in A');
+SELECT isnt(mnemo.record_message('tap_rls_a', 'b0000000-0000-4000-8000-00000000000a',
+    '{"role": "assistant", "content": "Noted."}'), NULL, 'message 2 in A');
+SELECT isnt(mnemo.record_message('tap_rls_b', 'b0000000-0000-4000-8000-00000000000b',
+    '{"role": "user", "content": "B: read the secret file"}'), NULL, 'message 1 in B');
+SELECT isnt(mnemo.record_message('tap_rls_b', 'b0000000-0000-4000-8000-00000000000b',
+    '{"role": "assistant", "tool_calls": [{"id": "call_b1", "type": "function",
+      "function": {"name": "read_file", "arguments": "{\"path\": \"/secret\"}"}}]}'), NULL, 'message 2 in B');
+SELECT isnt(mnemo.record_message('tap_rls_b', 'b0000000-0000-4000-8000-00000000000b',
+    jsonb_build_object('role', 'tool', 'tool_call_id', 'call_b1', 'content', repeat('B secret line' || E'\n', 50))),
+    NULL, 'message 3 in B (a tool output stored as an artifact)');
+-- B's artifact id, readable by the roles below (for the cross-tenant checks).
+CREATE TEMP TABLE tap_b_artifact AS
+SELECT artifact_id FROM mnemo.artifacts WHERE tenant_id = 'tap_rls_b';
+GRANT SELECT ON tap_b_artifact TO PUBLIC;
+SELECT is((SELECT count(*)::integer FROM tap_b_artifact), 1, 'B has one artifact');
+
+-- Bound role tap_role_a ----------------------------------------------------------------
+SET LOCAL ROLE tap_role_a;
+SELECT is(current_user::text, 'tap_role_a', 'acting as tap_role_a');
+SELECT is(mnemo_internal.current_tenant_id(), 'tap_rls_a', 'its tenant is A (its binding)');
+
+-- It sees A's rows, and only those.
+SELECT results_eq($$SELECT tenant_id FROM mnemo.tenants$$, ARRAY['tap_rls_a'], 'tenants: only A');
+SELECT results_eq($$SELECT tenant_id, count(*)::integer FROM mnemo.sessions GROUP BY 1$$,
+    $$VALUES ('tap_rls_a', 1)$$, 'sessions: only A''s one session');
+SELECT results_eq($$SELECT tenant_id, count(*)::integer FROM mnemo.messages GROUP BY 1$$,
+    $$VALUES ('tap_rls_a', 2)$$, 'messages: only A''s two messages');
+SELECT results_eq($$SELECT tenant_id, count(*)::integer FROM mnemo.jobs GROUP BY 1$$,
+    $$VALUES ('tap_rls_a', 2)$$, 'jobs: only A''s two embed jobs');
+SELECT is_empty($$SELECT * FROM mnemo.tool_calls$$, 'tool_calls: none (B''s call is hidden)');
+SELECT is_empty($$SELECT * FROM mnemo.artifacts$$, 'artifacts: none (B''s artifact is hidden)');
+SELECT results_eq($$SELECT role_name = 'tap_role_a', tenant_id FROM mnemo_internal.role_tenants$$,
+    $$VALUES (true, 'tap_rls_a')$$, 'role_tenants: only its own binding');
+
+-- It cannot act for B through the API.
+SELECT throws_ok($$SELECT mnemo.record_message('tap_rls_b', 'b0000000-0000-4000-8000-00000000000b',
+    '{"role": "user", "content": "sneaky"}')$$, 'MN008', NULL, 'record_message for B -> MN008');
+SELECT throws_ok($$SELECT mnemo.start_session('tap_rls_b')$$, 'MN008', NULL, 'start_session for B -> MN008');
+SELECT throws_ok($$SELECT mnemo.get_artifact('tap_rls_b', (SELECT artifact_id FROM tap_b_artifact))$$,
+    'MN008', NULL, 'get_artifact for B -> MN008');
+SELECT throws_ok($$SELECT mnemo.get_artifact('tap_rls_a', (SELECT artifact_id FROM tap_b_artifact))$$,
+    'MN010', NULL, 'B''s artifact id under tenant A -> MN010');
+SELECT throws_ok($$SELECT mnemo.create_tenant('tap_rls_c')$$, 'MN008', NULL, 'a bound role cannot create tenants');
+SELECT throws_ok($$SELECT mnemo.start_session('tap_rls_a',
+    p_parent_session_id => 'b0000000-0000-4000-8000-00000000000b')$$, 'MN003', NULL,
+    'B''s session cannot be a parent in A (unknown there) -> MN003');
+
+-- It can record into A: the next turn of A's session.
+SELECT isnt(mnemo.record_message('tap_rls_a', 'b0000000-0000-4000-8000-00000000000a',
+    '{"role": "user", "content": "A again"}'), NULL, 'record_message for A works');
+SELECT results_eq($$SELECT turn_index FROM mnemo.messages ORDER BY turn_index$$, ARRAY[0, 1, 2],
+    'A''s session now has turns 0, 1, 2');
+SELECT isnt(mnemo.start_session('tap_rls_a'), NULL, 'start_session for A works');
+
+-- Setting mnemo.tenant_id to B changes nothing: the binding wins.
+SELECT is(set_config('mnemo.tenant_id', 'tap_rls_b', true), 'tap_rls_b', 'tap_role_a sets mnemo.tenant_id = B');
+SELECT is(mnemo_internal.current_tenant_id(), 'tap_rls_a', 'its tenant is still A');
+SELECT is_empty($$SELECT * FROM mnemo.tenants WHERE tenant_id <> 'tap_rls_a'$$, 'tenants: still none of B');
+SELECT is_empty($$SELECT * FROM mnemo.sessions WHERE tenant_id <> 'tap_rls_a'$$, 'sessions: still none of B');
+SELECT is_empty($$SELECT * FROM mnemo.messages WHERE tenant_id <> 'tap_rls_a'$$, 'messages: still none of B');
+SELECT is_empty($$SELECT * FROM mnemo.jobs WHERE tenant_id <> 'tap_rls_a'$$, 'jobs: still none of B');
+SELECT is((SELECT count(*)::integer FROM mnemo.messages), 3, 'messages: A''s three');
+
+-- Direct writes into B are refused or reach nothing.
+SELECT throws_ok($$INSERT INTO mnemo.sessions (tenant_id) VALUES ('tap_rls_b')$$, '42501', NULL,
+    'inserting a session for B violates the policy -> 42501');
+SELECT throws_ok($$UPDATE mnemo.sessions SET tenant_id = 'tap_rls_b'
+    WHERE session_id = 'b0000000-0000-4000-8000-00000000000a'$$, '42501', NULL,
+    'moving A''s session to B violates the policy -> 42501');
+UPDATE mnemo.sessions SET agent_id = 'hijacked' WHERE tenant_id = 'tap_rls_b';
+DELETE FROM mnemo.messages WHERE tenant_id = 'tap_rls_b';
+SELECT throws_ok($$UPDATE mnemo_internal.role_tenants SET tenant_id = 'tap_rls_b'$$, '42501', NULL,
+    'it cannot rebind itself -> 42501');
+
+-- Partitions, internal tables and admin routines are denied.
+SELECT throws_ok($$SELECT * FROM mnemo.messages_h0$$, '42501', NULL, 'selecting mnemo.messages_h0 -> 42501');
+SELECT throws_ok($$SELECT * FROM mnemo.sessions_h1$$, '42501', NULL, 'selecting mnemo.sessions_h1 -> 42501');
+SELECT throws_ok($$SELECT * FROM mnemo.artifacts_h2$$, '42501', NULL, 'selecting mnemo.artifacts_h2 -> 42501');
+SELECT throws_ok($$SELECT * FROM mnemo_internal.settings$$, '42501', NULL,
+    'selecting mnemo_internal.settings -> 42501');
+SELECT throws_ok($$SELECT mnemo.bind_role('tap_role_a', 'tap_rls_b')$$, '42501', NULL, 'mnemo.bind_role -> 42501');
+SELECT throws_ok($$SELECT mnemo.set_setting('max_message_bytes', '1')$$, '42501', NULL,
+    'mnemo.set_setting -> 42501');
+SELECT throws_ok($$CALL mnemo.run_jobs()$$, '42501', NULL, 'CALL mnemo.run_jobs -> 42501');
+RESET ROLE;
+
+-- Back as postgres: B is untouched.
+SELECT is(current_user::text, 'postgres', 'back to postgres');
+SELECT results_eq($$SELECT agent_id FROM mnemo.sessions WHERE tenant_id = 'tap_rls_b'$$, ARRAY['default'],
+    'B''s session was not updated by tap_role_a');
+SELECT is((SELECT count(*)::integer FROM mnemo.messages WHERE tenant_id = 'tap_rls_b'), 3,
+    'B''s messages were not deleted by tap_role_a');
+SELECT is((SELECT count(*)::integer FROM mnemo.sessions WHERE tenant_id = 'tap_rls_b'), 1,
+    'no session was added to B');
+
+-- Unbound service role tap_role_svc ----------------------------------------------------------
+-- The API calls above set mnemo.tenant_id for this transaction; clear it so that the
+-- service role starts as a fresh transaction would.
+SELECT is(set_config('mnemo.tenant_id', '', true), '', 'mnemo.tenant_id cleared');
+SET LOCAL ROLE tap_role_svc;
+SELECT is(mnemo_internal.current_tenant_id(), NULL, 'an unbound role acts for no tenant yet');
+SELECT is_empty($$SELECT * FROM mnemo.tenants$$, 'before any API call it sees no tenant');
+SELECT is_empty($$SELECT * FROM mnemo.sessions$$, 'before any API call it sees no session');
+SELECT is_empty($$SELECT * FROM mnemo.messages$$, 'before any API call it sees no message');
+SELECT is_empty($$SELECT * FROM mnemo.jobs$$, 'before any API call it sees no job');
+SELECT throws_ok($$INSERT INTO mnemo.sessions (tenant_id) VALUES ('tap_rls_b')$$, '42501', NULL,
+    'before any API call it cannot write a row either -> 42501');
+
+-- An API call for B scopes it to B for the rest of the transaction.
+SELECT is(mnemo.start_session('tap_rls_b', p_session_id => 'b0000000-0000-4000-8000-0000000000b2'),
+    'b0000000-0000-4000-8000-0000000000b2'::uuid, 'start_session for B');
+SELECT is(mnemo_internal.current_tenant_id(), 'tap_rls_b', 'it now acts for B');
+SELECT results_eq($$SELECT tenant_id FROM mnemo.tenants$$, ARRAY['tap_rls_b'], 'tenants: only B');
+SELECT results_eq($$SELECT tenant_id, count(*)::integer FROM mnemo.sessions GROUP BY 1$$,
+    $$VALUES ('tap_rls_b', 2)$$, 'sessions: only B''s two sessions');
+SELECT results_eq($$SELECT tenant_id, count(*)::integer FROM mnemo.messages GROUP BY 1$$,
+    $$VALUES ('tap_rls_b', 3)$$, 'messages: only B''s three messages');
+SELECT results_eq($$SELECT DISTINCT tenant_id FROM mnemo.jobs$$, ARRAY['tap_rls_b'], 'jobs: only B''s');
+SELECT is(mnemo.get_artifact('tap_rls_b', (SELECT artifact_id FROM tap_b_artifact)),
+    convert_to(repeat('B secret line' || E'\n', 50), 'UTF8'), 'it reads B''s artifact');
+SELECT isnt(mnemo.record_message('tap_rls_b', 'b0000000-0000-4000-8000-0000000000b2',
+    '{"role": "user", "content": "service write"}'), NULL, 'it records into B');
+SELECT throws_ok($$SELECT * FROM mnemo.messages_h0$$, '42501', NULL,
+    'the service role cannot select a partition either -> 42501');
+SELECT throws_ok($$SELECT mnemo.bind_role('tap_role_svc', 'tap_rls_b')$$, '42501', NULL,
+    'the service role cannot bind roles -> 42501');
+RESET ROLE;
+
+SELECT * FROM finish();
+ROLLBACK;
