@@ -15,7 +15,7 @@ REVOKE EXECUTE ON PROCEDURE mnemo.run_jobs(integer, integer, integer, numeric) F
 REVOKE EXECUTE ON FUNCTION mnemo_internal.create_hash_partitions(regclass, integer, text, boolean)
 FROM mnemo_app;
 REVOKE EXECUTE ON FUNCTION mnemo_internal.process_job_batch(integer) FROM mnemo_app;
-REVOKE EXECUTE ON FUNCTION mnemo_internal.fail_jobs(text [], bigint [], text) FROM mnemo_app;
+REVOKE EXECUTE ON FUNCTION mnemo_internal.fail_jobs(text[], bigint[], text) FROM mnemo_app;
 REVOKE EXECUTE ON FUNCTION mnemo_internal.run_job(text, text, jsonb) FROM mnemo_app;
 REVOKE EXECUTE ON FUNCTION mnemo_internal.store_embedding(text, jsonb, vector) FROM mnemo_app;
 

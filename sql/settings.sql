@@ -1,10 +1,14 @@
 -- Default settings, run on every deploy. Existing values are kept, so an operator's
 -- change survives re-deploys; descriptions are refreshed.
 INSERT INTO mnemo_internal.settings AS s (key, value, description) VALUES
-('hash_partitions', '8',
- 'Hash partitions per tenant table, fixed at the first deploy (production: 64-256).'),
-('artifact_threshold_bytes', '65536',
- 'A tool output larger than this keeps an excerpt in the message and its bytes in mnemo.artifacts.'),
+(
+    'hash_partitions', '8',
+    'Hash partitions per tenant table, fixed at the first deploy (production: 64-256).'
+),
+(
+    'artifact_threshold_bytes', '65536',
+    'A tool output larger than this keeps an excerpt in the message and its bytes in mnemo.artifacts.'
+),
 ('excerpt_bytes', '8192', 'Size of the excerpt kept in a message whose output went to an artifact.'),
 ('max_message_bytes', '1048576', 'Largest content accepted for a non-tool message.'),
 ('max_artifact_bytes', '104857600', 'Largest tool output accepted (stored as an artifact).'),

@@ -18,7 +18,7 @@ DIMENSIONS = 384
 MAX_TOKENS = 256  # the model's max_seq_length (sentence_bert_config.json)
 
 _lock = threading.Lock()
-_model: "Embedder | None" = None
+_model: Embedder | None = None
 
 
 class Embedder:

@@ -2,8 +2,8 @@
 -- Embeddings of many texts in one call (batched through the model: several times
 -- the throughput of one call per text). Element i embeds p_texts[i]; a NULL text
 -- gives a NULL element.
-CREATE OR REPLACE FUNCTION mnemo.embed_batch(p_texts text [])
-RETURNS vector []
+CREATE OR REPLACE FUNCTION mnemo.embed_batch(p_texts text[])
+RETURNS vector[]
 LANGUAGE plpython3u
 IMMUTABLE
 STRICT
@@ -20,5 +20,5 @@ for row, i in enumerate(present):
 return out
 $$;
 
-COMMENT ON FUNCTION mnemo.embed_batch(text []) IS
+COMMENT ON FUNCTION mnemo.embed_batch(text[]) IS
 'Embeddings of an array of texts, batched through the model.';

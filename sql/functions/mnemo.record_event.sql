@@ -17,8 +17,8 @@ CREATE OR REPLACE FUNCTION mnemo.record_event(
     p_content jsonb,
     p_actor jsonb DEFAULT '{}',
     p_sensitivity text DEFAULT 'none',
-    p_tags text [] DEFAULT '{}',
-    p_refs text [] DEFAULT '{}',
+    p_tags text[] DEFAULT '{}',
+    p_refs text[] DEFAULT '{}',
     p_created_at timestamptz DEFAULT NULL
 ) RETURNS jsonb
 LANGUAGE plpgsql
@@ -138,5 +138,5 @@ EXCEPTION
 END;
 $$;
 
-COMMENT ON FUNCTION mnemo.record_event(text, uuid, text, jsonb, jsonb, text, text [], text [], timestamptz) IS
+COMMENT ON FUNCTION mnemo.record_event(text, uuid, text, jsonb, jsonb, text, text[], text[], timestamptz) IS
 'Records a seed-004 event (message, tool call/result, decision, task, artifact).';

@@ -15,7 +15,7 @@ CREATE OR REPLACE FUNCTION mnemo.record_message(
     p_session_id uuid,
     p_message jsonb,
     p_sensitivity text DEFAULT 'none',
-    p_tags text [] DEFAULT '{}',
+    p_tags text[] DEFAULT '{}',
     p_created_at timestamptz DEFAULT NULL,
     p_metadata jsonb DEFAULT '{}'
 ) RETURNS bigint
@@ -250,5 +250,5 @@ BEGIN
 END;
 $$;
 
-COMMENT ON FUNCTION mnemo.record_message(text, uuid, jsonb, text, text [], timestamptz, jsonb) IS
+COMMENT ON FUNCTION mnemo.record_message(text, uuid, jsonb, text, text[], timestamptz, jsonb) IS
 'Appends an OpenAI chat message to a session; returns its message id.';

@@ -47,5 +47,5 @@ BEGIN
 END;
 $$;
 
-COMMENT ON PROCEDURE mnemo.run_jobs(integer, integer, integer, numeric) IS
+COMMENT ON PROCEDURE mnemo.run_jobs (integer, integer, integer, numeric) IS
 'Job runner: processes due jobs in batches, committing per batch.';

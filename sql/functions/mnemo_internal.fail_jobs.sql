@@ -3,7 +3,7 @@
 -- (job_backoff_seconds * 2^tries) until job_max_tries, then marked 'failed' with
 -- the last error kept for the operator. Writes: mnemo.jobs.
 CREATE OR REPLACE FUNCTION mnemo_internal.fail_jobs(
-    p_tenants text [], p_job_ids bigint [], p_error text
+    p_tenants text[], p_job_ids bigint[], p_error text
 ) RETURNS void
 LANGUAGE sql
 VOLATILE
@@ -23,5 +23,5 @@ AS $$
     WHERE j.tenant_id = f.tenant_id AND j.job_id = f.job_id
 $$;
 
-COMMENT ON FUNCTION mnemo_internal.fail_jobs(text [], bigint [], text) IS
+COMMENT ON FUNCTION mnemo_internal.fail_jobs(text[], bigint[], text) IS
 'Schedules a retry with backoff for failed jobs, or marks them failed.';

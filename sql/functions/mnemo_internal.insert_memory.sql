@@ -9,9 +9,9 @@ CREATE OR REPLACE FUNCTION mnemo_internal.insert_memory(
     p_content text,
     p_provenance_type text DEFAULT 'system_inferred',
     p_provenance jsonb DEFAULT '{}',
-    p_source_message_ids bigint [] DEFAULT '{}',
+    p_source_message_ids bigint[] DEFAULT '{}',
     p_sensitivity text DEFAULT 'none',
-    p_tags text [] DEFAULT '{}'
+    p_tags text[] DEFAULT '{}'
 ) RETURNS bigint
 LANGUAGE plpgsql
 VOLATILE
@@ -36,5 +36,5 @@ BEGIN
 END;
 $$;
 
-COMMENT ON FUNCTION mnemo_internal.insert_memory(text, uuid, text, text, text, jsonb, bigint [], text, text []) IS
+COMMENT ON FUNCTION mnemo_internal.insert_memory(text, uuid, text, text, text, jsonb, bigint[], text, text[]) IS
 'Stores a memory at full fidelity with its stub and queues its embedding.';

@@ -81,7 +81,7 @@ CREATE TABLE mnemo.messages (
     content_hash bytea NOT NULL,
     sensitivity text NOT NULL DEFAULT 'none'
     CHECK (sensitivity IN ('none', 'low', 'high', 'secret')),
-    tags text [] NOT NULL DEFAULT '{}',
+    tags text[] NOT NULL DEFAULT '{}',
     artifact_id bigint,
     model text,
     finish_reason text,
@@ -164,13 +164,13 @@ CREATE TABLE mnemo.memories (
     -- Declared losses per fidelity: {"detail": {"dropped": [...], "can_answer": [...],
     -- "fault_when": [...]}, "compact": {...}, "stub": {...}}; they accumulate downwards.
     losses jsonb NOT NULL DEFAULT '{}',
-    key_entities text [] NOT NULL DEFAULT '{}',
+    key_entities text[] NOT NULL DEFAULT '{}',
     provenance_type text NOT NULL DEFAULT 'system_inferred' CHECK (provenance_type IN (
         'user_stated', 'correction', 'instruction', 'preference', 'fact',
         'system_inferred', 'tool_output'
     )),
     provenance jsonb NOT NULL DEFAULT '{}',
-    source_message_ids bigint [] NOT NULL DEFAULT '{}',
+    source_message_ids bigint[] NOT NULL DEFAULT '{}',
     confidence real NOT NULL DEFAULT 0.5 CHECK (confidence BETWEEN 0 AND 1),
     relevance_accumulator real NOT NULL DEFAULT 0,
     access_count integer NOT NULL DEFAULT 0,
@@ -183,7 +183,7 @@ CREATE TABLE mnemo.memories (
     is_pinned boolean NOT NULL DEFAULT false,
     superseded_by bigint,
     source_key text,
-    tags text [] NOT NULL DEFAULT '{}',
+    tags text[] NOT NULL DEFAULT '{}',
     sensitivity text NOT NULL DEFAULT 'none'
     CHECK (sensitivity IN ('none', 'low', 'high', 'secret')),
     content_hash bytea NOT NULL,
@@ -247,11 +247,11 @@ CREATE TABLE mnemo.memory_decisions (
     memory_id bigint NOT NULL,
     decision text NOT NULL,
     status text NOT NULL DEFAULT 'active' CHECK (status IN ('active', 'superseded')),
-    rationale text [] NOT NULL DEFAULT '{}',
-    alternatives text [] NOT NULL DEFAULT '{}',
-    constraints text [] NOT NULL DEFAULT '{}',
-    consequences text [] NOT NULL DEFAULT '{}',
-    refs text [] NOT NULL DEFAULT '{}',
+    rationale text[] NOT NULL DEFAULT '{}',
+    alternatives text[] NOT NULL DEFAULT '{}',
+    constraints text[] NOT NULL DEFAULT '{}',
+    consequences text[] NOT NULL DEFAULT '{}',
+    refs text[] NOT NULL DEFAULT '{}',
     PRIMARY KEY (tenant_id, memory_id)
 ) PARTITION BY HASH (tenant_id);
 
@@ -427,12 +427,16 @@ CREATE TABLE mnemo.admission_log (
 ) PARTITION BY HASH (tenant_id);
 
 -- Partitions and row-level security ---------------------------------------------------
-SELECT mnemo_internal.create_hash_partitions(
-    t.tab::regclass,
-    (SELECT value::integer FROM mnemo_internal.settings WHERE key = 'hash_partitions'),
-    CASE WHEN t.tab = 'mnemo.messages' THEN 'RANGE (created_at)' END,
-    t.tab = 'mnemo.working_memory'
-)
+SELECT
+    mnemo_internal.create_hash_partitions(
+        t.tab::regclass,
+        (
+            SELECT value::integer FROM mnemo_internal.settings
+            WHERE key = 'hash_partitions'
+        ),
+        CASE WHEN t.tab = 'mnemo.messages' THEN 'RANGE (created_at)' END,
+        t.tab = 'mnemo.working_memory'
+    )
 FROM unnest(ARRAY[
     'mnemo.system_prompts', 'mnemo.sessions', 'mnemo.messages', 'mnemo.tool_calls',
     'mnemo.artifacts', 'mnemo.memories', 'mnemo.working_memory', 'mnemo.memory_facts',
@@ -444,8 +448,10 @@ FROM unnest(ARRAY[
 
 SELECT mnemo.create_message_partitions(
     (current_date - interval '1 month')::date,
-    1 + (SELECT value::integer FROM mnemo_internal.settings
-        WHERE key = 'message_partition_months_ahead')
+    1 + (
+        SELECT value::integer FROM mnemo_internal.settings
+        WHERE key = 'message_partition_months_ahead'
+    )
 );
 
 -- Row-level security on every table that has a tenant_id: a member of mnemo_app

@@ -6,4 +6,4 @@ Every method calls one SQL function; all memory logic lives in the database.
 from .client import Client, connect
 from .errors import MnemoError
 
-__all__ = ["Client", "connect", "MnemoError"]
+__all__ = ["Client", "MnemoError", "connect"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Any
+from typing import Any, Self
 
 import psycopg
 from psycopg.types.json import Jsonb
@@ -12,7 +12,7 @@ from psycopg.types.json import Jsonb
 from .errors import translate
 
 
-def connect(dsn: str, **kwargs: Any) -> "Client":
+def connect(dsn: str, **kwargs: Any) -> Client:
     """Open an autocommit connection and wrap it in a Client."""
     return Client(psycopg.connect(dsn, autocommit=True, **kwargs))
 
@@ -24,7 +24,7 @@ class Client:
     def close(self) -> None:
         self.conn.close()
 
-    def __enter__(self) -> "Client":
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

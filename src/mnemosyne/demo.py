@@ -61,9 +61,9 @@ def main() -> None:
                 else:
                     c.record_event("demo", SESSION, kind, body)
             print("[mnemo demo] loaded the sample conversation into tenant 'demo'")
-        wait_for_jobs(c)
         else:
             print("[mnemo demo] sample conversation already loaded (nothing changed)")
+        wait_for_jobs(c)
         with c.conn.cursor() as cur:
             cur.execute(
                 """SELECT turn_index, role, token_count, artifact_id, embedding IS NOT NULL,

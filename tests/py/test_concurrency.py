@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import threading
 
-from mnemosyne import connect
-
 from conftest import DSN
+
+from mnemosyne import connect
 
 WRITERS, PER_WRITER = 8, 500
 

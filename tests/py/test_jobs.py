@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 
 import psycopg
-
 from conftest import DSN
 
 
@@ -81,7 +81,7 @@ def test_failures_retry_with_backoff_then_fail(db, tenant):
             db._call("UPDATE mnemo.jobs SET run_after = now() WHERE tenant_id = %(t)s", {"t": tenant})
         else:
             assert job[2] == "failed"
-    assert all(b > a * 1.9 for a, b in zip(delays, delays[1:]))  # exponential backoff
+    assert all(b > a * 1.9 for a, b in itertools.pairwise(delays))  # exponential backoff
 
 
 def test_a_failing_job_does_not_block_the_others(db, tenant):
