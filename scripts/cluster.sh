@@ -39,7 +39,12 @@ CONF
 start)
   if as_pg "$PGBIN/pg_ctl" -D "$DATA" status >/dev/null 2>&1; then log "running on port $MNEMO_PORT"; exit 0; fi
   log "starting postgres on 127.0.0.1:$MNEMO_PORT"
-  as_pg "$PGBIN/pg_ctl" -D "$DATA" -l "$LOG" -w -t 60 start >/dev/null
+  if ! as_pg "$PGBIN/pg_ctl" -D "$DATA" -l "$LOG" -w -t 60 start >/dev/null; then
+    echo "mnemo cluster: postgres did not start; the end of $LOG says:" >&2
+    tail -n 5 "$LOG" >&2
+    echo "(port $MNEMO_PORT taken by another server? set MNEMO_PORT=...)" >&2
+    exit 1
+  fi
   if ! as_pg "$PGBIN/psql" -h "$RUN" -p "$MNEMO_PORT" -U postgres -d postgres -XtAc \
       "SELECT 1 FROM pg_database WHERE datname = 'mnemo'" | grep -q 1; then
     as_pg "$PGBIN/createdb" -h "$RUN" -p "$MNEMO_PORT" -U postgres mnemo

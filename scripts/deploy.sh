@@ -48,8 +48,8 @@ else
   PY_PATH=${MNEMO_PYTHON_PATH:-}; MODEL_DIR=${MNEMO_MODEL_DIR:-}
 fi
 db=$(q "SELECT current_database()")
-if [ -n "$PY_PATH" ]; then q "ALTER DATABASE \"$db\" SET mnemo.python_path = '$PY_PATH'" >/dev/null; fi
-if [ -n "$MODEL_DIR" ]; then q "ALTER DATABASE \"$db\" SET mnemo.model_dir = '$MODEL_DIR'" >/dev/null; fi
+if [ -n "$PY_PATH" ]; then q "UPDATE mnemo_internal.settings SET value = to_jsonb('$PY_PATH'::text) WHERE key = 'python_path'" >/dev/null; fi
+if [ -n "$MODEL_DIR" ]; then q "UPDATE mnemo_internal.settings SET value = to_jsonb('$MODEL_DIR'::text) WHERE key = 'model_dir'" >/dev/null; fi
 
 months=$(q "SELECT value FROM mnemo_internal.settings WHERE key = 'message_partition_months_ahead'")
 q "SELECT mnemo.create_message_partitions(current_date, $months)" >/dev/null

@@ -14,5 +14,8 @@ INSERT INTO mnemo_internal.settings AS s (key, value, description) VALUES
 ('max_artifact_bytes', '104857600', 'Largest tool output accepted (stored as an artifact).'),
 ('job_max_tries', '5', 'Attempts before a job is marked failed.'),
 ('job_backoff_seconds', '10', 'First retry delay; doubles with every failed attempt.'),
-('message_partition_months_ahead', '3', 'Monthly history partitions kept ready ahead of time.')
+('message_partition_months_ahead', '3', 'Monthly history partitions kept ready ahead of time.'),
+('python_path', '""', 'Server-side directories PL/Python imports from (set by the deploy; owner-only).'),
+('model_dir', '""', 'Server-side directory of the ONNX embedding model (set by the deploy).'),
+('embed_threads', '1', 'onnxruntime threads per backend for embeddings.')
 ON CONFLICT (key) DO UPDATE SET description = excluded.description;

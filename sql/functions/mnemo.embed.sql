@@ -13,10 +13,10 @@ AS $$
 if 'mnemo_embedder' not in GD:
     plpy.execute('SELECT mnemo_internal.py_bootstrap()')
     from mnemo_db import embedding
-    d = plpy.execute("SELECT current_setting('mnemo.model_dir', true) AS d, "
-                     "coalesce(current_setting('mnemo.embed_threads', true), '1') AS t")[0]
+    d = plpy.execute("SELECT mnemo_internal.setting('model_dir') #>> '{}' AS d, "
+                     "mnemo_internal.setting('embed_threads') #>> '{}' AS t")[0]
     if not d['d']:
-        plpy.error('mnemo.model_dir is not set', sqlstate='MN011', hint='Run the deploy (make up).')
+        plpy.error('the model_dir setting is empty', sqlstate='MN011', hint='Run the deploy (make up).')
     GD['mnemo_embedder'] = embedding.get_embedder(d['d'], int(d['t']))
     GD['mnemo_to_pgvector'] = embedding.to_pgvector
 return GD['mnemo_to_pgvector'](GD['mnemo_embedder'].embed([p_text])[0])

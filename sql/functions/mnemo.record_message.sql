@@ -85,6 +85,12 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = 'MN004', MESSAGE = 'message.name must be a string';
     END IF;
     v_name := p_message ->> 'name';
+    -- OpenAI's assistant refusal: a string (or null); kept in metadata.refusal.
+    IF coalesce(jsonb_typeof(p_message -> 'refusal'), 'null') NOT IN ('null', 'string')
+        OR (v_role <> 'assistant' AND jsonb_typeof(p_message -> 'refusal') = 'string') THEN
+        RAISE EXCEPTION USING ERRCODE = 'MN004',
+            MESSAGE = 'message.refusal must be a string, and only on assistant messages';
+    END IF;
 
     v_content := p_message -> 'content';
     CASE coalesce(jsonb_typeof(v_content), 'null')
@@ -130,8 +136,10 @@ BEGIN
                 END IF;
             END LOOP;
         END IF;
-        IF v_text IS NULL AND v_parts IS NULL AND v_tool_calls IS NULL THEN
-            RAISE EXCEPTION USING ERRCODE = 'MN004', MESSAGE = 'an assistant message needs content or tool_calls';
+        IF v_text IS NULL AND v_parts IS NULL AND v_tool_calls IS NULL
+            AND p_message ->> 'refusal' IS NULL THEN
+            RAISE EXCEPTION USING ERRCODE = 'MN004',
+                MESSAGE = 'an assistant message needs content, tool_calls or a refusal';
         END IF;
     ELSIF p_message ? 'tool_calls' THEN
         RAISE EXCEPTION USING ERRCODE = 'MN004', MESSAGE = format('a %s message cannot carry tool_calls', v_role);
@@ -228,7 +236,9 @@ BEGIN
         sha256(convert_to(v_stored::text, 'UTF8')), p_sensitivity, p_tags, v_artifact_id,
         p_metadata ->> 'model', p_metadata ->> 'finish_reason',
         (p_metadata ->> 'prompt_tokens')::integer, (p_metadata ->> 'completion_tokens')::integer,
-        (p_metadata ->> 'latency_ms')::integer, p_metadata, v_created_at);
+        (p_metadata ->> 'latency_ms')::integer,
+        p_metadata || jsonb_strip_nulls(jsonb_build_object('refusal', p_message ->> 'refusal')),
+        v_created_at);
 
     IF v_tool_calls IS NOT NULL THEN
         BEGIN

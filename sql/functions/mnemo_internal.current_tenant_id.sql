@@ -1,6 +1,7 @@
 -- mnemo_internal.current_tenant_id() -> text
--- The tenant the current role acts for: its binding in mnemo_internal.role_tenants
--- if it has one (it cannot change it), else the transaction's mnemo.tenant_id
+-- The tenant the current role acts for: the binding in mnemo_internal.role_tenants
+-- of the current role, else of the login role (so that a bound login cannot shed
+-- its binding with SET ROLE mnemo_app), else the transaction's mnemo.tenant_id
 -- setting, which mnemo_internal.enter_tenant() sets for unbound service roles.
 -- Used by every row-level security policy. Reads: mnemo_internal.role_tenants.
 CREATE OR REPLACE FUNCTION mnemo_internal.current_tenant_id()
@@ -10,10 +11,7 @@ STABLE
 PARALLEL SAFE
 SET search_path = pg_catalog, public, pg_temp
 AS $$
-    SELECT coalesce(
-        (SELECT r.tenant_id FROM mnemo_internal.role_tenants AS r WHERE r.role_name = current_user),
-        nullif(current_setting('mnemo.tenant_id', true), '')
-    )
+    SELECT coalesce(mnemo_internal.bound_tenant_id(), nullif(current_setting('mnemo.tenant_id', true), ''))
 $$;
 
 COMMENT ON FUNCTION mnemo_internal.current_tenant_id() IS

@@ -15,8 +15,7 @@ BEGIN
     IF p_tenant_id IS NULL OR p_tenant_id = '' THEN
         RAISE EXCEPTION USING ERRCODE = 'MN001', MESSAGE = 'tenant_id is required';
     END IF;
-    SELECT r.tenant_id INTO v_bound FROM mnemo_internal.role_tenants AS r
-    WHERE r.role_name = current_user;
+    v_bound := mnemo_internal.bound_tenant_id();
     IF v_bound IS NOT NULL AND v_bound <> p_tenant_id THEN
         RAISE EXCEPTION USING ERRCODE = 'MN008',
             MESSAGE = format('role %s may not act for tenant %L', current_user, p_tenant_id),

@@ -480,4 +480,5 @@ END
 $$;
 
 ALTER TABLE mnemo_internal.role_tenants ENABLE ROW LEVEL SECURITY;
-CREATE POLICY own_binding ON mnemo_internal.role_tenants USING (role_name = current_user);
+CREATE POLICY own_binding ON mnemo_internal.role_tenants
+USING (role_name IN (current_user, session_user));

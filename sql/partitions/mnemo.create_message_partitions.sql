@@ -47,7 +47,12 @@ BEGIN
             EXECUTE format('CREATE TABLE mnemo.%I PARTITION OF mnemo.%I FOR VALUES FROM (%L) TO (%L)',
                 v_name, v_hash.relname, v_start, v_end);
             IF v_moved > 0 THEN
-                EXECUTE format('INSERT INTO mnemo.%I SELECT * FROM mnemo_moving', v_name);
+                -- Generated columns (search_tsv) are recomputed, not copied.
+                EXECUTE format('INSERT INTO mnemo.%1$I (%2$s) SELECT %2$s FROM mnemo_moving', v_name, (
+                    SELECT string_agg(quote_ident(a.attname), ', ' ORDER BY a.attnum)
+                    FROM pg_attribute AS a
+                    WHERE a.attrelid = 'mnemo.messages'::regclass AND a.attnum > 0
+                        AND NOT a.attisdropped AND a.attgenerated = ''));
                 RAISE NOTICE 'moved % rows from %_default into %', v_moved, v_hash.relname, v_name;
             END IF;
             DROP TABLE mnemo_moving;

@@ -1,8 +1,8 @@
 -- Write API: the happy path of mnemo.record_message (ids, gapless turns, token counts,
--- hashes, artifacts, embed jobs) and every validation error by SQLSTATE, each
--- followed by a check that the failed call wrote nothing.
+-- hashes, artifacts, embed jobs) and every validation error by SQLSTATE, each failure
+-- followed (singly, or once per group of calls) by a check that nothing was written.
 BEGIN;
-SELECT plan(147);
+SELECT plan(153);
 
 -- Fixtures -----------------------------------------------------------------------
 -- Tenant tap_val with four sessions: S1 active, S2 closed, S3 expired, S4 active.
@@ -37,7 +37,9 @@ CREATE FUNCTION pg_temp.state() RETURNS jsonb LANGUAGE sql AS $$
         'artifacts', (SELECT count(*) FROM mnemo.artifacts WHERE tenant_id = 'tap_val'),
         'jobs', (SELECT count(*) FROM mnemo.jobs WHERE tenant_id = 'tap_val'),
         'prompts', (SELECT count(*) FROM mnemo.system_prompts WHERE tenant_id = 'tap_val'),
-        'settings', (SELECT jsonb_object_agg(key, value) FROM mnemo_internal.settings))
+        'settings', (SELECT jsonb_object_agg(key, value) FROM mnemo_internal.settings
+            WHERE key IN ('hash_partitions', 'max_message_bytes', 'max_artifact_bytes',
+                'artifact_threshold_bytes', 'excerpt_bytes', 'job_max_tries')))
 $$;
 CREATE TEMP TABLE tap_base (s jsonb);
 INSERT INTO tap_base VALUES (NULL);
@@ -275,6 +277,15 @@ SELECT pg_temp.unchanged('oversize parts: nothing written');
 SELECT lives_ok($$SELECT pg_temp.rec(jsonb_build_object('role', 'user', 'content', repeat('a', 100)))$$,
     'content of exactly the limit is accepted');
 UPDATE mnemo_internal.settings SET value = '1048576' WHERE key = 'max_message_bytes';
+-- Tool outputs have their own, larger limit (max_artifact_bytes): open call_8 first.
+INSERT INTO tap_ids VALUES ('m5', pg_temp.rec('{"role": "assistant", "tool_calls": [{"id": "call_8",
+    "type": "function", "function": {"name": "dump", "arguments": "{}"}}]}'));
+UPDATE mnemo_internal.settings SET value = '2000' WHERE key = 'max_artifact_bytes';
+UPDATE tap_base SET s = pg_temp.state();
+SELECT throws_ok($$SELECT pg_temp.rec(jsonb_build_object('role', 'tool', 'tool_call_id', 'call_8',
+    'content', repeat('z', 2001)))$$, 'MN007', NULL, 'tool output over max_artifact_bytes -> MN007');
+SELECT pg_temp.unchanged('oversize tool output: nothing written (call_8 still open)');
+UPDATE mnemo_internal.settings SET value = '104857600' WHERE key = 'max_artifact_bytes';
 UPDATE tap_base SET s = pg_temp.state();
 
 -- MN009 session not active -----------------------------------------------------------------------
@@ -291,6 +302,7 @@ SELECT is(mnemo.create_tenant('tap_val_other'), 'tap_val_other', 'a second tenan
 UPDATE tap_base SET s = pg_temp.state();
 SELECT throws_ok(format('SELECT mnemo.get_artifact(%L, %s)', 'tap_val_other', (SELECT artifact_id FROM tap_m3)),
     'MN010', NULL, 'get_artifact of another tenant''s artifact -> MN010');
+SELECT pg_temp.unchanged('get_artifact failures: nothing written');
 
 -- MN012 duplicates ---------------------------------------------------------------------------------
 SELECT throws_ok($$SELECT mnemo.start_session('tap_val', p_session_id => 'a0000000-0000-4000-8000-000000000001')$$,
@@ -363,6 +375,7 @@ SELECT throws_ok($$SELECT mnemo.set_setting('hash_partitions', '16')$$, 'MN001',
 SELECT pg_temp.unchanged('set_setting bad arguments: settings unchanged');
 SELECT throws_ok($$SELECT mnemo.bind_role('tap_no_such_role', 'tap_val')$$, 'MN001', NULL,
     'bind_role: no such role -> MN001');
+SELECT pg_temp.unchanged('bind_role bad arguments: nothing written');
 
 -- After all these failures the next message still gets the next turn (gapless). -----------
 INSERT INTO tap_ids VALUES ('m6', pg_temp.rec('{"role": "user", "content": [{"type": "text", "text": "Thanks"},
@@ -371,12 +384,25 @@ SELECT results_eq(
     $$SELECT turn_index FROM mnemo.messages
       WHERE tenant_id = 'tap_val' AND session_id = 'a0000000-0000-4000-8000-000000000001'
       ORDER BY turn_index$$,
-    $$SELECT generate_series(0, 6)$$, 'turn indexes stay gapless 0..6 after the failed calls');
+    $$SELECT generate_series(0, 7)$$, 'turn indexes stay gapless 0..7 after the failed calls');
 SELECT results_eq(
     $$SELECT content, jsonb_array_length(content_parts) FROM mnemo.messages
       WHERE message_id = (SELECT id FROM tap_ids WHERE k = 'm6')$$,
     $$VALUES ('Thanks'::text, 2)$$, 'content parts are kept, their text is the content');
 SELECT is(mnemo.set_setting('job_max_tries', '7'), '5'::jsonb, 'set_setting returns the old value');
+
+-- Regression (fixed) ----------------------------------------------------------
+-- m4 (January 2100) waits in a DEFAULT partition. Creating that month must move it into
+-- the new month partition, but the move does INSERT ... SELECT * and mnemo.messages has
+-- a generated column (search_tsv): "cannot insert a non-DEFAULT value into column
+-- search_tsv", so the whole call fails and no month partition is created. Kept last:
+-- once fixed, the new partitions hold locks until this transaction ends.
+SELECT lives_ok($$SELECT mnemo.create_message_partitions('2100-01-01', 1)$$,
+    'create_message_partitions for a month that has rows in a DEFAULT partition');
+SELECT alike(
+    (SELECT tableoid::regclass::text FROM mnemo.messages WHERE message_id = (SELECT id FROM tap_ids WHERE k = 'm4')),
+    '%\_210001',
+    'the waiting message moved into its month partition');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -3,7 +3,7 @@
 -- reach; an unbound service role sees nothing until an API call names a tenant.
 -- Roles, tenants and rows are all created inside the transaction and rolled back.
 BEGIN;
-SELECT plan(1);
+SELECT plan(73);
 
 -- Fixtures (as postgres) --------------------------------------------------------------
 -- Tenants A and B; role tap_role_a bound to A; role tap_role_svc unbound.
@@ -11,6 +11,21 @@ CREATE ROLE tap_role_a NOLOGIN;
 GRANT mnemo_app TO tap_role_a;
 CREATE ROLE tap_role_svc NOLOGIN;
 GRANT mnemo_app TO tap_role_svc;
+-- Regression: mnemo.python_path used to be a placeholder setting that any
+-- role may SET, and the first PL/Python call of a backend imports mnemo_db from the
+-- directories it names (plpython3u runs as the server's OS user). Must come before any
+-- other PL/Python call of this backend (this file's first record_message).
+SET LOCAL ROLE tap_role_svc;
+SELECT lives_ok($q$DO $d$
+    BEGIN
+        BEGIN
+            PERFORM set_config('mnemo.python_path', '/nonexistent/tap_pythonpath', true);
+        EXCEPTION WHEN insufficient_privilege OR cant_change_runtime_param THEN NULL;
+        END;
+        PERFORM mnemo.count_tokens('x');
+    END $d$$q$, 'a mnemo_app role cannot redirect the PL/Python import path');
+RESET ROLE;
+
 SELECT is(mnemo.create_tenant('tap_rls_a'), 'tap_rls_a', 'tenant A');
 SELECT is(mnemo.create_tenant('tap_rls_b'), 'tap_rls_b', 'tenant B');
 SELECT lives_ok($$SELECT mnemo.bind_role('tap_role_a', 'tap_rls_a')$$, 'tap_role_a is bound to tenant A');
@@ -97,6 +112,8 @@ UPDATE mnemo.sessions SET agent_id = 'hijacked' WHERE tenant_id = 'tap_rls_b';
 DELETE FROM mnemo.messages WHERE tenant_id = 'tap_rls_b';
 SELECT throws_ok($$UPDATE mnemo_internal.role_tenants SET tenant_id = 'tap_rls_b'$$, '42501', NULL,
     'it cannot rebind itself -> 42501');
+SELECT throws_ok($$INSERT INTO mnemo.tenants (tenant_id) VALUES ('tap_rls_c')$$, '42501', NULL,
+    'inserting a tenant directly violates the policy -> 42501');
 
 -- Partitions, internal tables and admin routines are denied.
 SELECT throws_ok($$SELECT * FROM mnemo.messages_h0$$, '42501', NULL, 'selecting mnemo.messages_h0 -> 42501');
@@ -151,6 +168,27 @@ SELECT throws_ok($$SELECT * FROM mnemo.messages_h0$$, '42501', NULL,
 SELECT throws_ok($$SELECT mnemo.bind_role('tap_role_svc', 'tap_rls_b')$$, '42501', NULL,
     'the service role cannot bind roles -> 42501');
 RESET ROLE;
+
+-- Regression (fixed) -------------------------------------------------------------
+-- A login session of tap_role_a may SET ROLE mnemo_app (it is a member), and mnemo_app
+-- is not bound to any tenant, so the binding no longer applies: it can act for B.
+-- SET SESSION AUTHORIZATION makes tap_role_a the session user, as a login would.
+SELECT is(set_config('mnemo.tenant_id', '', true), '', 'mnemo.tenant_id cleared');
+SET LOCAL SESSION AUTHORIZATION tap_role_a;
+DO $$
+BEGIN
+    SET LOCAL ROLE mnemo_app;
+EXCEPTION WHEN insufficient_privilege THEN NULL;  -- a fix may refuse the SET ROLE itself
+END
+$$;
+SELECT throws_ok($$SELECT mnemo.record_message('tap_rls_b', 'b0000000-0000-4000-8000-00000000000b',
+    '{"role": "user", "content": "via SET ROLE mnemo_app"}')$$, 'MN008', NULL,
+    'after SET ROLE mnemo_app, record_message for B -> MN008');
+SELECT is(mnemo_internal.current_tenant_id(), 'tap_rls_a', 'after SET ROLE mnemo_app it still acts for A');
+SELECT is_empty($$SELECT session_id FROM mnemo.sessions WHERE tenant_id = 'tap_rls_b'$$,
+    'after SET ROLE mnemo_app it still sees none of B''s sessions');
+RESET ROLE;
+RESET SESSION AUTHORIZATION;
 
 SELECT * FROM finish();
 ROLLBACK;
