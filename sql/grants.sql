@@ -18,6 +18,8 @@ REVOKE EXECUTE ON FUNCTION mnemo_internal.process_job_batch(integer) FROM mnemo_
 REVOKE EXECUTE ON FUNCTION mnemo_internal.fail_jobs(text[], bigint[], text) FROM mnemo_app;
 REVOKE EXECUTE ON FUNCTION mnemo_internal.run_job(text, text, jsonb) FROM mnemo_app;
 REVOKE EXECUTE ON FUNCTION mnemo_internal.store_embedding(text, jsonb, vector) FROM mnemo_app;
+REVOKE EXECUTE ON FUNCTION mnemo_internal.add_to_lexicon(text[], tsvector[]) FROM mnemo_app;
+REVOKE EXECUTE ON FUNCTION mnemo_internal.record_access(text, uuid) FROM mnemo_app;
 
 -- Tables: the parents only, never the partitions, so no one reads around the policies.
 DO $$

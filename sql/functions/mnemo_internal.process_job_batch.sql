@@ -19,6 +19,8 @@ DECLARE
     v_emb_ids bigint [];
     v_emb_texts text [];
     v_vectors vector [];
+    v_lex_tenants text [];
+    v_lex_docs tsvector [];
     v_job record;
 BEGIN
     SELECT array_agg(c.tenant_id), array_agg(c.job_id) INTO v_tenants, v_ids
@@ -45,11 +47,16 @@ BEGIN
     IF v_emb_ids IS NOT NULL THEN
         BEGIN
             v_vectors := mnemo.embed_batch(v_emb_texts);
-            PERFORM mnemo_internal.store_embedding(j.tenant_id, j.payload, v.vec)
-            FROM mnemo.jobs AS j
-            JOIN unnest(v_emb_tenants, v_emb_ids, v_vectors) AS v (tenant_id, job_id, vec)
-                ON j.tenant_id = v.tenant_id AND j.job_id = v.job_id
-            WHERE v.vec IS NOT NULL;
+            -- First embeddings also count their lexemes into the BM25 statistics.
+            SELECT array_agg(s.tenant_id), array_agg(s.doc) INTO v_lex_tenants, v_lex_docs
+            FROM (
+                SELECT j.tenant_id, mnemo_internal.store_embedding(j.tenant_id, j.payload, v.vec) AS doc
+                FROM mnemo.jobs AS j
+                JOIN unnest(v_emb_tenants, v_emb_ids, v_vectors) AS v (tenant_id, job_id, vec)
+                    ON j.tenant_id = v.tenant_id AND j.job_id = v.job_id
+                WHERE v.vec IS NOT NULL
+            ) AS s;
+            PERFORM mnemo_internal.add_to_lexicon(v_lex_tenants, v_lex_docs);
             UPDATE mnemo.jobs AS j
             SET status = 'done', tries = j.tries + 1, updated_at = now(), finished_at = now()
             FROM unnest(v_emb_tenants, v_emb_ids) AS d (tenant_id, job_id)

@@ -91,6 +91,23 @@ class Client:
         return self._call("SELECT mnemo.get_artifact(%(t)s, %(a)s)",
                           {"t": tenant_id, "a": artifact_id})
 
+    # reads -----------------------------------------------------------------------
+    def compile_context(self, tenant_id: str, session_id: uuid.UUID | str,
+                        query: str | None = None, **options: Any) -> list[dict]:
+        """OpenAI chat messages for the next model call (mnemo.compile_context)."""
+        return self._call(
+            "SELECT mnemo.compile_context(%(t)s, %(s)s, %(q)s, %(o)s)",
+            {"t": tenant_id, "s": session_id, "q": query, "o": Jsonb(options)},
+        )
+
+    def compile_context_bundle(self, tenant_id: str, session_id: uuid.UUID | str,
+                               query: str | None = None, **options: Any) -> dict:
+        """Messages, phantom tools and report (mnemo.compile_context_bundle)."""
+        return self._call(
+            "SELECT mnemo.compile_context_bundle(%(t)s, %(s)s, %(q)s, %(o)s)",
+            {"t": tenant_id, "s": session_id, "q": query, "o": Jsonb(options)},
+        )
+
     # embeddings and tokens -------------------------------------------------------
     def embed(self, text: str) -> list[float]:
         return self._call("SELECT mnemo.embed(%(x)s)::real[]", {"x": text})

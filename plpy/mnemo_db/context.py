@@ -1,0 +1,653 @@
+"""compile_context's decisions, free of database access (unit-testable).
+
+The SQL function fetches the session, its active history and the retrieval
+candidates; this module decides the budget split, scores the candidates (seed 003
+§6.2), packs history and memories at the fidelities that fit (a multiple-choice
+knapsack solved greedily on incremental value per token), and assembles OpenAI chat
+messages. DESIGN.md "The read path" is the specification.
+
+Invariants (checked by tests/py/test_context_properties.py):
+- the tokens of the returned messages never exceed the budget B;
+- the system prompt is present when the session has one; pinned memories are kept;
+- nothing with sensitivity `secret` is sent, and channels see only what they may;
+- an assistant message with tool_calls is always followed by all its tool results;
+- kept history is a contiguous suffix of the session, and its fidelity never rises
+  going back in time.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from . import summarize, tokens
+
+FIDELITIES = ("full", "detail", "compact", "stub")
+
+# Seed 003 §6.1: share of B for memories and for history, by task type. The tool-heavy
+# row reserves 20 % "for tool results in working memory": here tool results live in
+# the history, so that share goes to history.
+BUDGET_SPLIT = {
+    "continuation": (0.15, 0.85),
+    "knowledge": (0.40, 0.60),
+    "new_session": (0.50, 0.50),
+    "tool_heavy": (0.10, 0.90),
+}
+TASK_TYPES = tuple(BUDGET_SPLIT)
+
+# Seed 003 §6.2 defaults; a tenant overrides any of them in tenants.config->'scoring'.
+DEFAULT_WEIGHTS = {
+    "w_relevance": 0.45,
+    "w_freshness": 0.20,
+    "w_frequency": 0.15,
+    "w_authority": 0.20,
+    "lambda_per_hour": 0.005,
+    # Relevance fuses the retrievers: (1 - lexical) * cosine + lexical * normalised
+    # BM25, plus a bonus for tag / entity matches, plus `neighbour` times the best
+    # adjacent turn's relevance (a reply means little without the turn it answers).
+    # Measured on LoCoMo recall@10: cosine alone 0.45, BM25 alone 0.57, fused 0.63,
+    # with neighbours 0.69.
+    "lexical": 0.30,
+    "tag_bonus": 0.10,
+    "neighbour": 0.50,
+    # Items in the previous context of the session score this much more (hysteresis:
+    # stable contexts keep provider prompt caches warm).
+    "stickiness": 0.10,
+}
+AUTHORITY = {
+    "user_stated": 1.0, "correction": 0.95, "instruction": 0.90, "preference": 0.85,
+    "fact": 0.80, "tool_output": 0.70, "system_inferred": 0.60,
+}
+# Which sensitivities each channel may see (seed 004 §6); `secret` never.
+CHANNEL_SENSITIVITY = {
+    "private": ("none", "low", "high"),
+    "team": ("none", "low"),
+    "agent": ("none", "low"),
+    "public": ("none", "low"),
+}
+# Which kinds of memory a channel must not see (public: no personal preferences).
+CHANNEL_EXCLUDED_KINDS = {"public": ("preference",)}
+# Which other sessions' history a channel may recall: private and agent sessions see
+# their own agent's private/agent sessions; everyone sees team and public ones as the
+# channel allows.
+CHANNEL_SOURCES = {
+    "private": ("private", "team", "public", "agent"),
+    "agent": ("agent", "public"),
+    "team": ("team", "public"),
+    "public": ("public",),
+}
+# Share of the history budget for each fidelity zone, newest zone first; what a zone
+# leaves unused flows to the next one. Degrade before dropping (DESIGN.md step 2).
+HISTORY_ZONES = (("full", 0.60), ("detail", 0.20), ("compact", 0.12), ("stub", 0.08))
+# The newest messages (from the last user message on) are always verbatim if they fit.
+_QUESTION_RE = re.compile(
+    r"(?i)(\?\s*$|^\s*(what|who|whom|whose|when|where|why|which|how|did|does|do|is|are|was|"
+    r"were|can|could|should|would|tell me|remind me|explain|describe|summari[sz]e)\b|"
+    r"\b(remember|recall|earlier|before|last time|previously|we decided|you said)\b)"
+)
+
+MEMORY_HEADER = (
+    "Memory: items retrieved from earlier conversations and stored knowledge, most "
+    "relevant first within each group. Cite ids like [mem:12]; memory_restore brings "
+    "an abbreviated item back in full."
+)
+SUMMARY_HEADER = "Summary of the earlier part of this session:"
+
+PHANTOM_TOOLS = [
+    {"type": "function", "function": {
+        "name": "memory_query",
+        "description": "Answer a question from stored memory and past conversations "
+                       "without restoring them into the context.",
+        "parameters": {"type": "object", "properties": {
+            "question": {"type": "string"},
+            "scope": {"type": "string", "description": "optional topic, tag or id filter"},
+            "max_tokens": {"type": "integer", "minimum": 16, "maximum": 2000}},
+            "required": ["question"]}}},
+    {"type": "function", "function": {
+        "name": "memory_restore",
+        "description": "Bring an abbreviated memory or message (e.g. mem:12, msg:345) "
+                       "back at full fidelity for the next turns.",
+        "parameters": {"type": "object", "properties": {
+            "id": {"type": "string"}, "reason": {"type": "string"}},
+            "required": ["id"]}}},
+    {"type": "function", "function": {
+        "name": "memory_release",
+        "description": "Tell memory that these items are no longer needed in the context.",
+        "parameters": {"type": "object", "properties": {
+            "ids": {"type": "array", "items": {"type": "string"}},
+            "reason": {"type": "string"}},
+            "required": ["ids"]}}},
+]
+
+
+def tool_definition_tokens(tools: list[dict]) -> int:
+    """Tokens the tool definitions cost in a prompt (their compact JSON)."""
+    if not tools:
+        return 0
+    return tokens.count(json.dumps(tools, separators=(",", ":"), sort_keys=True))
+
+
+PHANTOM_TOOL_TOKENS = tool_definition_tokens(PHANTOM_TOOLS)
+
+
+# --------------------------------------------------------------------------- budget
+def classify_task(query: str | None, history: list[dict], has_memories: bool) -> str:
+    """Seed 003 §6.1 task type from the query and the recent turns."""
+    recent = history[-12:]
+    if not history:
+        return "new_session" if has_memories else "continuation"
+    if sum(1 for m in recent if m["role"] == "tool") >= max(3, len(recent) // 3):
+        return "tool_heavy"
+    if query and _QUESTION_RE.search(query):
+        return "knowledge"
+    return "continuation"
+
+
+def split_budget(available: int, task_type: str) -> tuple[int, int]:
+    mem_share, hist_share = BUDGET_SPLIT[task_type]
+    return int(available * mem_share), int(available * hist_share)
+
+
+# --------------------------------------------------------------------------- scoring
+def weights_for(config: dict | None) -> dict:
+    w = dict(DEFAULT_WEIGHTS)
+    for k, v in (config or {}).items():
+        if k in w and isinstance(v, int | float) and not isinstance(v, bool):
+            w[k] = float(v)
+    return w
+
+
+def score(c: dict, w: dict, now: datetime, max_access: int) -> float:
+    """Seed 003 §6.2: relevance, freshness, frequency, authority, each in [0, 1].
+
+    `relevance` comes fused from the candidate query (cosine, BM25, tags, neighbour
+    turns; see context_db.CANDIDATES) and is rescaled here to [0, 1]."""
+    relevance = min(max(c.get("relevance") or 0.0, 0.0) / (1 + w["neighbour"]), 1.0)
+    seen = c.get("last_accessed_at") or c["created_at"]
+    hours = max((now - seen).total_seconds() / 3600.0, 0.0)
+    freshness = math.exp(-w["lambda_per_hour"] * hours)
+    a = c.get("access_count") or 0
+    frequency = math.log1p(a) / math.log1p(max_access) if max_access > 0 else 0.0
+    authority = (c.get("confidence") or 0.0) * AUTHORITY.get(c.get("provenance_type"), 0.6)
+    s = (w["w_relevance"] * relevance + w["w_freshness"] * freshness
+         + w["w_frequency"] * frequency + w["w_authority"] * authority)
+    if c.get("was_included"):
+        s *= 1 + w["stickiness"]
+    return round(s, 6)
+
+
+# --------------------------------------------------------------------------- items
+@dataclass
+class Option:
+    fidelity: str
+    text: str
+    tokens: int
+
+
+@dataclass
+class Item:
+    """A memory or recalled message that may enter the memory block."""
+    source: str  # mem:12 | msg:345
+    kind: str
+    score: float
+    options: list[Option]  # highest fidelity first
+    pinned: bool = False
+    order_key: tuple = ()
+    meta: dict = field(default_factory=dict)
+    chosen: int | None = None  # index into options
+
+
+def _when(ts: datetime | None) -> str:
+    return ts.strftime("%Y-%m-%d %H:%M") if ts else ""
+
+
+def item_label(c: dict) -> str:
+    when = _when(c.get("created_at"))
+    if c["source"].startswith("msg:"):
+        who = c.get("name") or c.get("role")
+        return f"[{c['source']} {who}, {when}]"
+    return f"[{c['source']} {c['kind']}, {when}]"
+
+
+def line_tokens(text: str) -> int:
+    """Tokens a line adds to the memory block (its text plus the newline)."""
+    return tokens.count(text) + 1
+
+
+def candidate_item(c: dict, s: float) -> Item:
+    """The fidelity options of a candidate: its stored levels, else the extractive
+    fallback (summarize.py), never plain truncation. A level is offered only when it
+    is shorter than the level above."""
+    label = item_label(c)
+    levels = c.get("levels") or {}
+    if not levels.get("stub"):
+        levels = summarize.summarize_json(c["text"], c["kind"], _when(c.get("created_at")))
+    opts = [Option("full", f"- {label} {c['text']}", 0)]
+    for name in ("detail", "compact", "stub"):
+        lv = levels.get(name)
+        if lv and lv.get("text"):
+            opts.append(Option(name, f"- {label} {lv['text']}", 0))
+    out: list[Option] = []
+    for o in opts:
+        o.tokens = line_tokens(o.text)
+        if not out or o.tokens < out[-1].tokens:
+            out.append(o)
+    return Item(source=c["source"], kind=c["kind"], score=s, options=out,
+                pinned=bool(c.get("is_pinned")), meta={"created_at": c.get("created_at")})
+
+
+def pack_items(items: list[Item], budget: int) -> int:
+    """Multiple-choice knapsack, greedy on incremental value per token.
+
+    The value of an item at a fidelity is its score times the share of its full
+    content that fidelity keeps (by tokens, at least 0.05 for a stub). Pinned items
+    enter first at the highest fidelity that fits. Then upgrades (from nothing, or
+    from a lower fidelity) are taken in order of value gained per token spent while
+    they fit. Returns the tokens used.
+    """
+    used = 0
+    for it in items:
+        it.chosen = None
+    for it in sorted((i for i in items if i.pinned), key=lambda i: (-i.score, i.source)):
+        for k, o in enumerate(it.options):
+            if used + o.tokens <= budget:
+                it.chosen, used = k, used + o.tokens
+                break
+
+    def value(it: Item, k: int) -> float:
+        full = it.options[0].tokens
+        keep = 1.0 if k == 0 else max(min(it.options[k].tokens / full, 1.0), 0.05) ** 0.5
+        return it.score * keep
+
+    while True:
+        best = None
+        for it in items:
+            cur_val = value(it, it.chosen) if it.chosen is not None else 0.0
+            cur_tok = it.options[it.chosen].tokens if it.chosen is not None else 0
+            upto = it.chosen if it.chosen is not None else len(it.options)
+            for k in range(upto):  # only upgrades: lower index = higher fidelity
+                dt = it.options[k].tokens - cur_tok
+                dv = value(it, k) - cur_val
+                if dv <= 0 or used + dt > budget:
+                    continue
+                eff = dv / max(dt, 1)
+                key = (eff, dv, it.score, it.source)
+                if best is None or key > best[0]:
+                    best = (key, it, k, dt)
+        if best is None:
+            return used
+        _, it, k, dt = best
+        it.chosen, used = k, used + dt
+
+
+# --------------------------------------------------------------------------- history
+def group_history(history: list[dict]) -> list[list[dict]]:
+    """Units that are kept or dropped together: an assistant message with tool_calls
+    plus its tool results; every other message alone. Tool calls without a result and
+    results without their call are left out (OpenAI rejects either)."""
+    by_call: dict[str, dict] = {}
+    for m in history:
+        if m["role"] == "tool" and m.get("tool_call_id"):
+            by_call.setdefault(m["tool_call_id"], m)
+    units: list[list[dict]] = []
+    consumed: set[int] = set()
+    for m in history:
+        if m["message_id"] in consumed:
+            continue
+        if m["role"] == "assistant" and m.get("tool_calls"):
+            calls = [tc for tc in m["tool_calls"] if tc.get("id") in by_call]
+            results = [by_call[tc["id"]] for tc in calls]
+            for r in results:
+                consumed.add(r["message_id"])
+            if calls:
+                unit = [dict(m, tool_calls=calls)] + results
+            elif m.get("content") or m.get("content_parts"):
+                unit = [dict(m, tool_calls=None)]
+            else:
+                continue
+            units.append(unit)
+        elif m["role"] == "tool":
+            continue  # a result without its call (or already placed with it)
+        else:
+            units.append([m])
+    return units
+
+
+def openai_message(m: dict, content: str | None = None) -> dict:
+    """The OpenAI chat message for a history row, verbatim or with new content."""
+    out: dict = {"role": m["role"]}
+    if content is not None:
+        out["content"] = content
+    elif m.get("content_parts") is not None:
+        out["content"] = m["content_parts"]
+    else:
+        out["content"] = m.get("content")
+    if m.get("name") and m["role"] in ("user", "assistant", "system", "developer"):
+        out["name"] = m["name"]
+    if m["role"] == "assistant" and m.get("tool_calls"):
+        out["tool_calls"] = m["tool_calls"]
+    if m["role"] == "tool":
+        out["tool_call_id"] = m["tool_call_id"]
+    return out
+
+
+WITHHELD = "[content withheld: sensitivity {s} is not allowed on this channel]"
+
+
+def history_versions(m: dict, allowed: tuple[str, ...]) -> dict[str, dict]:
+    """The message at each fidelity. A level the row does not have (it is too short
+    to abbreviate) is the next higher level's text. A row whose sensitivity the
+    channel may not see is a placeholder at every level (its role and tool-call id
+    stay, so tool-call pairs stay whole)."""
+    if m["sensitivity"] not in allowed:
+        msg = openai_message(m, WITHHELD.format(s=m["sensitivity"]))
+        return dict.fromkeys(FIDELITIES, msg)
+    out = {"full": openai_message(m)}
+    levels = m.get("levels")
+    text = m.get("content") or ""
+    calls_only = m["role"] == "assistant" and m.get("tool_calls") and not text
+    if levels is None and not calls_only and tokens.count(text) >= summarize.MIN_TOKENS_FOR_SUMMARY:
+        kind = "tool_result" if m["role"] == "tool" else "message"
+        levels = summarize.summarize_json(text, kind, _when(m.get("created_at")))
+    ref = f"msg:{m['message_id']}"
+    above = out["full"]
+    for name in ("detail", "compact", "stub"):
+        lv = (levels or {}).get(name)
+        if lv:
+            where = (f"full output in artifact {m['artifact_id']}" if m.get("artifact_id")
+                     else "memory_restore for the full text")
+            msg = openai_message(m, f"[{name} of {ref}; {where}] {lv['text']}")
+            if tokens.count_message(msg) < tokens.count_message(above):
+                above = msg
+        out[name] = above
+    return out
+
+
+@dataclass
+class HistoryPick:
+    messages: list[dict]
+    fidelities: list[tuple[int, str, int]]  # (message_id, fidelity, tokens), oldest first
+    tokens: int
+    dropped_units: int
+    first_kept_turn: int | None
+
+
+def pack_history(history: list[dict], budget: int, allowed: tuple[str, ...]) -> HistoryPick:
+    """A contiguous suffix of the history within the budget.
+
+    If everything fits verbatim, everything is kept verbatim. Otherwise, walking back
+    from the newest unit, units are placed in fidelity zones (HISTORY_ZONES, with
+    cumulative caps): when a unit no longer fits in its zone, it and every older unit
+    go one zone down, so older turns degrade before they are dropped and fidelity
+    never rises going back in time. The newest unit is verbatim whenever it fits.
+    """
+    units = group_history(history)
+    versions = [[history_versions(m, allowed) for m in unit] for unit in units]
+    costs = [[sum(tokens.count_message(v[f]) for v in vs) for f in FIDELITIES] for vs in versions]
+    caps, acc = [], 0.0
+    for _, share in HISTORY_ZONES:
+        acc += share
+        caps.append(int(budget * acc))
+    caps[-1] = budget
+    if sum(c[0] for c in costs) <= budget:
+        zones = [0] * len(units)
+    else:
+        zones, used, z = [], 0, 0
+        for idx in range(len(units) - 1, -1, -1):
+            newest = idx == len(units) - 1
+            while z < len(FIDELITIES):
+                cap = budget if newest and z == 0 else caps[z]
+                if used + costs[idx][z] <= cap:
+                    break
+                z += 1
+            if z == len(FIDELITIES):
+                break
+            used += costs[idx][z]
+            zones.append(z)
+        zones.reverse()
+    kept = len(zones)
+    first = len(units) - kept
+    messages, fids, used = [], [], 0
+    for unit, vs, z in zip(units[first:], versions[first:], zones):
+        fid = FIDELITIES[z]
+        for m, v in zip(unit, vs):
+            t = tokens.count_message(v[fid])
+            label = "withheld" if m["sensitivity"] not in allowed else fid
+            messages.append(v[fid])
+            fids.append((m["message_id"], label, t))
+            used += t
+    first_turn = units[first][0]["turn_index"] if kept else None
+    return HistoryPick(messages, fids, used, first, first_turn)
+
+
+# --------------------------------------------------------------------------- options
+OPTION_KEYS = {"budget", "task_type", "channel", "caps", "as_of", "phantom_tools",
+               "tool_tokens", "max_items", "log"}
+CAP_KEYS = {"memory", "history", "items"}
+
+
+class OptionError(ValueError):
+    """A bad p_options value (raised as MN001 by the SQL function)."""
+
+
+def _int_option(opts: dict, key: str, lo: int, hi: int) -> int | None:
+    v = opts.get(key)
+    if v is None:
+        return None
+    if not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= hi:
+        raise OptionError(f"option {key} must be an integer between {lo} and {hi}, got {v!r}")
+    return v
+
+
+def parse_options(opts: dict | None, session_channel: str) -> dict:
+    opts = opts or {}
+    if not isinstance(opts, dict):
+        raise OptionError("options must be a JSON object")
+    unknown = sorted(set(opts) - OPTION_KEYS)
+    if unknown:
+        raise OptionError(f"unknown option {unknown[0]!r}; known: {', '.join(sorted(OPTION_KEYS))}")
+    task = opts.get("task_type")
+    if task is not None and task not in BUDGET_SPLIT:
+        raise OptionError(f"task_type must be one of {', '.join(TASK_TYPES)}, got {task!r}")
+    channel = opts.get("channel") or session_channel
+    if channel not in CHANNEL_SENSITIVITY:
+        raise OptionError(f"channel must be one of {', '.join(CHANNEL_SENSITIVITY)}, got {channel!r}")
+    caps = opts.get("caps") or {}
+    if not isinstance(caps, dict) or set(caps) - CAP_KEYS:
+        raise OptionError(f"caps must be an object with keys among {', '.join(sorted(CAP_KEYS))}")
+    phantom = opts.get("phantom_tools", True)
+    if not isinstance(phantom, bool):
+        raise OptionError("option phantom_tools must be true or false")
+    log = opts.get("log", True)
+    if not isinstance(log, bool):
+        raise OptionError("option log must be true or false")
+    return {
+        "budget": _int_option(opts, "budget", 0, 10_000_000),
+        "task_type": task,
+        "channel": channel,
+        "cap_memory": _int_option(caps, "memory", 0, 10_000_000),
+        "cap_history": _int_option(caps, "history", 0, 10_000_000),
+        "max_items": _int_option(caps, "items", 0, 10_000) if "items" in caps
+        else _int_option(opts, "max_items", 0, 10_000),
+        "phantom_tools": phantom,
+        "tool_tokens": _int_option(opts, "tool_tokens", 0, 10_000_000) or 0,
+        "log": log,
+    }
+
+
+# --------------------------------------------------------------------------- compile
+def memory_block(lines: list[str]) -> dict:
+    return {"role": "system", "content": MEMORY_HEADER + "\n" + "\n".join(lines)}
+
+
+def compile_bundle(session: dict, history: list[dict], candidates: list[dict], opts: dict,
+                   now: datetime, weights: dict, previous: list[str],
+                   query: str | None) -> dict:
+    """The context bundle: messages, phantom tools and the report (without ids)."""
+    channel = opts["channel"]
+    allowed = CHANNEL_SENSITIVITY[channel]
+    omissions: list[dict] = []
+
+    # 1. Budget -------------------------------------------------------------------
+    system_msgs = []
+    if session.get("system_prompt"):
+        system_msgs.append({"role": "system", "content": session["system_prompt"]})
+    system_tokens = sum(tokens.count_message(m) for m in system_msgs)
+    tool_tokens = (PHANTOM_TOOL_TOKENS if opts["phantom_tools"] else 0) + opts["tool_tokens"]
+    window_budget = session["context_window"] - system_tokens - session["response_reserve"] - tool_tokens
+    available = max(window_budget, 0) if opts["budget"] is None else max(min(opts["budget"], window_budget), 0)
+    task = opts["task_type"] or classify_task(query, history, bool(candidates))
+    b_mem, b_hist = split_budget(available, task)
+    if opts["cap_memory"] is not None:
+        b_mem = min(b_mem, opts["cap_memory"])
+    if opts["cap_history"] is not None:
+        b_hist = min(b_hist, opts["cap_history"])
+
+    # 2. Candidates: privacy, scoring ----------------------------------------------
+    excluded_kinds = CHANNEL_EXCLUDED_KINDS.get(channel, ())
+    prev_rank = {s: i for i, s in enumerate(previous)}
+    visible = []
+    for c in candidates:
+        if c["sensitivity"] not in allowed:
+            omissions.append({"source": c["source"], "reason": f"sensitivity_{c['sensitivity']}"})
+        elif c["kind"] in excluded_kinds:
+            omissions.append({"source": c["source"], "reason": f"kind_not_on_{channel}_channel"})
+        else:
+            c["was_included"] = c["source"] in prev_rank
+            visible.append(c)
+    max_access = max((c.get("access_count") or 0 for c in visible), default=0)
+    scored = sorted(((score(c, weights, now, max_access), c) for c in visible),
+                    key=lambda sc: (-sc[0], sc[1]["source"]))
+
+    # 3. History within its share (plus whatever memories leave unused) --------------
+    hist_cap = b_hist if opts["cap_history"] is not None else available
+    pick = pack_history(history, min(b_hist, hist_cap), allowed)
+    summary_msgs: list[dict] = []
+
+    def with_summary(p: HistoryPick, limit: int) -> tuple[HistoryPick, list[dict]]:
+        if p.dropped_units and session.get("summary_text"):
+            s = [{"role": "system", "content": SUMMARY_HEADER + "\n" + session["summary_text"]}]
+            st = tokens.count_message(s[0])
+            if st < limit:
+                return pack_history(history, limit - st, allowed), s
+        return p, []
+
+    pick, summary_msgs = with_summary(pick, min(b_hist, hist_cap))
+    in_history = {f"msg:{mid}" for mid, _, _ in pick.fidelities}
+
+    # 4. Memories within B - history, greedy knapsack over fidelities -----------------
+    items = [candidate_item(c, s) for s, c in scored if c["source"] not in in_history]
+    if opts["max_items"] is not None:
+        pinned = [i for i in items if i.pinned]
+        rest = [i for i in items if not i.pinned][: max(opts["max_items"] - len(pinned), 0)]
+        items = pinned + rest
+    summary_tokens = sum(tokens.count_message(m) for m in summary_msgs)
+    mem_budget = available - pick.tokens - summary_tokens
+    if opts["cap_memory"] is not None:
+        mem_budget = min(mem_budget, opts["cap_memory"])
+    header_tokens = tokens.count_message(memory_block([]))
+    packed_lines = []
+    if items and mem_budget > header_tokens:
+        pack_items(items, mem_budget - header_tokens)
+    chosen = [i for i in items if i.chosen is not None]
+
+    # 5. Unused memory budget flows back to history ------------------------------------
+    def block_tokens(sel: list[Item]) -> int:
+        return tokens.count_message(memory_block([i.options[i.chosen].text for i in sel])) if sel else 0
+
+    mem_tokens = block_tokens(chosen)
+    if pick.dropped_units and opts["cap_history"] is None:
+        wider = available - mem_tokens
+        if wider > pick.tokens + summary_tokens:
+            pick, summary_msgs = with_summary(pack_history(history, wider, allowed), wider)
+            summary_tokens = sum(tokens.count_message(m) for m in summary_msgs)
+            in_history = {f"msg:{mid}" for mid, _, _ in pick.fidelities}
+            chosen = [i for i in chosen if i.source not in in_history]
+            mem_tokens = block_tokens(chosen)
+
+    # Stable order: items of the previous context keep their places, new ones follow
+    # in time order, so consecutive contexts share the longest possible prefix.
+    def order(i: Item) -> tuple:
+        ts = i.meta.get("created_at")
+        return (prev_rank.get(i.source, len(prev_rank)), ts.timestamp() if ts else 0.0, i.source)
+
+    chosen.sort(key=order)
+    # B is a hard limit: joined lines can tokenise differently from their sum.
+    while chosen and mem_tokens + pick.tokens + summary_tokens > available:
+        victim = min((i for i in chosen if not i.pinned), default=None,
+                     key=lambda i: (i.score, i.source))
+        if victim is None:
+            break
+        chosen.remove(victim)
+        victim.chosen = None
+        mem_tokens = block_tokens(chosen)
+    packed_lines = [i.options[i.chosen].text for i in chosen]
+    mem_msgs = [memory_block(packed_lines)] if packed_lines else []
+
+    # 6. Assemble ------------------------------------------------------------------------
+    messages = system_msgs + mem_msgs + summary_msgs + pick.messages
+    used = mem_tokens + summary_tokens + pick.tokens
+    for it in items:
+        if it.chosen is None and it.source not in in_history:
+            omissions.append({"source": it.source, "reason": "budget", "score": it.score})
+    if pick.dropped_units:
+        omissions.append({"source": "history", "reason": "budget",
+                          "units_dropped": pick.dropped_units,
+                          "covered_by_summary": bool(summary_msgs)})
+    for m in history:
+        if m.get("artifact_id"):
+            omissions.append({"source": f"msg:{m['message_id']}", "reason": "truncated_tool_output",
+                              "artifact_id": m["artifact_id"]})
+    report_items = (
+        [{"section": "memory", "source": i.source, "kind": i.kind,
+          "fidelity": i.options[i.chosen].fidelity, "tokens": i.options[i.chosen].tokens,
+          "score": i.score, "pinned": i.pinned} for i in chosen]
+        + [{"section": "history", "source": f"msg:{mid}", "fidelity": fid, "tokens": t}
+           for mid, fid, t in pick.fidelities]
+    )
+    return {
+        "messages": messages,
+        "tools": PHANTOM_TOOLS if opts["phantom_tools"] else [],
+        "report": {
+            "task_type": task,
+            "channel": channel,
+            "budget": {
+                "context_window": session["context_window"],
+                "system_prompt": system_tokens,
+                "response_reserve": session["response_reserve"],
+                "tool_definitions": tool_tokens,
+                "available": available,
+                "memory_share": b_mem,
+                "history_share": b_hist,
+            },
+            "tokens": {
+                "system": system_tokens,
+                "memory": mem_tokens,
+                "summary": summary_tokens,
+                "history": pick.tokens,
+                "total": used,
+                "prompt": system_tokens + used + tool_tokens,
+            },
+            "items": report_items,
+            "omissions": omissions,
+            "provenance": {
+                "query": query,
+                "candidate_pool_size": len(candidates),
+                "retrievers": _retriever_counts(candidates),
+                "sensitivity_allowed": list(allowed),
+                "scoring": {k: weights[k] for k in sorted(weights)},
+                "history_first_turn": pick.first_kept_turn,
+            },
+        },
+    }
+
+
+def _retriever_counts(candidates: list[dict]) -> dict:
+    counts: dict[str, int] = {}
+    for c in candidates:
+        for r in c.get("retrievers") or ():
+            counts[r] = counts.get(r, 0) + 1
+    return dict(sorted(counts.items()))

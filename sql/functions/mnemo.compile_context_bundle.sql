@@ -1,0 +1,37 @@
+-- mnemo.compile_context_bundle(p_tenant_id, p_session_id, p_query, p_options) -> jsonb
+-- The active context bundle (seed 004's build_acb) for the next model call of a
+-- session: {"messages": [...OpenAI chat messages...], "tools": [phantom tool
+-- definitions memory_query / memory_restore / memory_release], "report": {context_id,
+-- task_type, channel, budget, tokens per section, items (source id, fidelity, tokens,
+-- score), omissions with reasons, provenance (retrievers, scoring weights)}}.
+--   p_query: what to retrieve for (default: the session's last user message).
+--   p_options: budget (tokens, overrides the window arithmetic), task_type
+--     (continuation | knowledge | new_session | tool_heavy; default: classified),
+--     channel (default: the session's), caps {memory, history, items}, as_of
+--     (timestamp: the memories and history valid then), phantom_tools (default true),
+--     tool_tokens (tokens of the caller's own tool definitions), log (default true).
+-- B = context window - system prompt - response reserve - tool definitions, split
+-- between memories and history by task type (seed 003 §6.1); B is never exceeded.
+-- See plpy/mnemo_db/context.py for the algorithm. Writes one context_log row and
+-- queues a 'record_access' job (access statistics are updated off the hot path).
+-- Raises MN001 (bad option), MN002 (unknown tenant), MN003 (unknown session), MN008.
+CREATE OR REPLACE FUNCTION mnemo.compile_context_bundle(
+    p_tenant_id text,
+    p_session_id uuid,
+    p_query text DEFAULT NULL,
+    p_options jsonb DEFAULT '{}'
+) RETURNS jsonb
+LANGUAGE plpython3u
+VOLATILE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+compiler = GD.get('mnemo_compiler')
+if compiler is None:
+    plpy.execute('SELECT mnemo_internal.py_bootstrap()')
+    from mnemo_db.context_db import Compiler
+    compiler = GD['mnemo_compiler'] = Compiler(plpy)
+return compiler.compile(p_tenant_id, p_session_id, p_query, p_options)
+$$;
+
+COMMENT ON FUNCTION mnemo.compile_context_bundle(text, uuid, text, jsonb) IS
+'Context bundle for the next model call: messages, phantom tools and a report.';
