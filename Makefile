@@ -15,13 +15,15 @@ VENV := .venv
 PY := $(VENV)/bin/python
 
 .PHONY: help up down psql test deploy setup system python cluster sample \
-        test-sql test-py lint bench-embed clean
+        test-sql test-py lint bench-embed bench-locomo bench-context clean
 
 help:
 	@echo "make up          install what is missing, start the local cluster, deploy, show a sample"
 	@echo "make test        the same setup, deploy twice, pgTAP + pytest + sqlfluff"
 	@echo "make down        stop the local cluster;  make psql: psql on it"
 	@echo "make bench-embed embedding benchmark"
+	@echo "make bench-locomo LoCoMo evidence recall vs last-n, vector and full-text baselines"
+	@echo "make bench-context compile_context latency at scale (1,000 tenants, 1M messages)"
 	@echo "DATABASE_URL=... make up|test   use an existing server instead of the local cluster"
 
 system:
@@ -72,6 +74,13 @@ lint:
 
 bench-embed: deploy
 	@$(PY) bench/embed.py
+
+bench-locomo: deploy
+	@$(PY) bench/locomo.py
+
+# First run builds the corpus (resumable); later runs only measure. ARGS=--small: 50 tenants.
+bench-context: deploy
+	@$(PY) bench/context.py $(ARGS)
 
 clean: down
 	rm -rf "$(MNEMO_HOME)" $(VENV)

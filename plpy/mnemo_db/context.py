@@ -56,6 +56,8 @@ DEFAULT_WEIGHTS = {
     # Items in the previous context of the session score this much more (hysteresis:
     # stable contexts keep provider prompt caches warm).
     "stickiness": 0.10,
+    # Packing values an item by its score times exp((relevance - best) / temperature).
+    "temperature": 0.05,
 }
 AUTHORITY = {
     "user_stated": 1.0, "correction": 0.95, "instruction": 0.90, "preference": 0.85,
@@ -160,12 +162,16 @@ def weights_for(config: dict | None) -> dict:
     return w
 
 
+def relevance_of(c: dict, w: dict) -> float:
+    return min(max(c.get("relevance") or 0.0, 0.0) / (1 + w["neighbour"]), 1.0)
+
+
 def score(c: dict, w: dict, now: datetime, max_access: int) -> float:
     """Seed 003 §6.2: relevance, freshness, frequency, authority, each in [0, 1].
 
     `relevance` comes fused from the candidate query (cosine, BM25, tags, neighbour
     turns; see context_db.CANDIDATES) and is rescaled here to [0, 1]."""
-    relevance = min(max(c.get("relevance") or 0.0, 0.0) / (1 + w["neighbour"]), 1.0)
+    relevance = relevance_of(c, w)
     seen = c.get("last_accessed_at") or c["created_at"]
     hours = max((now - seen).total_seconds() / 3600.0, 0.0)
     freshness = math.exp(-w["lambda_per_hour"] * hours)
@@ -195,7 +201,12 @@ class Item:
     score: float
     options: list[Option]  # highest fidelity first
     pinned: bool = False
-    order_key: tuple = ()
+    # What packing maximises: the score times how likely the item is to be what the
+    # question needs, a softmax of relevance, exp((relevance - best) / temperature).
+    # With the score alone its constant part (freshness, authority) turns the
+    # knapsack into "as many short items as possible", and the items a question needs
+    # are often the long ones.
+    value: float = 0.0
     meta: dict = field(default_factory=dict)
     chosen: int | None = None  # index into options
 
@@ -205,11 +216,16 @@ def _when(ts: datetime | None) -> str:
 
 
 def item_label(c: dict) -> str:
-    when = _when(c.get("created_at"))
+    """An item's line starts with its id and who said it (message) or its kind; its
+    date goes on a day line above it (see memory_block), not on every line."""
     if c["source"].startswith("msg:"):
-        who = c.get("name") or c.get("role")
-        return f"[{c['source']} {who}, {when}]"
-    return f"[{c['source']} {c['kind']}, {when}]"
+        return f"[{c['source']} {c.get('name') or c.get('role')}]"
+    return f"[{c['source']} {c['kind']}]"
+
+
+LOWER_FIDELITY_MAX_SHARE = 0.6
+# Recalled messages shorter than this enter verbatim or not at all.
+MESSAGE_SUMMARY_MIN_TOKENS = 200
 
 
 def line_tokens(text: str) -> int:
@@ -217,7 +233,7 @@ def line_tokens(text: str) -> int:
     return tokens.count(text) + 1
 
 
-def candidate_item(c: dict, s: float) -> Item:
+def candidate_item(c: dict, s: float, weights: dict, best_relevance: float) -> Item:
     """The fidelity options of a candidate: its stored levels, else the extractive
     fallback (summarize.py), never plain truncation. A level is offered only when it
     is shorter than the level above."""
@@ -225,28 +241,42 @@ def candidate_item(c: dict, s: float) -> Item:
     levels = c.get("levels") or {}
     if not levels.get("stub"):
         levels = summarize.summarize_json(c["text"], c["kind"], _when(c.get("created_at")))
-    opts = [Option("full", f"- {label} {c['text']}", 0)]
+    opts = [Option("full", f"{label} {c['text']}", 0)]
     for name in ("detail", "compact", "stub"):
         lv = levels.get(name)
         if lv and lv.get("text"):
-            opts.append(Option(name, f"- {label} {lv['text']}", 0))
+            opts.append(Option(name, f"{label} {lv['text']}", 0))
     out: list[Option] = []
     for o in opts:
         o.tokens = line_tokens(o.text)
-        if not out or o.tokens < out[-1].tokens:
+        if out and c["source"].startswith("msg:") and out[0].tokens < MESSAGE_SUMMARY_MIN_TOKENS:
+            break  # a recalled turn is worth its words, not a description of them
+        # A lower fidelity is worth offering only if it saves a good part of the
+        # tokens: a stub nearly as long as a short message just loses its content.
+        if not out or o.tokens <= LOWER_FIDELITY_MAX_SHARE * out[-1].tokens:
             out.append(o)
-    return Item(source=c["source"], kind=c["kind"], score=s, options=out,
+    likelihood = math.exp((relevance_of(c, weights) - best_relevance) / weights["temperature"])
+    return Item(source=c["source"], kind=c["kind"], score=s, options=out, value=s * likelihood,
                 pinned=bool(c.get("is_pinned")), meta={"created_at": c.get("created_at")})
+
+
+def _value(it: Item, k: int) -> float:
+    """Value of an item at option k: its score times the share of the full content
+    that fidelity keeps (square root of the token share, at least that of 5 %)."""
+    if k == 0:
+        return it.value
+    share = min(it.options[k].tokens / it.options[0].tokens, 1.0)
+    return it.value * max(share, 0.05) ** 0.5
 
 
 def pack_items(items: list[Item], budget: int) -> int:
     """Multiple-choice knapsack, greedy on incremental value per token.
 
-    The value of an item at a fidelity is its score times the share of its full
-    content that fidelity keeps (by tokens, at least 0.05 for a stub). Pinned items
-    enter first at the highest fidelity that fits. Then upgrades (from nothing, or
-    from a lower fidelity) are taken in order of value gained per token spent while
-    they fit. Returns the tokens used.
+    Pinned items enter first, at the highest fidelity that fits. For every other
+    item the options form steps from nothing up to full fidelity along the upper
+    convex hull of (tokens, value); all steps of all items are taken in order of
+    value per token while they fit, and an item's later steps are skipped once one
+    does not fit (they build on it). O(n log n). Returns the tokens used.
     """
     used = 0
     for it in items:
@@ -256,31 +286,37 @@ def pack_items(items: list[Item], budget: int) -> int:
             if used + o.tokens <= budget:
                 it.chosen, used = k, used + o.tokens
                 break
-
-    def value(it: Item, k: int) -> float:
-        full = it.options[0].tokens
-        keep = 1.0 if k == 0 else max(min(it.options[k].tokens / full, 1.0), 0.05) ** 0.5
-        return it.score * keep
-
-    while True:
-        best = None
-        for it in items:
-            cur_val = value(it, it.chosen) if it.chosen is not None else 0.0
-            cur_tok = it.options[it.chosen].tokens if it.chosen is not None else 0
-            upto = it.chosen if it.chosen is not None else len(it.options)
-            for k in range(upto):  # only upgrades: lower index = higher fidelity
-                dt = it.options[k].tokens - cur_tok
-                dv = value(it, k) - cur_val
-                if dv <= 0 or used + dt > budget:
-                    continue
-                eff = dv / max(dt, 1)
-                key = (eff, dv, it.score, it.source)
-                if best is None or key > best[0]:
-                    best = (key, it, k, dt)
-        if best is None:
-            return used
-        _, it, k, dt = best
-        it.chosen, used = k, used + dt
+    steps = []
+    for n, it in enumerate(items):
+        if it.pinned or it.value <= 0:
+            continue
+        # options from cheapest to fullest, then the upper convex hull from (0, 0)
+        pts = [(it.options[k].tokens, _value(it, k), k) for k in range(len(it.options) - 1, -1, -1)]
+        hull = [(0, 0.0, None)]
+        for p in pts:
+            if p[1] <= hull[-1][1]:
+                continue
+            while len(hull) >= 2:
+                (x1, y1, _), (x2, y2, _) = hull[-2], hull[-1]
+                if (y2 - y1) * (p[0] - x1) <= (p[1] - y1) * (x2 - x1):
+                    hull.pop()
+                else:
+                    break
+            hull.append(p)
+        for (x1, y1, _), (x2, y2, k) in zip(hull, hull[1:]):
+            eff = (y2 - y1) / max(x2 - x1, 1)
+            steps.append((-eff, -it.value, it.source, n, k, x2 - x1))
+    steps.sort()
+    blocked: set[int] = set()
+    for _, _, _, n, k, dt in steps:
+        if n in blocked:
+            continue
+        if used + dt > budget:
+            blocked.add(n)
+            continue
+        items[n].chosen = k
+        used += dt
+    return used
 
 
 # --------------------------------------------------------------------------- history
@@ -479,8 +515,18 @@ def parse_options(opts: dict | None, session_channel: str) -> dict:
 
 
 # --------------------------------------------------------------------------- compile
-def memory_block(lines: list[str]) -> dict:
-    return {"role": "system", "content": MEMORY_HEADER + "\n" + "\n".join(lines)}
+def memory_block(items: list[Item]) -> dict:
+    """The memory system message: the header, then each chosen item's line, with a
+    day line whenever the day changes from the line above."""
+    lines, day = [MEMORY_HEADER], None
+    for it in items:
+        ts = it.meta.get("created_at")
+        d = ts.strftime("%Y-%m-%d") if ts else None
+        if d and d != day:
+            lines.append(f"({d})")
+            day = d
+        lines.append(it.options[it.chosen].text)
+    return {"role": "system", "content": "\n".join(lines)}
 
 
 def compile_bundle(session: dict, history: list[dict], candidates: list[dict], opts: dict,
@@ -539,7 +585,8 @@ def compile_bundle(session: dict, history: list[dict], candidates: list[dict], o
     in_history = {f"msg:{mid}" for mid, _, _ in pick.fidelities}
 
     # 4. Memories within B - history, greedy knapsack over fidelities -----------------
-    items = [candidate_item(c, s) for s, c in scored if c["source"] not in in_history]
+    best = max((relevance_of(c, weights) for c in visible), default=0.0)
+    items = [candidate_item(c, s, weights, best) for s, c in scored if c["source"] not in in_history]
     if opts["max_items"] is not None:
         pinned = [i for i in items if i.pinned]
         rest = [i for i in items if not i.pinned][: max(opts["max_items"] - len(pinned), 0)]
@@ -549,14 +596,19 @@ def compile_bundle(session: dict, history: list[dict], candidates: list[dict], o
     if opts["cap_memory"] is not None:
         mem_budget = min(mem_budget, opts["cap_memory"])
     header_tokens = tokens.count_message(memory_block([]))
-    packed_lines = []
     if items and mem_budget > header_tokens:
         pack_items(items, mem_budget - header_tokens)
-    chosen = [i for i in items if i.chosen is not None]
+    # Stable order: items of the previous context keep their places, new ones follow
+    # in time order, so consecutive contexts share the longest possible prefix.
+    def order(i: Item) -> tuple:
+        ts = i.meta.get("created_at")
+        return (prev_rank.get(i.source, len(prev_rank)), ts.timestamp() if ts else 0.0, i.source)
+
+    chosen = sorted((i for i in items if i.chosen is not None), key=order)
 
     # 5. Unused memory budget flows back to history ------------------------------------
     def block_tokens(sel: list[Item]) -> int:
-        return tokens.count_message(memory_block([i.options[i.chosen].text for i in sel])) if sel else 0
+        return tokens.count_message(memory_block(sel)) if sel else 0
 
     mem_tokens = block_tokens(chosen)
     if pick.dropped_units and opts["cap_history"] is None:
@@ -568,24 +620,16 @@ def compile_bundle(session: dict, history: list[dict], candidates: list[dict], o
             chosen = [i for i in chosen if i.source not in in_history]
             mem_tokens = block_tokens(chosen)
 
-    # Stable order: items of the previous context keep their places, new ones follow
-    # in time order, so consecutive contexts share the longest possible prefix.
-    def order(i: Item) -> tuple:
-        ts = i.meta.get("created_at")
-        return (prev_rank.get(i.source, len(prev_rank)), ts.timestamp() if ts else 0.0, i.source)
-
-    chosen.sort(key=order)
     # B is a hard limit: joined lines can tokenise differently from their sum.
     while chosen and mem_tokens + pick.tokens + summary_tokens > available:
         victim = min((i for i in chosen if not i.pinned), default=None,
-                     key=lambda i: (i.score, i.source))
+                     key=lambda i: (i.value, i.source))
         if victim is None:
             break
         chosen.remove(victim)
         victim.chosen = None
         mem_tokens = block_tokens(chosen)
-    packed_lines = [i.options[i.chosen].text for i in chosen]
-    mem_msgs = [memory_block(packed_lines)] if packed_lines else []
+    mem_msgs = [memory_block(chosen)] if chosen else []
 
     # 6. Assemble ------------------------------------------------------------------------
     messages = system_msgs + mem_msgs + summary_msgs + pick.messages

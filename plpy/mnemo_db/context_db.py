@@ -159,8 +159,10 @@ SELECT p.source, p.relevance::float8 AS relevance, p.cosine::float8 AS cosine, p
     extract(epoch FROM mm.last_accessed_at)::float8 AS accessed_epoch,
     extract(epoch FROM coalesce(mm.created_at, m.created_at))::float8 AS created_epoch,
     coalesce(mm.confidence, 1.0)::float8 AS confidence,
-    coalesce(mm.provenance_type, CASE m.role WHEN 'user' THEN 'user_stated'
-        WHEN 'tool' THEN 'tool_output' ELSE 'system_inferred' END) AS provenance_type,
+    -- A message is a verbatim record: one authority for every speaker (a role says
+    -- who spoke, not how reliable it is), tool outputs aside.
+    coalesce(mm.provenance_type, CASE m.role WHEN 'tool' THEN 'tool_output' ELSE 'fact' END)
+        AS provenance_type,
     m.role, m.name, m.artifact_id, m.message_id, mm.memory_id
 FROM picked AS p
 LEFT JOIN mnemo.memories AS mm
@@ -182,7 +184,9 @@ SELECT mnemo_internal.enqueue_job($1, 'record_access', 'session:' || $2,
 """
 
 _WORD_RE = re.compile(r"[\w.-]+")
-CANDIDATE_LIMIT = 60
+# Candidates fetched: enough to fill the budget with short items (a budget larger
+# than the whole history must be able to hold all of it), within sane bounds.
+MIN_CANDIDATES, MAX_CANDIDATES, TOKENS_PER_CANDIDATE = 60, 2000, 12
 
 
 def _ts(epoch: float | None) -> datetime | None:
@@ -284,15 +288,16 @@ class Compiler:
         previous = [i["source"] for i in json.loads(t["previous_items"] or "[]")
                     if i.get("section") == "memory"]
         channel = opts["channel"]
+        limit = min(max(upper // TOKENS_PER_CANDIDATE, MIN_CANDIDATES), MAX_CANDIDATES)
         words = sorted({w.lower().strip(".-") for w in _WORD_RE.findall(query or "")} - {""})
         rows = plpy.execute(self.candidates, [
             tenant_id, session_id, query, lexemes, idfs, avgdl, as_of,
             list(context.CHANNEL_SENSITIVITY[channel]), list(context.CHANNEL_SOURCES[channel]),
             s["agent_id"], exclude, weights["lexical"], weights["tag_bonus"],
             list(context.CHANNEL_EXCLUDED_KINDS.get(channel, ())), weights["neighbour"], words,
-            CANDIDATE_LIMIT,
+            limit,
         ])
-        candidates = [self._candidate(r) for r in rows]
+        candidates = [self._candidate(r, limit) for r in rows]
         bundle = context.compile_bundle(session, history, candidates, opts, now, weights,
                                         previous, query)
         report = bundle["report"]
@@ -326,9 +331,9 @@ class Compiler:
         }
 
     @staticmethod
-    def _candidate(r: dict) -> dict:
+    def _candidate(r: dict, limit: int) -> dict:
         retrievers = []
-        if r["vector_rank"] is not None and r["cosine"] is not None and r["vector_rank"] <= CANDIDATE_LIMIT:
+        if r["vector_rank"] is not None and r["cosine"] is not None and r["vector_rank"] <= limit:
             retrievers.append("vector")
         if r["bm25"]:
             retrievers.append("fulltext")

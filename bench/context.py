@@ -1,0 +1,710 @@
+"""make bench-context: warm latency of mnemo.compile_context at scale.
+
+1. Corpus. Builds (once; a second run finds it and only measures) a multi-tenant
+   corpus from real text: tenants bench_00001.., each with ~1000 messages over a few
+   sessions and ~100 global memories (defaults: 1,000 tenants, 1M messages, 100k
+   memories). Texts come from the LoCoMo conversations (every turn, plus "turn A +
+   turn B" recombinations, plus lines of the shared seed documents); memories from
+   LoCoMo's observations, event and session summaries. Each distinct text is embedded
+   for real once, with the project's ONNX embedder, and every row that uses the text
+   reuses that text's real embedding (never a random vector). Rows go in with COPY,
+   a batch of tenants per transaction (with their BM25 statistics, mnemo.lexicon), so
+   an interrupted load resumes where it stopped. With a large load the HNSW indexes
+   are dropped first and built again afterwards, with the definitions of 0001_schema.
+
+2. Measurement, on warm connections, interleaved per sample (round robin) so that
+   noise on this shared machine hits every figure alike, each sample with a distinct
+   real question (LoCoMo qa) on a random (tenant, session):
+   (a) SELECT mnemo.compile_context(t, s, q, '{"budget": 4000}') -- with its
+       context_log row and its record_access job, as in production;
+   (b) SELECT mnemo.embed(q) alone;
+   (c) the floor: the query embedding plus one bare KNN on the tenant's messages in one
+       statement (whatever plan the planner picks; printed);
+   (d) the bare KNN alone (vector passed in) with HNSW iterative scan (relaxed_order)
+       and as an exact scan, with recall against the exact top 10.
+   Prints p50/p95/p99 of each and the plans, and ends with one JSON line.
+
+Usage: bench/context.py [--small] [--tenants N] [--messages M] [--memories K]
+       [--samples S] [--hnsw auto|keep|rebuild] [--explain] [--reset] [--load-only]
+Environment: DATABASE_URL, BENCH_TENANTS, BENCH_MESSAGES, BENCH_MEMORIES, BENCH_SAMPLES.
+The corpus stays in the database; `--reset` (alone: `--reset --load-only --tenants 0`)
+deletes it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+import psycopg
+from psycopg import sql
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "plpy"))
+from mnemo_db import context as ctx
+from mnemo_db import context_db, tokens
+
+DSN = os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:55432/mnemo")
+SHARED = ROOT.parent / "shared"
+LOCOMO = SHARED / "bench" / "locomo" / "locomo10.json"
+SEEDS = SHARED / "seeds"
+PREFIX = "bench_"
+SEED = 20240611
+BATCH_TENANTS = 20
+HISTORY_DAYS = 180  # messages are spread over the last six months
+OPTIONS = '{"budget": 4000}'
+NULL = "\\N"  # COPY text format
+
+# The HNSW indexes of 0001_schema.sql, exactly (dropped and rebuilt around a big load).
+HNSW = {
+    "mnemo.messages": ("messages_embedding_hnsw_idx", (
+        "CREATE INDEX IF NOT EXISTS messages_embedding_hnsw_idx ON mnemo.messages "
+        "USING hnsw (embedding vector_cosine_ops) WHERE embedding IS NOT NULL")),
+    "mnemo.memories": ("memories_embedding_hnsw_idx", (
+        "CREATE INDEX IF NOT EXISTS memories_embedding_hnsw_idx ON mnemo.memories "
+        "USING hnsw (embedding vector_cosine_ops) WHERE is_active AND embedding IS NOT NULL")),
+}
+
+# --------------------------------------------------------------------------- texts
+
+
+def _turns(conv: dict) -> list[tuple[str, str]]:
+    keys = sorted((k for k in conv if re.fullmatch(r"session_\d+", k)),
+                  key=lambda k: int(k.split("_")[1]))
+    return [(t["speaker"], t["text"].strip()) for k in keys for t in conv[k]
+            if isinstance(t, dict) and (t.get("text") or "").strip()]
+
+
+def _facts(sample: dict) -> list[tuple[str, str]]:
+    """Memory-like statements: observations, events, session summary sentences."""
+    out = []
+    for per_speaker in (sample.get("observation") or {}).values():
+        for speaker, items in per_speaker.items():
+            for it in items:
+                text = it[0] if isinstance(it, list) else it
+                if isinstance(text, str) and text.strip():
+                    out.append((speaker, text.strip()))
+    for ev in (sample.get("event_summary") or {}).values():
+        for speaker, items in ev.items():
+            if speaker != "date" and isinstance(items, list):
+                out.extend((speaker, t.strip()) for t in items if isinstance(t, str) and t.strip())
+    conv = sample["conversation"]
+    for summary in (sample.get("session_summary") or {}).values():
+        for sentence in re.split(r"(?<=[.!?])\s+", summary or ""):
+            if len(sentence.split()) >= 6:
+                who = next((s for s in (conv["speaker_a"], conv["speaker_b"]) if s in sentence),
+                           conv["speaker_a"])
+                out.append((who, sentence.strip()))
+    return out
+
+
+def _seed_lines() -> list[str]:
+    lines = []
+    for f in sorted(SEEDS.glob("*.txt")):
+        for line in f.read_text(errors="replace").splitlines():
+            line = line.strip()
+            if 8 <= len(line.split()) <= 80 and not line.startswith(("|", "```", "CREATE", "--")):
+                lines.append(line)
+    return lines
+
+
+class Pool:
+    """Distinct real texts with their real embeddings, grouped per conversation."""
+
+    def __init__(self, recombinations: int):
+        data = json.loads(LOCOMO.read_text())
+        self.texts: list[str] = []
+        self.speakers: list[str | None] = []
+        index: dict[str, int] = {}
+
+        def add(speaker, text):
+            if text not in index:
+                index[text] = len(self.texts)
+                self.texts.append(text)
+                self.speakers.append(speaker)
+            return index[text]
+
+        rng = random.Random(SEED)
+        self.turns, self.recombs, self.facts, self.people = [], [], [], []
+        convs = [_turns(s["conversation"]) for s in data]
+        per_conv = recombinations // len(convs)
+        for sample, turns in zip(data, convs, strict=True):
+            self.people.append((sample["conversation"]["speaker_a"],
+                                sample["conversation"]["speaker_b"]))
+            self.turns.append([add(s, t) for s, t in turns])
+            rec = []
+            for _ in range(per_conv):
+                i = rng.randrange(len(turns))
+                j = (i + rng.randint(2, 40)) % len(turns)
+                rec.append(add(turns[i][0], turns[i][1] + " " + turns[j][1]))
+            self.recombs.append(rec)
+        self.seeds = [add(None, t) for t in _seed_lines()]
+        for sample in data:
+            self.facts.append([add(s, t) for s, t in _facts(sample)])
+        self.questions = list(dict.fromkeys(q["question"] for s in data for q in s["qa"]
+                                            if isinstance(q.get("question"), str)))
+        self.vectors: np.ndarray | None = None
+
+    def digest(self) -> str:
+        return hashlib.sha256("\x00".join(self.texts).encode()).hexdigest()[:16]
+
+    def embed(self, home: Path) -> None:
+        cache = home / "bench" / f"context_pool_{self.digest()}.npy"
+        if cache.exists():
+            self.vectors = np.load(cache)
+            print(f"[pool] {len(self.texts)} distinct texts, embeddings from {cache}")
+            return
+        from mnemo_db.embedding import Embedder
+
+        emb = Embedder(str(home / "model"), threads=os.cpu_count() or 1)
+        t0 = time.perf_counter()
+        out = []
+        step = 1024
+        for start in range(0, len(self.texts), step):
+            out.append(emb.embed(self.texts[start:start + step]))
+            done = start + len(out[-1])
+            rate = done / (time.perf_counter() - t0)
+            print(f"[pool] embedded {done}/{len(self.texts)} texts ({rate:.0f}/s)", flush=True)
+        self.vectors = np.concatenate(out)
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        np.save(cache, self.vectors)
+        print(f"[pool] {len(self.texts)} texts embedded in {time.perf_counter() - t0:.1f} s")
+
+    def prepare_rows(self) -> None:
+        """Per-text COPY fields, computed once and reused by every row."""
+        t0 = time.perf_counter()
+        self.vec = ["[" + ",".join(f"{x:.7g}" for x in v.tolist()) + "]" for v in self.vectors]
+        self.esc = [_esc(t) for t in self.texts]
+        self.msg_tokens = [tokens.count_message({"role": "user", "content": t, "name": s})
+                           for t, s in zip(self.texts, self.speakers, strict=True)]
+        self.msg_hash = ["\\\\x" + hashlib.sha256(t.encode()).hexdigest() for t in self.texts]
+        print(f"[pool] row fields prepared in {time.perf_counter() - t0:.1f} s")
+
+
+def _esc(s: str) -> str:
+    return (s.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n")
+            .replace("\r", "\\r"))
+
+
+def _ts(d: datetime) -> str:
+    return d.strftime("%Y-%m-%d %H:%M:%S.%f+00")
+
+
+# --------------------------------------------------------------------------- corpus
+
+
+def tenant_id(i: int) -> str:
+    return f"{PREFIX}{i:05d}"
+
+
+def generate(pool: Pool, i: int, n_msg: int, n_mem: int, now: datetime, out: dict) -> None:
+    """Rows of tenant i (deterministic), appended as COPY text lines to out[table]."""
+    rng = random.Random(SEED * 100_003 + i)
+    tid = tenant_id(i)
+    n_conv = len(pool.turns)
+    conv = i % n_conv
+    user, assistant = pool.people[conv]
+    created = now - timedelta(days=HISTORY_DAYS + 5)
+    out["tenants"].append(f"{tid}\t{user} (bench)\t{{}}\t{_ts(created)}")
+    prompt = (f"You are {assistant}, {user}'s long-term companion assistant. Be warm and "
+              f"concise, remember what {user} told you in earlier sessions, and answer with "
+              "specific names and dates when you know them.")
+    p_hash = hashlib.sha256(prompt.encode()).hexdigest()
+    p_tokens = tokens.count_message({"role": "system", "content": prompt})
+    out["system_prompts"].append(f"{tid}\t\\\\x{p_hash}\t{_esc(prompt)}\t{p_tokens}\t{_ts(created)}")
+
+    k = rng.randint(3, 6)
+    weights = [rng.uniform(0.5, 1.5) for _ in range(k)]
+    sizes = [max(2, int(n_msg * w / sum(weights))) for w in weights]
+    sizes[-1] += n_msg - sum(sizes)
+    if sizes[-1] < 1:  # tiny corpora: give everything to one session
+        sizes = [n_msg]
+    starts = sorted(now - timedelta(days=3 + rng.uniform(0, HISTORY_DAYS - 5)) for _ in sizes)
+    sessions = []
+    for s_idx, (size, start) in enumerate(zip(sizes, starts, strict=True)):
+        sid = str(uuid.UUID(int=rng.getrandbits(128), version=4))
+        c = conv if rng.random() < 0.7 else rng.randrange(n_conv)
+        turns, recombs = pool.turns[c], pool.recombs[c]
+        offset = rng.randrange(len(turns))
+        t = start
+        for turn in range(size):
+            r = rng.random()
+            if r < 0.25:
+                p = rng.choice(recombs)
+            elif r < 0.27:
+                p = rng.choice(pool.seeds)
+            else:
+                p = turns[(offset + turn) % len(turns)]
+            role = "user" if turn % 2 == 0 else "assistant"
+            name = pool.speakers[p] or NULL
+            out["messages"].append(
+                f"{tid}\t{sid}\t{turn}\t{role}\t{pool.esc[p]}\t{name}\t"
+                f"{pool.msg_tokens[p]}\t{pool.msg_hash[p]}\t{pool.vec[p]}\t{_ts(t)}")
+            t += timedelta(seconds=rng.uniform(15, 240))
+        status = "active" if s_idx == len(sizes) - 1 else "closed"
+        out["sessions"].append(
+            f"{tid}\t{sid}\t{status}\tgpt-4o\t128000\t4096\t\\\\x{p_hash}\t{p_tokens}\t{size}\t"
+            f"{_ts(start)}\t{_ts(t)}")
+        sessions.append((sid, start, t))
+
+    facts = list(pool.facts[conv])
+    rng.shuffle(facts)
+    while len(facts) < n_mem:
+        facts += rng.sample(pool.facts[rng.randrange(n_conv)], k=20)
+    kinds = rng.choices(["fact", "preference", "decision", "note"], [50, 20, 10, 20], k=n_mem)
+    for p, kind in zip(facts[:n_mem], kinds, strict=True):
+        text = pool.texts[p]
+        stub = text.split("\n", 1)[0][:160]
+        sid, s_start, s_end = rng.choice(sessions)
+        at = s_start + (s_end - s_start) * rng.random()
+        tier = "semantic" if kind in ("fact", "preference") else "episodic"
+        prov = {"fact": "fact", "preference": "preference"}.get(kind, "system_inferred")
+        accesses = rng.randint(1, 25) if rng.random() < 0.3 else 0
+        accessed = _ts(at + (now - at) * rng.random()) if accesses else NULL
+        norm = re.sub(r"\s+", " ", text.strip()).lower()
+        m_hash = "\\\\x" + hashlib.sha256(norm.encode()).hexdigest()
+        who = pool.speakers[p]
+        entities = "{" + who + "}" if who else "{}"
+        out["memories"].append(
+            f"{tid}\t{sid}\t{tier}\tglobal\t{kind}\t{pool.esc[p]}\t{_esc(stub)}\t"
+            f"{tokens.count(text)}\t{tokens.count(stub)}\t{entities}\t{prov}\t"
+            f"{rng.uniform(0.5, 0.95):.3f}\t{accesses}\t{accessed}\t{_ts(at)}\t{m_hash}\t"
+            f"{pool.vec[p]}\t{_ts(at)}\t{_ts(at)}")
+
+
+COLUMNS = {
+    "tenants": "tenant_id, display_name, config, created_at",
+    "system_prompts": "tenant_id, prompt_hash, content, token_count, created_at",
+    "sessions": "tenant_id, session_id, status, model, context_window, response_reserve, "
+                "system_prompt_hash, system_prompt_tokens, turn_count, created_at, updated_at",
+    "messages": "tenant_id, session_id, turn_index, role, content, name, token_count, "
+                "content_hash, embedding, created_at",
+    "memories": "tenant_id, session_id, tier, scope, kind, content_full, content_stub, "
+                "tokens_full, tokens_stub, key_entities, provenance_type, confidence, "
+                "access_count, last_accessed_at, valid_from, content_hash, embedding, "
+                "created_at, updated_at",
+}
+
+
+def copy_lines(cur, table: str, lines: list[str]) -> None:
+    with cur.copy(f"COPY mnemo.{table} ({COLUMNS[table]}) FROM STDIN") as cp:
+        buf, size = [], 0
+        for line in lines:
+            buf.append(line)
+            size += len(line)
+            if size > 4 << 20:
+                cp.write("\n".join(buf) + "\n")
+                buf, size = [], 0
+        if buf:
+            cp.write("\n".join(buf) + "\n")
+
+
+def corpus_counts(conn) -> tuple[int, int, int]:
+    like = PREFIX.replace("_", "\\_") + "%"
+    return tuple(conn.execute(
+        f"SELECT (SELECT count(*) FROM mnemo.{t} WHERE tenant_id LIKE %s)", (like,)
+    ).fetchone()[0] for t in ("tenants", "messages", "memories"))
+
+
+def existing_tenants(conn) -> set[str]:
+    like = PREFIX.replace("_", "\\_") + "%"
+    return {r[0] for r in conn.execute(
+        "SELECT tenant_id FROM mnemo.tenants WHERE tenant_id LIKE %s", (like,))}
+
+
+def reset(conn) -> None:
+    like = PREFIX.replace("_", "\\_") + "%"
+    t0 = time.perf_counter()
+    for table in ("context_log", "jobs", "lexicon", "memories", "messages", "sessions",
+                  "system_prompts", "tenants"):
+        n = conn.execute(f"DELETE FROM mnemo.{table} WHERE tenant_id LIKE %s", (like,)).rowcount
+        print(f"[reset] mnemo.{table}: {n} rows deleted")
+    print(f"[reset] done in {time.perf_counter() - t0:.1f} s")
+
+
+def ensure_partitions(conn, now: datetime) -> None:
+    first = (now - timedelta(days=HISTORY_DAYS + 1)).date().replace(day=1)
+    months = (now.year - first.year) * 12 + now.month - first.month + 1
+    n = conn.execute("SELECT mnemo.create_message_partitions(%s, %s)", (first, months)).fetchone()[0]
+    if n:
+        print(f"[load] created {n} monthly message partitions from {first} ({months} months)")
+
+
+def hnsw_present(conn) -> dict[str, bool]:
+    return {t: conn.execute("SELECT to_regclass(%s) IS NOT NULL", (f"mnemo.{name}",)).fetchone()[0]
+            for t, (name, _) in HNSW.items()}
+
+
+def build_hnsw(conn) -> float:
+    """Creates the HNSW indexes that are missing (definitions of 0001_schema.sql)."""
+    total = 0.0
+    for table, (name, ddl) in HNSW.items():
+        if conn.execute("SELECT to_regclass(%s) IS NULL", (f"mnemo.{name}",)).fetchone()[0]:
+            t0 = time.perf_counter()
+            print(f"[index] building {name} on {table} ...", flush=True)
+            conn.execute(ddl)
+            dt = time.perf_counter() - t0
+            total += dt
+            print(f"[index] {name} built in {dt:.1f} s", flush=True)
+    return total
+
+
+def load(conn, pool_factory, args, now: datetime) -> dict:
+    """Loads the tenants that are missing. Returns timings."""
+    have = existing_tenants(conn)
+    wanted = [i for i in range(1, args.tenants + 1) if tenant_id(i) not in have]
+    timing = {"load_s": 0.0, "index_s": 0.0, "analyze_s": 0.0, "loaded_messages": 0}
+    if have and args.tenants:
+        n = conn.execute("SELECT count(*) FROM mnemo.messages WHERE tenant_id = %s",
+                         (tenant_id(min(int(t[len(PREFIX):]) for t in have)),)).fetchone()[0]
+        if n != args.messages:
+            sys.exit(f"existing bench tenants hold {n} messages each, not {args.messages}: "
+                     "run with --reset first")
+    if not wanted:
+        timing["index_s"] = build_hnsw(conn)  # after an interrupted index build
+        print(f"[load] corpus present: {len(have)} bench tenants, nothing to load")
+        return timing
+    pool = pool_factory()
+    ensure_partitions(conn, now)
+    rows = len(wanted) * args.messages
+    rebuild = args.hnsw == "rebuild" or (args.hnsw == "auto" and rows >= 200_000)
+    conn.execute("SET synchronous_commit = off")
+    conn.execute("SET maintenance_work_mem = '1GB'")
+    if rebuild:
+        for table, (name, _) in HNSW.items():
+            conn.execute(f"DROP INDEX IF EXISTS mnemo.{name}")
+            print(f"[load] dropped {name} for the load (rebuilt afterwards)")
+    print(f"[load] {len(wanted)} tenants to load ({rows} messages, "
+          f"{len(wanted) * args.memories} memories), HNSW {'rebuilt after' if rebuild else 'kept'}",
+          flush=True)
+    t_start = time.perf_counter()
+    done_msgs = done_mems = 0
+    try:
+        for b in range(0, len(wanted), BATCH_TENANTS):
+            batch = wanted[b:b + BATCH_TENANTS]
+            out = {t: [] for t in COLUMNS}
+            t0 = time.perf_counter()
+            for i in batch:
+                generate(pool, i, args.messages, args.memories, now, out)
+            t_gen = time.perf_counter() - t0
+            ids = [tenant_id(i) for i in batch]
+            with conn.transaction(), conn.cursor() as cur:
+                for table in COLUMNS:
+                    copy_lines(cur, table, out[table])
+                t_copy = time.perf_counter() - t0 - t_gen
+                cur.execute("SELECT mnemo_internal.add_to_lexicon(array_agg(tenant_id), "
+                            "array_agg(search_tsv)) FROM mnemo.messages WHERE tenant_id = ANY(%s)",
+                            (ids,))
+                cur.execute("SELECT mnemo_internal.add_to_lexicon(array_agg(tenant_id), "
+                            "array_agg(search_tsv)) FROM mnemo.memories "
+                            "WHERE tenant_id = ANY(%s) AND is_active", (ids,))
+            t_batch = time.perf_counter() - t0
+            done_msgs += len(out["messages"])
+            done_mems += len(out["memories"])
+            elapsed = time.perf_counter() - t_start
+            rate = done_msgs / elapsed
+            eta = (rows - done_msgs) / rate if rate else 0
+            print(f"[load] tenants {len(have) + b + len(batch)}/{args.tenants}: "
+                  f"{done_msgs} messages, {done_mems} memories in {elapsed:.0f} s "
+                  f"({rate:.0f} messages/s; batch {t_batch:.1f} s = generate {t_gen:.1f} "
+                  f"+ copy {t_copy:.1f} + lexicon {t_batch - t_gen - t_copy:.1f}); "
+                  f"ETA {eta:.0f} s", flush=True)
+        timing["load_s"] = time.perf_counter() - t_start
+        timing["loaded_messages"] = done_msgs
+    finally:
+        timing["index_s"] = build_hnsw(conn)
+    t0 = time.perf_counter()
+    for table in ("tenants", "sessions", "system_prompts", "messages", "memories", "lexicon"):
+        conn.execute(f"VACUUM (ANALYZE) mnemo.{table}")
+    timing["analyze_s"] = time.perf_counter() - t0
+    print(f"[load] load {timing['load_s']:.1f} s, HNSW build {timing['index_s']:.1f} s, "
+          f"VACUUM ANALYZE {timing['analyze_s']:.1f} s", flush=True)
+    return timing
+
+
+# --------------------------------------------------------------------------- measure
+
+
+def pct(values: list[float], p: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, round(p / 100 * (len(values) - 1)))]
+
+
+FLOOR = ("SELECT message_id FROM mnemo.messages WHERE tenant_id = %s "
+         "ORDER BY embedding <=> mnemo.embed(%s) LIMIT 10")
+KNN = ("SELECT message_id FROM mnemo.messages WHERE tenant_id = %s "
+       "ORDER BY embedding <=> %s::vector LIMIT 10")
+EXACT = ("SELECT message_id FROM mnemo.messages WHERE tenant_id = %s "
+         "ORDER BY (embedding <=> %s::vector) + 0 LIMIT 10")
+
+
+def plan_of(conn, query: str, params, analyze: bool = True) -> list[str]:
+    opts = "ANALYZE, BUFFERS, COSTS OFF" if analyze else "COSTS OFF"
+    return [r[0] for r in conn.execute(f"EXPLAIN ({opts}) {query}", params)]
+
+
+def short_plan(lines: list[str]) -> str:
+    """The node types of a plan, outermost first (without details)."""
+    nodes = []
+    for line in lines:
+        s = line.strip().removeprefix("->").strip()
+        if not s or ":" in s.split("(")[0] or s.startswith(("Planning", "Execution")):
+            continue
+        node = re.sub(r"\s*\(.*$", "", s)
+        node = re.sub(r" on \S+( \S+)?", "", node)
+        node = re.sub(r" using \S+", lambda m: " using " + m.group(0).split()[-1], node)
+        if node not in nodes:
+            nodes.append(node)
+    return " > ".join(nodes)
+
+
+def measure(args, counts: tuple[int, int, int]) -> dict:
+    rng = random.Random(SEED + 1)
+    main = psycopg.connect(DSN, autocommit=True, prepare_threshold=None)
+    it = psycopg.connect(DSN, autocommit=True, prepare_threshold=None)
+    it.execute("SET hnsw.iterative_scan = relaxed_order")
+    ids = [tenant_id(i) for i in range(1, args.tenants + 1)]
+    sessions: dict[str, list[str]] = {}
+    for t, s in main.execute("SELECT tenant_id, session_id::text FROM mnemo.sessions "
+                             "WHERE tenant_id = ANY(%s) ORDER BY 1, 2", (ids,)):
+        sessions.setdefault(t, []).append(s)
+    tenants = sorted(sessions)
+    questions = list(dict.fromkeys(
+        q["question"] for s in json.loads(LOCOMO.read_text()) for q in s["qa"]
+        if isinstance(q.get("question"), str)))
+    rng.shuffle(questions)
+    n = args.warmup + args.samples
+    if len(questions) < n:
+        sys.exit(f"only {len(questions)} distinct questions for {n} samples")
+    samples = []
+    for q in questions[:n]:
+        t = rng.choice(tenants)
+        samples.append((t, rng.choice(sessions[t]), q))
+    print(f"[measure] {args.samples} samples (+{args.warmup} warm-up) over {len(tenants)} tenants, "
+          f"{sum(len(v) for v in sessions.values())} sessions; corpus {counts[1]} messages, "
+          f"{counts[2]} memories in bench tenants")
+    # The query vectors for the bare KNN runs (d), computed once, untimed.
+    vectors = [main.execute("SELECT mnemo.embed(%s)::text", (q,)).fetchone()[0]
+               for _, _, q in samples]
+
+    def run_compile(i):
+        t, s, q = samples[i]
+        main.execute("SELECT mnemo.compile_context(%s, %s, %s, %s)", (t, s, q, OPTIONS)).fetchone()
+
+    def run_embed(i):
+        main.execute("SELECT mnemo.embed(%s)", (samples[i][2],)).fetchone()
+
+    def run_floor(i):
+        return [r[0] for r in main.execute(FLOOR, (samples[i][0], samples[i][2]))]
+
+    def run_hnsw(i):
+        return [r[0] for r in it.execute(KNN, (samples[i][0], vectors[i]))]
+
+    def run_exact(i):
+        return [r[0] for r in main.execute(EXACT, (samples[i][0], vectors[i]))]
+
+    ops = {"compile": run_compile, "embed": run_embed, "floor": run_floor,
+           "knn_hnsw_iterative": run_hnsw, "knn_exact": run_exact}
+    times = {k: [] for k in ops}
+    results = {k: [] for k in ops}
+    names = list(ops)
+    like = PREFIX.replace("_", "\\_") + "%"
+    first_log = main.execute("SELECT coalesce(max(context_id), 0) FROM mnemo.context_log "
+                             "WHERE tenant_id LIKE %s", (like,)).fetchone()[0]
+    t_run = time.perf_counter()
+    for i in range(n):
+        k = i % len(names)
+        for name in names[k:] + names[:k]:
+            t0 = time.perf_counter()
+            res = ops[name](i)
+            dt = (time.perf_counter() - t0) * 1000
+            if i >= args.warmup:
+                times[name].append(dt)
+                results[name].append(res)
+        if (i + 1) % 50 == 0:
+            print(f"[measure] {i + 1}/{n} samples, compile p50 so far "
+                  f"{pct(times['compile'] or [0], 50):.1f} ms", flush=True)
+    print(f"[measure] {n} samples in {time.perf_counter() - t_run:.0f} s")
+
+    # Recall of the HNSW runs against the exact top 10 (same query vector).
+    def recall(name):
+        hits = [len(set(a) & set(b)) / max(len(b), 1)
+                for a, b in zip(results[name], results["knn_exact"], strict=True)]
+        rows = [len(a) for a in results[name]]
+        return sum(hits) / len(hits), sum(rows) / len(rows)
+
+    internal = [r[0] for r in main.execute(
+        "SELECT latency_ms FROM mnemo.context_log WHERE tenant_id LIKE %s AND context_id > %s",
+        (like, first_log))]
+
+    # Plans, on one sample (after the timed runs: EXPLAIN warms nothing they used).
+    t, s, q = samples[args.warmup]
+    floor_plan = plan_of(main, FLOOR, (t, q))
+    hnsw_plan = plan_of(it, KNN, (t, vectors[args.warmup]))
+    exact_plan = plan_of(main, EXACT, (t, vectors[args.warmup]))
+
+    print()
+    print(f"{'':24}{'p50':>9}{'p95':>9}{'p99':>9}  ms")
+    for name in names:
+        v = times[name]
+        print(f"{name:24}{pct(v, 50):9.2f}{pct(v, 95):9.2f}{pct(v, 99):9.2f}")
+    if internal:
+        print(f"{'(compile, in-function)':24}{pct(internal, 50):9.2f}{pct(internal, 95):9.2f}"
+              f"{pct(internal, 99):9.2f}   context_log.latency_ms: before its log insert")
+    for name in ("floor", "knn_hnsw_iterative"):
+        r, rows = recall(name)
+        print(f"recall@10 of {name} vs exact: {r:.3f} (rows returned: {rows:.1f} on average)")
+    print(f"floor plan:              {short_plan(floor_plan)}")
+    print(f"hnsw iterative plan:     {short_plan(hnsw_plan)}")
+    print(f"exact plan:              {short_plan(exact_plan)}")
+    if args.verbose:
+        for title, plan in (("floor", floor_plan), ("hnsw iterative", hnsw_plan),
+                            ("exact", exact_plan)):
+            print(f"\n-- EXPLAIN ANALYZE {title}\n" + "\n".join(plan))
+    if args.explain:
+        explain_candidates(main, t, s, q)
+    main.close()
+    it.close()
+    c = {k: (pct(v, 50), pct(v, 95), pct(v, 99)) for k, v in times.items()}
+    return {
+        "messages": counts[1],
+        "memories": counts[2],
+        "p50_ms": round(c["compile"][0], 2),
+        "p95_ms": round(c["compile"][1], 2),
+        "p99_ms": round(c["compile"][2], 2),
+        "embed_p95_ms": round(c["embed"][1], 2),
+        "floor_p95_ms": round(c["floor"][1], 2),
+        "ratio_p95": round(c["compile"][1] / c["floor"][1], 2),
+    }
+
+
+def explain_candidates(conn, tenant: str, session: str, query: str) -> None:
+    """EXPLAIN ANALYZE of compile_context's statements with one sample's parameters."""
+    from mnemo_db.context_db import _idf
+
+    conn.execute("SELECT mnemo_internal.enter_tenant(%s)", (tenant,))
+    session_sql = (context_db.SESSION.replace("$1", "%(t)s").replace("$2", "%(s)s::uuid")
+                   .replace("$3", "NULL::timestamptz"))
+    s = conn.execute(session_sql, {"t": tenant, "s": session}).fetchone()
+    channel, agent_id, context_window, reserve = s[0], s[1], s[3], s[4]
+    max_rows = min(max(min(context_window - reserve, 4000) // context_db.MIN_MESSAGE_TOKENS, 16),
+                   context_db.MAX_HISTORY_ROWS)
+    hist_sql = context_db.HISTORY
+    for k, v in (("$1", "%(t)s"), ("$2", "%(s)s::uuid"), ("$3::timestamptz", "NULL::timestamptz"),
+                 ("$3", "NULL::timestamptz"), ("$4", "%(n)s")):
+        hist_sql = hist_sql.replace(k, v)
+    cur = conn.execute(hist_sql, {"t": tenant, "s": session, "n": max_rows})
+    cols = [d.name for d in cur.description]
+    history = [dict(zip(cols, r, strict=True)) for r in cur]
+    task = ctx.classify_task(query, history, True)
+    _, b_hist = ctx.split_budget(4000, task)
+    exclude, acc = [], 0
+    for m in reversed(history):
+        acc += m["token_count"]
+        if acc > b_hist * ctx.HISTORY_ZONES[0][1]:
+            break
+        exclude.append(m["message_id"])
+    terms_sql = (context_db.TERMS.replace("$1", "%(t)s").replace("$2", "%(q)s")
+                 .replace("$3", "%(s)s::uuid"))
+    tr = conn.execute(terms_sql, {"t": tenant, "q": query, "s": session}).fetchone()
+    n_docs = max(tr[2], 1)
+    idfs = [_idf(n_docs, df) for df in (tr[1] or [])]
+    avgdl = tr[3] / n_docs if tr[3] else 8.0
+    w = ctx.weights_for(None)
+    words = sorted({x.lower().strip(".-") for x in re.findall(r"[\w.-]+", query)} - {""})
+    types = ["text", "uuid", "text", "text[]", "float8[]", "float8", "timestamptz", "text[]",
+             "text[]", "text", "bigint[]", "float8", "float8", "text[]", "float8", "text[]",
+             "integer"]
+    params = [tenant, session, query, list(tr[0] or []), idfs, avgdl, None,
+              list(ctx.CHANNEL_SENSITIVITY[channel]), list(ctx.CHANNEL_SOURCES[channel]),
+              agent_id, exclude, w["lexical"], w["tag_bonus"],
+              list(ctx.CHANNEL_EXCLUDED_KINDS.get(channel, ())), w["neighbour"], words,
+              context_db.CANDIDATE_LIMIT]
+    conn.execute("DEALLOCATE ALL")
+    conn.execute(f"PREPARE bench_candidates ({', '.join(types)}) AS {context_db.CANDIDATES}")
+    args_sql = sql.SQL(", ").join(sql.Literal(p) for p in params)
+    stmt = sql.SQL("EXPLAIN (ANALYZE, BUFFERS) EXECUTE bench_candidates({})").format(args_sql)
+    print(f"\n-- EXPLAIN ANALYZE compile_context CANDIDATES (task {task}, {len(history)} "
+          f"history rows, {len(exclude)} excluded, {len(idfs)} query lexemes)")
+    for r in conn.execute(stmt):
+        print(r[0])
+    conn.execute("DEALLOCATE bench_candidates")
+
+
+# --------------------------------------------------------------------------- main
+
+
+def mnemo_home() -> Path:
+    home = os.environ.get("MNEMO_HOME")
+    if not home:
+        home = subprocess.run([str(ROOT / "scripts" / "mnemo-home.sh")], capture_output=True,
+                              text=True, check=True).stdout.strip()
+    return Path(home)
+
+
+def main() -> None:
+    env = os.environ.get
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--small", action="store_true", help="50 tenants (quick check)")
+    ap.add_argument("--tenants", type=int, default=int(env("BENCH_TENANTS", "1000")))
+    ap.add_argument("--messages", type=int, default=int(env("BENCH_MESSAGES", "1000")),
+                    help="messages per tenant")
+    ap.add_argument("--memories", type=int, default=int(env("BENCH_MEMORIES", "100")),
+                    help="memories per tenant")
+    ap.add_argument("--samples", type=int, default=int(env("BENCH_SAMPLES", "300")))
+    ap.add_argument("--warmup", type=int, default=20)
+    ap.add_argument("--recombinations", type=int, default=4000,
+                    help="'turn A + turn B' texts embedded into the pool")
+    ap.add_argument("--hnsw", choices=("auto", "keep", "rebuild"), default="auto",
+                    help="drop the HNSW indexes for the load and rebuild them (auto: for "
+                         ">= 200k messages)")
+    ap.add_argument("--reset", action="store_true", help="delete the bench corpus first")
+    ap.add_argument("--load-only", action="store_true")
+    ap.add_argument("--explain", action="store_true",
+                    help="EXPLAIN ANALYZE compile_context's candidate query on one sample")
+    ap.add_argument("-v", "--verbose", action="store_true", help="print the full KNN plans")
+    args = ap.parse_args()
+    if args.small and "--tenants" not in sys.argv:
+        args.tenants = 50
+    now = datetime.now(UTC).replace(microsecond=0)
+    home = mnemo_home()
+
+    def pool_factory():
+        pool = Pool(args.recombinations)
+        pool.embed(home)
+        pool.prepare_rows()
+        return pool
+
+    with psycopg.connect(DSN, autocommit=True) as conn:
+        if args.reset:
+            reset(conn)
+        timing = load(conn, pool_factory, args, now)
+        counts = corpus_counts(conn)
+        total = conn.execute("SELECT (SELECT count(*) FROM mnemo.messages), "
+                             "(SELECT count(*) FROM mnemo.memories)").fetchone()
+    print(f"[corpus] bench tenants {counts[0]}, messages {counts[1]}, memories {counts[2]} "
+          f"(tables in all: {total[0]} messages, {total[1]} memories)")
+    if args.load_only or not args.tenants:
+        return
+    figures = measure(args, counts)
+    if timing["loaded_messages"]:
+        print(f"load this run: {timing['loaded_messages']} messages in {timing['load_s']:.1f} s, "
+              f"HNSW build {timing['index_s']:.1f} s, VACUUM ANALYZE {timing['analyze_s']:.1f} s")
+    print(f"ratio p95 compile / floor: {figures['ratio_p95']}x "
+          "(compile includes its context_log insert and record_access job)")
+    print(json.dumps(figures))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,245 @@
+"""LoCoMo evidence recall of compile_context against three baselines (make bench-locomo).
+
+Protocol (../shared/bench/README.md): per conversation, every session is recorded in
+order as messages with their timestamps (speaker as the message name, speaker A as
+`user`, speaker B as `assistant`); the job runner embeds them. Then each question
+gets a fresh session and one compile per budget (512 ... 8k tokens); a question's
+evidence turn counts as recalled when it is in the context at full or detail
+fidelity. recall@k uses the k best-scored items of one compile with a large budget.
+
+Baselines, on the same rows in the same run: the last turns that fit the budget,
+pure vector top-k (cosine on the same embeddings), pure full-text top-k (ts_rank
+over an OR of the question's lexemes). Baselines are charged only the messages' own
+token counts, which is cheaper than compile_context's labelled memory lines.
+
+Prints per-category tables and ends with one JSON line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import sys
+import time
+import uuid
+from collections import defaultdict
+from datetime import datetime, timedelta
+
+import psycopg
+
+from mnemosyne import connect
+
+DSN = os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:55432/mnemo")
+DATA = os.environ.get(
+    "LOCOMO_JSON",
+    os.path.join(os.path.dirname(__file__), "..", "..", "shared", "bench", "locomo", "locomo10.json"),
+)
+BUDGETS = (512, 1024, 2048, 4096, 8192)
+KS = (5, 10, 25, 50)
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
+
+
+def norm_evidence(items: list[str]) -> list[str]:
+    """Normalise evidence ids: 'D8:6; D9:17' -> two ids, 'D:11:26' -> D11:26, 'D30:05' -> D30:5."""
+    out = []
+    for e in items:
+        for part in re.split(r"[;,\s]+", e):
+            m = re.match(r"D:?(\d+):0*(\d+)$", part.strip())
+            if m:
+                out.append(f"D{int(m.group(1))}:{int(m.group(2))}")
+    return out
+
+
+def parse_when(s: str) -> datetime:
+    return datetime.strptime(s.strip(), "%I:%M %p on %d %B, %Y")
+
+
+def sessions_of(conv: dict) -> list[tuple[datetime, list[dict]]]:
+    keys = sorted((k for k in conv if re.fullmatch(r"session_\d+", k)), key=lambda k: int(k[8:]))
+    return [(parse_when(conv[f"{k}_date_time"]), conv[k]) for k in keys]
+
+
+def turn_text(t: dict) -> str:
+    text = t["text"]
+    if t.get("blip_caption"):
+        text += f" [shares {t['blip_caption']}]"
+    return text
+
+
+def ingest(db, sample: dict, tenant: str) -> dict[int, str]:
+    """Records the conversation; returns message_id -> dia_id."""
+    conv = sample["conversation"]
+    a = conv["speaker_a"]
+    ids: dict[int, str] = {}
+    db.create_tenant(tenant)
+    for when, turns in sessions_of(conv):
+        sid = db.start_session(tenant, agent_id="locomo", context_window=128000)
+        for i, t in enumerate(turns):
+            role = "user" if t["speaker"] == a else "assistant"
+            name = re.sub(r"[^A-Za-z0-9_-]", "_", t["speaker"])[:64]
+            mid = db.record_message(
+                tenant, sid, {"role": role, "name": name, "content": turn_text(t)},
+                created_at=when + timedelta(seconds=30 * i), metadata={"dia_id": t["dia_id"]})
+            ids[mid] = t["dia_id"]
+    return ids
+
+
+def run_jobs(conn: psycopg.Connection) -> None:
+    while conn.execute("SELECT count(*) FROM mnemo.jobs WHERE status = 'queued'").fetchone()[0]:
+        conn.execute("CALL mnemo.run_jobs(p_batch_size => 64, p_max_batches => 50)")
+
+
+def pct(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else 0.0
+
+
+class Scores:
+    """Evidence recall per (method, setting), per category."""
+
+    def __init__(self):
+        self.recall = defaultdict(list)   # (method, setting, category) -> [fraction]
+        self.full = defaultdict(list)     # ... -> [all evidence in: 0/1]
+        self.tokens = defaultdict(list)   # (method, setting) -> [tokens used]
+
+    def add(self, method: str, setting: str, cat: int, evidence: set[str], got: set[str],
+            tokens: int | None = None) -> None:
+        hit = len(evidence & got) / len(evidence)
+        self.recall[(method, setting, cat)].append(hit)
+        self.full[(method, setting, cat)].append(1.0 if hit == 1.0 else 0.0)
+        if tokens is not None:
+            self.tokens[(method, setting)].append(tokens)
+
+    def mean(self, method: str, setting: str, cats=(1, 2, 3, 4), table=None) -> float:
+        xs = [x for c in cats for x in (table or self.recall)[(method, setting, c)]]
+        return round(statistics.fmean(xs), 4) if xs else 0.0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--conversations", type=int, default=10, help="how many of the 10 to use")
+    ap.add_argument("--questions", type=int, default=0, help="limit questions per conversation")
+    args = ap.parse_args()
+    data = json.load(open(DATA))[: args.conversations]
+    run = uuid.uuid4().hex[:6]
+    scores = Scores()
+    latencies: list[float] = []
+    with connect(DSN) as db, psycopg.connect(DSN, autocommit=True) as conn:
+        conn.execute("UPDATE cron.job SET active = false WHERE jobname = 'mnemo-run-jobs'")
+        try:
+            t0 = time.perf_counter()
+            tenants = []
+            for sample in data:
+                tenant = f"locomo_{run}_{sample['sample_id']}"
+                ids = ingest(db, sample, tenant)
+                tenants.append((sample, tenant, ids))
+                print(f"ingested {sample['sample_id']}: {len(ids)} turns", flush=True)
+            run_jobs(conn)
+            print(f"ingest + embeddings: {time.perf_counter() - t0:.1f} s", flush=True)
+            for sample, tenant, ids in tenants:
+                evaluate(db, conn, sample, tenant, ids, scores, latencies, args.questions)
+                print(f"evaluated {sample['sample_id']}", flush=True)
+        finally:
+            conn.execute("UPDATE cron.job SET active = true WHERE jobname = 'mnemo-run-jobs'")
+    return report(scores, latencies)
+
+
+def evaluate(db, conn, sample, tenant, ids, scores, latencies, limit) -> None:
+    dia_of = ids
+    turns = conn.execute(
+        "SELECT message_id, token_count FROM mnemo.messages WHERE tenant_id = %s"
+        " ORDER BY created_at, turn_index", (tenant,)).fetchall()
+    known = set(dia_of.values())
+    qs = [q for q in sample["qa"] if set(norm_evidence(q.get("evidence", []))) & known]
+    if limit:
+        qs = qs[:limit]
+    for q in qs:
+        evidence = set(norm_evidence(q["evidence"])) & known
+        cat = q["category"]
+        question = q["question"]
+        sid = db.start_session(tenant, agent_id="locomo", context_window=128000)
+        # compile_context at each budget
+        for b in BUDGETS:
+            t = time.perf_counter()
+            bundle = db.compile_context_bundle(tenant, sid, question, budget=b, log=False)
+            latencies.append((time.perf_counter() - t) * 1000)
+            got = {dia_of[int(i["source"][4:])] for i in bundle["report"]["items"]
+                   if i["source"].startswith("msg:") and i["fidelity"] in ("full", "detail")
+                   and int(i["source"][4:]) in dia_of}
+            scores.add("mnemosyne", str(b), cat, evidence, got, bundle["report"]["tokens"]["total"])
+        bundle = db.compile_context_bundle(tenant, sid, question, budget=1_000_000,
+                                           caps={"items": max(KS)}, log=False)
+        ranked = sorted((i for i in bundle["report"]["items"] if i["section"] == "memory"),
+                        key=lambda i: -i["score"])
+        ranked_ids = [dia_of.get(int(i["source"][4:])) for i in ranked if i["source"].startswith("msg:")]
+        for k in KS:
+            scores.add("mnemosyne", f"@{k}", cat, evidence, set(ranked_ids[:k]))
+        # baselines
+        vec = [r[0] for r in conn.execute(
+            "SELECT message_id FROM mnemo.messages WHERE tenant_id = %s AND embedding IS NOT NULL"
+            " ORDER BY embedding <=> mnemo.embed(%s) LIMIT 400", (tenant, question))]
+        fts = [r[0] for r in conn.execute(
+            "SELECT message_id FROM mnemo.messages, "
+            " (SELECT replace(plainto_tsquery('english', %s)::text, '&', '|') AS q) AS x"
+            " WHERE tenant_id = %s AND x.q <> '' AND search_tsv @@ x.q::tsquery"
+            " ORDER BY ts_rank(search_tsv, x.q::tsquery) DESC, message_id LIMIT 400",
+            (question, tenant))]
+        last = [r[0] for r in reversed(turns)]
+        cost = dict(turns)
+        for name, ranking in (("last_n", last), ("vector", vec), ("fts", fts)):
+            for k in KS:
+                scores.add(name, f"@{k}", cat, evidence, {dia_of[m] for m in ranking[:k]})
+            for b in BUDGETS:
+                used, got = 0, set()
+                for m in ranking:
+                    if used + cost[m] > b:
+                        if name == "last_n":
+                            break
+                        continue
+                    used += cost[m]
+                    got.add(dia_of[m])
+                scores.add(name, str(b), cat, evidence, got, used)
+
+
+def report(scores: Scores, latencies: list[float]) -> int:
+    methods = ("mnemosyne", "last_n", "vector", "fts")
+    settings = [str(b) for b in BUDGETS] + [f"@{k}" for k in KS]
+    print("\nEvidence recall without category 5 (with category 5 in brackets)")
+    print(f"{'setting':>8} " + " ".join(f"{m:>17}" for m in methods))
+    for s in settings:
+        cells = [f"{scores.mean(m, s):.3f} [{scores.mean(m, s, (1, 2, 3, 4, 5)):.3f}]" for m in methods]
+        print(f"{s:>8} " + " ".join(f"{c:>17}" for c in cells))
+    print("\nAll evidence in (share of questions, without category 5)")
+    for s in settings:
+        print(f"{s:>8} " + " ".join(f"{scores.mean(m, s, table=scores.full):>17.3f}" for m in methods))
+    print("\nPer category, mnemosyne")
+    for c, name in CATEGORIES.items():
+        print(f"  {c} {name:<12} " + " ".join(
+            f"{s}:{scores.mean('mnemosyne', s, (c,)):.3f}" for s in settings))
+    print("\nTokens used (mean)")
+    for s in [str(b) for b in BUDGETS]:
+        print(f"{s:>8} " + " ".join(
+            f"{statistics.fmean(scores.tokens[(m, s)]):>17.0f}" for m in methods))
+    print(f"\ncompile_context latency: p50 {pct(latencies, .5):.1f} ms, p95 {pct(latencies, .95):.1f} ms"
+          f" over {len(latencies)} compiles")
+    beat = all(scores.mean("mnemosyne", s) > scores.mean(m, s)
+               for s in settings for m in ("last_n", "vector", "fts"))
+    print(f"beats every baseline at every budget and k: {beat}")
+
+    def fig(m: str) -> dict:
+        return {"budget_recall": {str(b): scores.mean(m, str(b)) for b in BUDGETS},
+                "recall_at": {str(k): scores.mean(m, f"@{k}") for k in KS}}
+
+    line = fig("mnemosyne")
+    line["baselines"] = {m: fig(m) for m in ("last_n", "vector", "fts")}
+    line["latency_p50_ms"] = round(pct(latencies, .5), 2)
+    line["latency_p95_ms"] = round(pct(latencies, .95), 2)
+    print(json.dumps(line))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,635 @@
+"""compile_context and compile_context_bundle against the real database.
+
+Every test commits and uses its own random tenant. Token costs are recomputed here with
+the same counter the server uses (plpy/mnemo_db/tokens.py), so "B is a hard limit" is
+checked on the messages actually returned, not on the report's own arithmetic.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import uuid
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+import openai
+import pytest
+from mnemo_db import tokens
+from openai.types.chat import ChatCompletionMessageParam, ChatCompletionToolParam
+from pydantic import TypeAdapter
+
+from mnemosyne import errors
+
+MESSAGES = TypeAdapter(list[ChatCompletionMessageParam])
+TOOLS = TypeAdapter(list[ChatCompletionToolParam])
+SYSTEM_PROMPT = "You are a careful coding assistant. Answer from the repository's files."
+
+
+# --------------------------------------------------------------------------- helpers
+def _marker(prefix: str) -> str:
+    return f"{prefix}{uuid.uuid4().hex[:10].upper()}"
+
+
+def _call(call_id: str, name: str, args: dict | None = None) -> dict:
+    return {"id": call_id, "type": "function",
+            "function": {"name": name, "arguments": json.dumps(args or {})}}
+
+
+def _assistant_calls(db, tenant, session, *calls, content=None, **kw) -> int:
+    return db.record_message(tenant, session, {"role": "assistant", "content": content,
+                                               "tool_calls": list(calls)}, **kw)
+
+
+def _tool(db, tenant, session, call_id: str, content: str, **kw) -> int:
+    return db.record_message(tenant, session,
+                             {"role": "tool", "tool_call_id": call_id, "content": content}, **kw)
+
+
+def _say(db, tenant, session, role: str, content: str, **kw) -> int:
+    return db.record_message(tenant, session, {"role": role, "content": content}, **kw)
+
+
+def prompt_cost(messages: list[dict], system_prompt: str | None) -> int:
+    """Tokens of the returned messages, less the session's own system prompt."""
+    if system_prompt is not None:
+        assert messages[0] == {"role": "system", "content": system_prompt}
+        messages = messages[1:]
+    return sum(tokens.count_message(m) for m in messages)
+
+
+def assert_tool_pairs_whole(messages: list[dict]) -> None:
+    """Each assistant tool call group is followed by exactly its results, and a tool
+    message only ever follows the assistant message that issued its call."""
+    i = 0
+    while i < len(messages):
+        m = messages[i]
+        assert m["role"] != "tool", f"tool message {i} does not follow its assistant call"
+        i += 1
+        if m["role"] == "assistant" and m.get("tool_calls"):
+            ids = [tc["id"] for tc in m["tool_calls"]]
+            assert len(set(ids)) == len(ids)
+            answered = []
+            while i < len(messages) and messages[i]["role"] == "tool":
+                answered.append(messages[i]["tool_call_id"])
+                i += 1
+            assert sorted(answered) == sorted(ids), (ids, answered)
+
+
+def text_of(messages: list[dict]) -> str:
+    return "\n".join(tokens.content_text(m.get("content")) for m in messages)
+
+
+def context_log(db, tenant: str) -> list[tuple]:
+    with db.conn.cursor() as cur:
+        cur.execute("SELECT context_id, session_id, budget, tokens_used, query, task_type,"
+                    " items, omissions, provenance FROM mnemo.context_log"
+                    " WHERE tenant_id = %s ORDER BY context_id", (tenant,))
+        return cur.fetchall()
+
+
+def _big_output(min_bytes: int, first_line: str = "") -> str:
+    lines = [first_line] if first_line else []
+    i = 0
+    while sum(len(x) + 1 for x in lines) <= min_bytes:
+        lines.append(f"2026-03-0{i % 9 + 1} 12:{i % 60:02d}:00 INFO worker-{i % 7} "
+                     f"processed batch {i} from /var/spool/jobs/{i}.json in {i % 97} ms")
+        i += 1
+    return "\n".join(lines) + "\nfinished: ERR_NONE"
+
+
+# --------------------------------------------------------------------------- 1. OpenAI
+class _Recorder(BaseHTTPRequestHandler):
+    """A minimal Chat Completions endpoint that keeps what it was sent."""
+
+    def do_POST(self):  # noqa: N802 - http.server's name
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.server.requests.append((self.path, body))
+        answer = json.dumps({
+            "id": "chatcmpl-test", "object": "chat.completion", "created": 1_700_000_000,
+            "model": body.get("model", "gpt-4o"),
+            "choices": [{"index": 0, "finish_reason": "stop", "logprobs": None,
+                         "message": {"role": "assistant", "content": "It is an invoicing app."}}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+        }).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(answer)))
+        self.end_headers()
+        self.wfile.write(answer)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_messages_validate_with_the_openai_sdk_and_are_sent_unchanged(db, tenant):
+    s = db.start_session(tenant, context_window=128000, system_prompt=SYSTEM_PROMPT)
+    _say(db, tenant, s, "user", "List the repository root and read the README, please.")
+    _assistant_calls(db, tenant, s, _call("call_ls", "fs_list_root"),
+                     _call("call_rd", "fs_read_file", {"path": "README.md"}),
+                     content="Looking at the repository.")
+    _tool(db, tenant, s, "call_ls", "README.md\npackage.json\nsrc/")
+    _tool(db, tenant, s, "call_rd", "# Ledger\nLedger turns timesheets into invoices.")
+    _say(db, tenant, s, "assistant", "This repository is an invoicing tool.")
+    db.record_message(tenant, s, {"role": "user", "name": "alice", "content": [
+        {"type": "text", "text": "Thanks. Which database does it use?"}]})
+    mem = db.record_event(tenant, s, "decision", {"decision": "Use PostgreSQL for invoices",
+                                                  "rationale": ["one system to operate"]})
+    bundle = db.compile_context_bundle(tenant, s, "which database for invoices?")
+    messages = bundle["messages"]
+    assert messages == db.compile_context(tenant, s, "which database for invoices?")
+
+    MESSAGES.validate_python(messages)
+    TOOLS.validate_python(bundle["tools"])
+    roles = [m["role"] for m in messages]
+    assert roles == ["system", "system", "user", "assistant", "tool", "tool", "assistant", "user"]
+    assert messages[0]["content"] == SYSTEM_PROMPT
+    assert f"[mem:{mem['memory_id']} decision" in messages[1]["content"]
+    assert messages[-1]["name"] == "alice" and isinstance(messages[-1]["content"], list)
+    assert {t["function"]["name"] for t in bundle["tools"]} == {
+        "memory_query", "memory_restore", "memory_release"}
+
+    server = HTTPServer(("127.0.0.1", 0), _Recorder)
+    server.requests = []
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        client = openai.OpenAI(base_url=f"http://127.0.0.1:{server.server_address[1]}/v1",
+                               api_key="test", max_retries=0, timeout=20)
+        reply = client.chat.completions.create(model="gpt-4o", messages=messages,
+                                               tools=bundle["tools"])
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+    assert reply.choices[0].message.content == "It is an invoicing app."
+    [(path, body)] = server.requests
+    assert path == "/v1/chat/completions"
+    assert body["messages"] == messages
+    assert body["tools"] == bundle["tools"]
+
+
+# --------------------------------------------------------------------------- 2. budget
+@pytest.fixture()
+def long_session(db, tenant):
+    """Many turns of varied length, a tool group with a >64 KB output, memories."""
+    s = db.start_session(tenant, context_window=128000, system_prompt=SYSTEM_PROMPT)
+    for i in range(14):
+        _say(db, tenant, s, "user", f"Question {i}: how does module m{i} in src/m{i}.py work?"
+             + (" It retries 3 times with a 250 ms backoff. " * (i % 4)))
+        _say(db, tenant, s, "assistant", f"Module m{i} parses /etc/app/m{i}.toml. " * (1 + i % 5))
+        if i == 5:
+            _assistant_calls(db, tenant, s, _call("call_log", "shell", {"cmd": "cat big.log"}),
+                             _call("call_ver", "shell", {"cmd": "node --version"}))
+            _tool(db, tenant, s, "call_log", _big_output(70_000))
+            _tool(db, tenant, s, "call_ver", "v20.11.1")
+    for k in range(3):
+        db.record_event(tenant, s, "decision", {
+            "decision": f"Decision {k}: keep retries at {3 + k} for module m{k}",
+            "rationale": [f"measured {k * 17} failures per day", "simpler than a queue"]})
+    _say(db, tenant, s, "user", "Now summarise what we decided about retries and the big log.")
+    return s
+
+
+@pytest.mark.parametrize("budget", [0, 50, 200, 1000, 5000])
+@pytest.mark.parametrize("task_type", [None, "knowledge", "tool_heavy"])
+def test_budget_is_a_hard_limit(db, tenant, long_session, budget, task_type):
+    opts = {"budget": budget} | ({"task_type": task_type} if task_type else {})
+    bundle = db.compile_context_bundle(tenant, long_session, **opts)
+    report, messages = bundle["report"], bundle["messages"]
+    cost = prompt_cost(messages, SYSTEM_PROMPT)
+    assert report["budget"]["available"] == budget  # the window is far larger
+    assert cost <= budget
+    assert report["tokens"]["total"] == cost
+    t = report["tokens"]
+    assert t["total"] == t["memory"] + t["summary"] + t["history"]
+    assert t["prompt"] == t["system"] + t["total"] + report["budget"]["tool_definitions"]
+    assert t["system"] == tokens.count_message({"role": "system", "content": SYSTEM_PROMPT})
+    hist = [i for i in report["items"] if i["section"] == "history"]
+    assert sum(i["tokens"] for i in hist) == t["history"]
+    memory_msgs = [m for m in messages[1:] if m["role"] == "system"]
+    assert sum(tokens.count_message(m) for m in memory_msgs) == t["memory"] + t["summary"]
+    assert_tool_pairs_whole(messages)
+    if budget >= 200:
+        # the newest message (the question) is verbatim whenever it fits
+        assert messages[-1]["content"].startswith("Now summarise what we decided")
+    if budget == 0:
+        assert messages == [{"role": "system", "content": SYSTEM_PROMPT}]
+
+
+def test_budget_from_the_window_arithmetic(db, tenant):
+    s = db.start_session(tenant, context_window=6000, response_reserve=1000,
+                         system_prompt=SYSTEM_PROMPT)
+    for i in range(60):
+        _say(db, tenant, s, "user" if i % 2 == 0 else "assistant",
+             f"Turn {i} talks about src/file_{i}.py and its {i * 13} lines. " * 6)
+    b = db.compile_context_bundle(tenant, s)["report"]["budget"]
+    system = tokens.count_message({"role": "system", "content": SYSTEM_PROMPT})
+    assert b["system_prompt"] == system and b["tool_definitions"] > 0
+    assert b["available"] == 6000 - system - 1000 - b["tool_definitions"]
+    bundle = db.compile_context_bundle(tenant, s, phantom_tools=False, tool_tokens=500)
+    assert bundle["tools"] == []
+    assert bundle["report"]["budget"]["available"] == 6000 - system - 1000 - 500
+    assert prompt_cost(bundle["messages"], SYSTEM_PROMPT) <= bundle["report"]["budget"]["available"]
+    assert bundle["report"]["tokens"]["prompt"] <= 6000 - 1000
+    # a budget larger than the window is clipped to it
+    big = db.compile_context_bundle(tenant, s, budget=1_000_000)["report"]["budget"]
+    assert big["available"] == b["available"]
+
+
+# --------------------------------------------------------------------------- 3. tool pairs
+def test_tool_call_pairs_stay_whole(db, tenant):
+    s = db.start_session(tenant, context_window=128000)
+    _say(db, tenant, s, "user", "Check the build and the tests.")
+    _assistant_calls(db, tenant, s, _call("c_build", "shell", {"cmd": "make"}),
+                     _call("c_test", "shell", {"cmd": "make test"}))
+    _tool(db, tenant, s, "c_build", "build ok")
+    _tool(db, tenant, s, "c_test", "12 passed")
+    # a group where one call never got its result; the other call is kept alone
+    _assistant_calls(db, tenant, s, _call("c_lint", "shell", {"cmd": "ruff check"}),
+                     _call("c_lost_1", "shell", {"cmd": "sleep 1000"}))
+    _tool(db, tenant, s, "c_lint", "All checks passed!")
+    # a call-only message none of whose calls was answered: not sent at all
+    lost_only = _assistant_calls(db, tenant, s, _call("c_lost_2", "shell", {"cmd": "hang"}))
+    # text plus an unanswered call: the text is kept, the call is not
+    with_text = _assistant_calls(db, tenant, s, _call("c_lost_3", "web", {"q": "x"}),
+                                 content="Let me also search the web.")
+    _say(db, tenant, s, "user", "And the coverage?")
+    _assistant_calls(db, tenant, s, _call("c_cov", "shell", {"cmd": "coverage report"}))
+    # the result arrives after an interleaved user message: it still follows its call
+    _say(db, tenant, s, "user", "Take your time.")
+    _tool(db, tenant, s, "c_cov", "TOTAL 91%\n" + "src/x.py 100%\n" * 200)
+    _say(db, tenant, s, "assistant", "Coverage is 91 %.")
+
+    lost = ("c_lost_1", "c_lost_2", "c_lost_3")
+    for budget in (None, 40, 80, 150, 300, 600, 2000):
+        opts = {} if budget is None else {"budget": budget}
+        bundle = db.compile_context_bundle(tenant, s, **opts)
+        messages = bundle["messages"]
+        MESSAGES.validate_python(messages)
+        assert_tool_pairs_whole(messages)
+        dumped = json.dumps(messages)
+        assert not any(c in dumped for c in lost), budget
+        sources = {i["source"] for i in bundle["report"]["items"] if i["section"] == "history"}
+        assert f"msg:{lost_only}" not in sources
+        assert prompt_cost(messages, None) <= bundle["report"]["budget"]["available"]
+        if budget is None:
+            assert f"msg:{with_text}" in sources
+            kept = next(m for m in messages if m.get("content") == "Let me also search the web.")
+            assert "tool_calls" not in kept
+            ids = [tc["id"] for m in messages for tc in m.get("tool_calls") or ()]
+            assert ids == ["c_build", "c_test", "c_lint", "c_cov"]
+
+
+# --------------------------------------------------------------------------- 4. stability
+def test_consecutive_compiles_are_stable_and_grow_by_appending(db, tenant, long_session):
+    args = {"t": tenant, "s": long_session, "o": json.dumps({"budget": 100_000})}
+    sql = "SELECT mnemo.compile_context(%(t)s, %(s)s, NULL, %(o)s::jsonb)::text"
+    first = db.compile_context(tenant, long_session, budget=100_000)
+    second = db.compile_context(tenant, long_session, budget=100_000)
+    assert second == first
+    assert json.dumps(second) == json.dumps(first)
+    assert db._call(sql, args) == db._call(sql, args) == json.dumps(first)
+    # bounded budgets are stable too
+    for budget in (300, 2000):
+        a = db.compile_context(tenant, long_session, budget=budget)
+        b = db.compile_context(tenant, long_session, budget=budget)
+        assert json.dumps(a) == json.dumps(b), budget
+
+    new = {"role": "user", "content": "One more thing: what about the retries in m3?"}
+    db.record_message(tenant, long_session, new)
+    after = db.compile_context(tenant, long_session, budget=100_000)
+    assert after == first + [new]
+    assert json.dumps(after[:-1]) == json.dumps(first)
+
+
+# --------------------------------------------------------------------------- 5. secrets
+def test_secret_content_never_leaks(db, tenant):
+    s = db.start_session(tenant, context_window=128000, system_prompt=SYSTEM_PROMPT)
+    user_m, asst_m, tool_m, mem_m = (_marker(p) for p in ("SU", "SA", "ST", "SM"))
+    _say(db, tenant, s, "user", "Let us talk about the deployment credentials.")
+    secret_user = _say(db, tenant, s, "user",
+                       f"The deployment password for prod database is {user_m}.",
+                       sensitivity="secret")
+    _say(db, tenant, s, "assistant", f"Noted the deployment password {asst_m}.",
+         sensitivity="secret")
+    _assistant_calls(db, tenant, s, _call("c_env", "shell", {"cmd": "env"}))
+    _tool(db, tenant, s, "c_env", f"DB_PASSWORD={tool_m}\nDB_HOST=db.internal",
+          sensitivity="secret")
+    db.record_event(tenant, s, "decision", {
+        "decision": f"Rotate the deployment password {mem_m} monthly",
+        "rationale": ["compliance"]}, sensitivity="secret")
+    public_decision = db.record_event(tenant, s, "decision", {
+        "decision": "Deployment credentials live in the vault", "rationale": ["audit"]})
+    other = db.start_session(tenant, context_window=128000)
+    _say(db, tenant, other, "user", f"Remember: the deployment password is {user_m}.",
+         sensitivity="secret")
+    _say(db, tenant, s, "user", "What is the deployment password for the prod database?")
+    db.run_jobs()
+
+    markers = (user_m, asst_m, tool_m, mem_m)
+    for query in (None, "deployment password prod database", "DB_PASSWORD rotate monthly"):
+        for opts in ({}, {"budget": 300}, {"budget": 20_000, "task_type": "knowledge"}):
+            bundle = db.compile_context_bundle(tenant, s, query, **opts)
+            dumped = json.dumps(bundle)
+            assert not any(mk in dumped for mk in markers), (query, opts)
+    bundle = db.compile_context_bundle(tenant, s, "deployment password", budget=20_000)
+    # withheld messages keep their place (and tool-call pairs stay whole) ...
+    assert_tool_pairs_whole(bundle["messages"])
+    items = {i["source"]: i for i in bundle["report"]["items"]}
+    assert items[f"msg:{secret_user}"]["fidelity"] == "withheld"
+    assert "withheld" in text_of(bundle["messages"])
+    # ... and the non-secret memory is there, the secret one is not
+    assert f"mem:{public_decision['memory_id']}" in items
+    assert not any(i["kind"] == "decision" and i["source"] != f"mem:{public_decision['memory_id']}"
+                   for i in bundle["report"]["items"] if i["section"] == "memory")
+    for row in context_log(db, tenant):
+        assert not any(mk in json.dumps(row, default=str) for mk in markers)
+
+
+@pytest.mark.parametrize("case", [
+    pytest.param("tool_call_arguments", marks=pytest.mark.xfail(strict=True, reason=(
+        "product bug: history_versions() withholds only the content of a secret "
+        "assistant message; its tool_calls (arguments) are sent verbatim"))),
+    pytest.param("name", marks=pytest.mark.xfail(strict=True, reason=(
+        "product bug: openai_message() keeps the `name` of a withheld secret message"))),
+    pytest.param("default_query", marks=pytest.mark.xfail(strict=True, reason=(
+        "product bug: the default query is the last user message even when it is secret; "
+        "it is echoed in report.provenance.query and stored in context_log.query"))),
+])
+def test_secret_metadata_never_leaks(db, tenant, case):
+    s = db.start_session(tenant, context_window=128000)
+    mk = _marker("SX")
+    _say(db, tenant, s, "user", "Connect to the database.")
+    if case == "tool_call_arguments":
+        _assistant_calls(db, tenant, s, _call("c_db", "psql", {"password": mk}),
+                         sensitivity="secret")
+        _tool(db, tenant, s, "c_db", "connected", sensitivity="secret")
+    elif case == "name":
+        db.record_message(tenant, s, {"role": "user", "name": mk, "content": "it is hunter2"},
+                          sensitivity="secret")
+        _say(db, tenant, s, "user", "Thanks.")
+    else:
+        _say(db, tenant, s, "user", f"My password is {mk}", sensitivity="secret")
+    bundle = db.compile_context_bundle(tenant, s)
+    assert mk not in json.dumps(bundle)
+    assert mk not in json.dumps(context_log(db, tenant), default=str)
+
+
+# --------------------------------------------------------------------------- 6. channels
+def test_channel_policy(db, tenant):
+    high_priv, high_pub, low_pub, own_high = (_marker(p) for p in ("HP", "HU", "LU", "OH"))
+    topic = "the staging vault passphrase for the billing service"
+    p1 = db.start_session(tenant, channel="private", context_window=128000)
+    _say(db, tenant, p1, "user", f"Note {topic}: it is {high_priv}.", sensitivity="high")
+    u1 = db.start_session(tenant, channel="public", context_window=128000)
+    _say(db, tenant, u1, "user", f"Officially, {topic} was rotated to {high_pub}.",
+         sensitivity="high")
+    _say(db, tenant, u1, "user", f"Public note about {topic}: ticket {low_pub}.",
+         sensitivity="low")
+    u2 = db.start_session(tenant, channel="public", context_window=128000)
+    _say(db, tenant, u2, "user", f"In this public channel, {topic} is {own_high}.",
+         sensitivity="high")
+    _say(db, tenant, u2, "user", "What do we know about the vault passphrase?")
+    p2 = db.start_session(tenant, channel="private", context_window=128000)
+    _say(db, tenant, p2, "user", "What do we know about the vault passphrase?")
+    db.run_jobs()
+    query = f"What is {topic}?"
+    opts = {"budget": 20_000, "task_type": "knowledge"}
+
+    public = db.compile_context_bundle(tenant, u2, query, **opts)
+    dumped = json.dumps(public)
+    assert public["report"]["channel"] == "public"
+    assert public["report"]["provenance"]["sensitivity_allowed"] == ["none", "low"]
+    assert low_pub in text_of(public["messages"])  # recall across sessions works here ...
+    assert high_priv not in dumped and high_pub not in dumped  # ... but not for `high`
+    assert own_high not in dumped  # not even in its own history: withheld
+    assert "withheld" in text_of(public["messages"])
+    assert prompt_cost(public["messages"], None) <= public["report"]["budget"]["available"]
+
+    private = db.compile_context_bundle(tenant, p2, query, **opts)
+    text = text_of(private["messages"])
+    assert private["report"]["provenance"]["sensitivity_allowed"] == ["none", "low", "high"]
+    assert high_priv in text and high_pub in text and low_pub in text
+
+    # a private session compiled for the public channel sees what the public channel sees
+    as_public = json.dumps(db.compile_context_bundle(tenant, p2, query, channel="public", **opts))
+    assert high_priv not in as_public and high_pub not in as_public and low_pub in as_public
+    # another agent's private session is not recalled, even on a private channel
+    other_agent = db.start_session(tenant, channel="private", agent_id="other",
+                                   context_window=128000)
+    _say(db, tenant, other_agent, "user", "What do we know about the vault passphrase?")
+    foreign = text_of(db.compile_context(tenant, other_agent, query, **opts))
+    assert high_priv not in foreign and high_pub in foreign
+
+
+# --------------------------------------------------------------------------- 7. tenants
+def test_tenants_are_isolated(db, tenant):
+    other = "t_" + uuid.uuid4().hex[:12]
+    db.create_tenant(other)
+    mk = _marker("XT")
+    a = db.start_session(tenant, context_window=128000)
+    _say(db, tenant, a, "user", f"The invoice numbering scheme is {mk}-YYYY-NNNN.")
+    db.record_event(tenant, a, "decision", {"decision": f"Invoice numbers use prefix {mk}",
+                                            "rationale": ["the auditors asked"]})
+    b = db.start_session(other, context_window=128000)
+    _say(db, other, b, "user", "We also number invoices.")
+    _say(db, other, b, "user", "What is the invoice numbering scheme?")
+    db.run_jobs()
+    query = f"invoice numbering scheme prefix {mk}"
+    for opts in ({}, {"task_type": "knowledge", "budget": 20_000}):
+        bundle = db.compile_context_bundle(other, b, query, **opts)
+        assert mk not in json.dumps(bundle["messages"])
+        assert not any(mk in json.dumps(i) for i in bundle["report"]["items"])
+        assert all(i["source"].startswith("msg:") for i in bundle["report"]["items"])
+    # the same query in tenant A finds it (the absence above is meaningful)
+    assert mk in text_of(db.compile_context(tenant, a, query, budget=20_000))
+    # tenant B cannot name tenant A's session
+    with pytest.raises(errors.UnknownSession):
+        db.compile_context(other, a, query)
+
+
+# --------------------------------------------------------------------------- 8. errors
+@pytest.mark.parametrize("opts, exc", [
+    ({"bugdet": 100}, errors.InvalidParameter),
+    ({"task_type": "poetry"}, errors.InvalidParameter),
+    ({"budget": -1}, errors.InvalidParameter),
+    ({"budget": "100"}, errors.InvalidParameter),
+    ({"budget": True}, errors.InvalidParameter),
+    ({"as_of": "not a timestamp"}, errors.InvalidParameter),
+    ({"as_of": 12345}, errors.InvalidParameter),
+    ({"channel": "everyone"}, errors.InvalidParameter),
+    ({"caps": {"memory": 10, "vault": 1}}, errors.InvalidParameter),
+    ({"caps": {"history": -5}}, errors.InvalidParameter),
+    ({"phantom_tools": "yes"}, errors.InvalidParameter),
+    ({"log": 0}, errors.InvalidParameter),
+])
+def test_bad_options_raise_mn001_and_log_nothing(db, tenant, opts, exc):
+    s = db.start_session(tenant)
+    _say(db, tenant, s, "user", "hello")
+    for call in (db.compile_context, db.compile_context_bundle):
+        with pytest.raises(exc) as info:
+            call(tenant, s, "hello", **opts)
+        assert info.value.sqlstate == "MN001" and info.value.message
+    assert context_log(db, tenant) == []
+    assert db._call("SELECT count(*) FROM mnemo.jobs WHERE tenant_id = %(t)s"
+                    " AND kind = 'record_access'", {"t": tenant}) == 0
+
+
+def test_unknown_session_and_tenant(db, tenant):
+    s = db.start_session(tenant)
+    with pytest.raises(errors.UnknownSession) as info:
+        db.compile_context_bundle(tenant, uuid.uuid4())
+    assert info.value.sqlstate == "MN003"
+    with pytest.raises(errors.UnknownSession):
+        db.compile_context(tenant, uuid.uuid4(), "anything")
+    ghost = "no_such_tenant_" + uuid.uuid4().hex[:8]
+    with pytest.raises(errors.UnknownTenant) as info:
+        db.compile_context(ghost, s)
+    assert info.value.sqlstate == "MN002"
+    with pytest.raises(errors.InvalidParameter):
+        db.compile_context("", s)
+    with pytest.raises(errors.InvalidParameter):
+        db.compile_context(tenant, None)
+    assert context_log(db, tenant) == []
+    assert db._call("SELECT count(*) FROM mnemo.context_log WHERE tenant_id = %(t)s",
+                    {"t": ghost}) == 0
+    # an empty session compiles to nothing but is not an error
+    assert db.compile_context(tenant, s) == []
+
+
+# --------------------------------------------------------------------------- 9. context_log
+def test_each_compile_logs_exactly_one_row(db, tenant):
+    s = db.start_session(tenant, context_window=128000, system_prompt=SYSTEM_PROMPT)
+    _say(db, tenant, s, "user", "What does the scheduler do?")
+    db.record_event(tenant, s, "decision", {"decision": "The scheduler runs every minute"})
+    _say(db, tenant, s, "assistant", "It runs jobs every minute.")
+    ids = []
+    for budget in (100, 5000):
+        bundle = db.compile_context_bundle(tenant, s, budget=budget)
+        report = bundle["report"]
+        rows = context_log(db, tenant)
+        assert len(rows) == len(ids) + 1
+        cid, sid, logged_budget, used, query, task, items, omissions, _ = rows[-1]
+        assert cid == report["context_id"] and sid == s
+        assert logged_budget == report["budget"]["available"] == budget
+        assert used == report["tokens"]["total"] == prompt_cost(bundle["messages"], SYSTEM_PROMPT)
+        assert query == "What does the scheduler do?" == report["provenance"]["query"]
+        assert task == report["task_type"]
+        assert items == report["items"] and omissions == report["omissions"]
+        ids.append(cid)
+    db.compile_context(tenant, s)  # the messages-only function logs too
+    assert len(context_log(db, tenant)) == 3
+    quiet = db.compile_context_bundle(tenant, s, log=False)
+    assert quiet["report"]["context_id"] is None
+    db.compile_context(tenant, s, log=False)
+    assert len(context_log(db, tenant)) == 3
+
+
+# --------------------------------------------------------------------------- 10. e2e
+README = """# Acme Ledger
+
+Acme Ledger is a self-hosted invoicing service that turns approved timesheets into
+PDF invoices and emails them to clients every Friday.
+
+Run `npm start` and open http://localhost:3000.
+"""
+PURPOSE = "turns approved timesheets into\nPDF invoices and emails them to clients every Friday"
+
+
+def _package_json(min_bytes: int) -> str:
+    deps, i = {}, 0
+    while len(json.dumps(deps)) < min_bytes:
+        deps[f"@acme/ledger-module-{i:05d}"] = f"^{i % 9}.{i % 13}.{i % 7}"
+        i += 1
+    return json.dumps({"name": "acme-ledger", "version": "2.4.0",
+                       "scripts": {"start": "node src/server.js"}, "dependencies": deps}, indent=2)
+
+
+def test_repo_onboarding_end_to_end(db, tenant):
+    s = db.start_session(tenant, context_window=128000, system_prompt=SYSTEM_PROMPT)
+    db.record_event(tenant, s, "message", {"text": "Please help me onboard onto this repo"})
+    decision = db.record_event(tenant, s, "decision", {
+        "decision": "Use PostgreSQL for invoices",
+        "rationale": ["transactions for invoice numbering", "the team knows it"],
+        "alternatives": ["MongoDB"]})
+    ls = db.record_event(tenant, s, "tool_call", {"tool": "fs.list_root", "arguments": {}})
+    db.record_event(tenant, s, "tool_result", {
+        "tool": "fs.list_root", "tool_call_id": ls["tool_call_id"],
+        "text": "README.md\npackage.json\nsrc/\ntests/\n.github/"})
+    _assistant_calls(db, tenant, s,
+                     _call("call_readme", "fs.read_file", {"path": "README.md"}),
+                     _call("call_pkg", "fs.read_file", {"path": "package.json"}))
+    db.record_event(tenant, s, "tool_result", {"tool": "fs.read_file", "path": "README.md",
+                                               "tool_call_id": "call_readme", "text": README})
+    package_json = _package_json(80_000)
+    pkg = db.record_event(tenant, s, "tool_result", {
+        "tool": "fs.read_file", "path": "package.json", "tool_call_id": "call_pkg",
+        "text": package_json})
+    artifact_id = pkg["artifact_id"]
+    assert artifact_id
+    db.record_event(tenant, s, "tool_result", {"tool": "fs.grep", "pattern": "createInvoice",
+                                               "text": "src/invoices.js:12: createInvoice()"})
+    db.record_event(tenant, s, "message", {"text": "I read the README, package.json and "
+                                                   "grepped the sources."}, actor={"type": "agent"})
+    db.run_jobs()
+    question = db.record_event(tenant, s, "message", {"text": "what is this project for?"})
+
+    bundle = db.compile_context_bundle(tenant, s, budget=3000)
+    messages, report = bundle["messages"], bundle["report"]
+    MESSAGES.validate_python(messages)
+    assert_tool_pairs_whole(messages)
+    assert prompt_cost(messages, SYSTEM_PROMPT) <= 3000 == report["budget"]["available"]
+    assert report["provenance"]["query"] == "what is this project for?"
+    assert messages[-1] == {"role": "user", "content": "what is this project for?"}
+    assert f"msg:{question['message_id']}" in {i["source"] for i in report["items"]}
+    text = text_of(messages)
+    # the README's purpose is in the context
+    assert " ".join(PURPOSE.split()) in " ".join(text.split())
+    # the large output is an excerpt that names its artifact
+    pkg_msgs = [m for m in messages if m.get("tool_call_id") == "call_pkg"]
+    assert len(pkg_msgs) == 1 and f"artifact {artifact_id}" in pkg_msgs[0]["content"]
+    assert len(pkg_msgs[0]["content"].encode()) < 10_000
+    assert {"source": f"msg:{pkg['message_id']}", "reason": "truncated_tool_output",
+            "artifact_id": artifact_id} in report["omissions"]
+    # the decision is cited
+    source = f"mem:{decision['memory_id']}"
+    [item] = [i for i in report["items"] if i["source"] == source]
+    assert item["section"] == "memory" and item["kind"] == "decision"
+    [block] = [m for m in messages[1:] if m["role"] == "system"]
+    assert f"[{source} decision" in block["content"]
+    assert "Use PostgreSQL for invoices" in block["content"]
+    # the full output is one call away, byte-exact
+    assert db.get_artifact(tenant, artifact_id) == package_json.encode()
+
+
+# --------------------------------------------------------------------------- 11. as_of
+def test_as_of_sees_the_past(db, tenant):
+    s = db.start_session(tenant, context_window=128000)
+    now = datetime.now(UTC)
+    t = [now - timedelta(hours=h) for h in (5, 4, 3, 2)]
+    ids = [_say(db, tenant, s, role, text, created_at=at) for role, text, at in zip(
+        ("user", "assistant", "user", "assistant"),
+        ("Which port does the API use?", "Port 8080.", "Move it to 9090.", "Done: port 9090."),
+        t, strict=True)]
+    db.record_event(tenant, s, "decision", {"decision": "The API listens on port 9090"})
+    db.run_jobs()
+
+    def sources(opts):
+        report = db.compile_context_bundle(tenant, s, **opts)["report"]
+        return [i["source"] for i in report["items"]], report
+
+    all_now, _ = sources({})
+    assert [f"msg:{i}" for i in ids] == [x for x in all_now if x.startswith("msg:")]
+    assert any(x.startswith("mem:") for x in all_now)
+    between = (t[2] + timedelta(minutes=30)).isoformat()
+    past, report = sources({"as_of": between})
+    assert past == [f"msg:{i}" for i in ids[:3]]  # no later message, no later memory
+    assert report["provenance"]["query"] == "Move it to 9090."
+    messages = db.compile_context(tenant, s, as_of=between)
+    assert "Done: port 9090." not in text_of(messages) and "9090" in text_of(messages)
+    before_all, _ = sources({"as_of": (t[0] - timedelta(minutes=1)).isoformat()})
+    assert before_all == []
+    future, _ = sources({"as_of": (now + timedelta(days=1)).isoformat()})
+    assert sorted(future) == sorted(all_now)
