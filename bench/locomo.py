@@ -123,7 +123,8 @@ def main() -> int:
     ap.add_argument("--conversations", type=int, default=10, help="how many of the 10 to use")
     ap.add_argument("--questions", type=int, default=0, help="limit questions per conversation")
     args = ap.parse_args()
-    data = json.load(open(DATA))[: args.conversations]
+    with open(DATA) as f:
+        data = json.load(f)[: args.conversations]
     run = uuid.uuid4().hex[:6]
     scores = Scores()
     latencies: list[float] = []

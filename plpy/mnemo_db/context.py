@@ -17,6 +17,7 @@ Invariants (checked by tests/py/test_context_properties.py):
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
@@ -235,26 +236,26 @@ def line_tokens(text: str) -> int:
 
 def candidate_item(c: dict, s: float, weights: dict, best_relevance: float) -> Item:
     """The fidelity options of a candidate: its stored levels, else the extractive
-    fallback (summarize.py), never plain truncation. A level is offered only when it
-    is shorter than the level above."""
+    fallback (summarize.py), never plain truncation. A lower level is offered only
+    when it saves a good part of the tokens of the level above; short items (and
+    recalled turns under MESSAGE_SUMMARY_MIN_TOKENS) are offered verbatim only, so
+    nothing is summarised that could not be used."""
     label = item_label(c)
+    full = Option("full", f"{label} {c['text']}", 0)
+    full.tokens = line_tokens(full.text)
+    out = [full]
+    is_message = c["source"].startswith("msg:")
+    short = full.tokens < (MESSAGE_SUMMARY_MIN_TOKENS if is_message else summarize.MIN_TOKENS_FOR_SUMMARY)
     levels = c.get("levels") or {}
-    if not levels.get("stub"):
+    if not short and not levels.get("stub"):
         levels = summarize.summarize_json(c["text"], c["kind"], _when(c.get("created_at")))
-    opts = [Option("full", f"{label} {c['text']}", 0)]
-    for name in ("detail", "compact", "stub"):
+    for name in () if short else ("detail", "compact", "stub"):
         lv = levels.get(name)
         if lv and lv.get("text"):
-            opts.append(Option(name, f"{label} {lv['text']}", 0))
-    out: list[Option] = []
-    for o in opts:
-        o.tokens = line_tokens(o.text)
-        if out and c["source"].startswith("msg:") and out[0].tokens < MESSAGE_SUMMARY_MIN_TOKENS:
-            break  # a recalled turn is worth its words, not a description of them
-        # A lower fidelity is worth offering only if it saves a good part of the
-        # tokens: a stub nearly as long as a short message just loses its content.
-        if not out or o.tokens <= LOWER_FIDELITY_MAX_SHARE * out[-1].tokens:
-            out.append(o)
+            o = Option(name, f"{label} {lv['text']}", 0)
+            o.tokens = line_tokens(o.text)
+            if o.tokens <= LOWER_FIDELITY_MAX_SHARE * out[-1].tokens:
+                out.append(o)
     likelihood = math.exp((relevance_of(c, weights) - best_relevance) / weights["temperature"])
     return Item(source=c["source"], kind=c["kind"], score=s, options=out, value=s * likelihood,
                 pinned=bool(c.get("is_pinned")), meta={"created_at": c.get("created_at")})
@@ -303,7 +304,7 @@ def pack_items(items: list[Item], budget: int) -> int:
                 else:
                     break
             hull.append(p)
-        for (x1, y1, _), (x2, y2, k) in zip(hull, hull[1:]):
+        for (x1, y1, _), (x2, y2, k) in itertools.pairwise(hull):
             eff = (y2 - y1) / max(x2 - x1, 1)
             steps.append((-eff, -it.value, it.source, n, k, x2 - x1))
     steps.sort()

@@ -24,6 +24,10 @@ CREATE OR REPLACE FUNCTION mnemo.compile_context_bundle(
 LANGUAGE plpython3u
 VOLATILE
 SET search_path = pg_catalog, public, pg_temp
+-- The candidate statement spans every hash partition of two tables: planning it
+-- anew per call (custom plans) costs more than running it. Generic plans prune the
+-- partitions at run time.
+SET plan_cache_mode = force_generic_plan
 AS $$
 compiler = GD.get('mnemo_compiler')
 if compiler is None:

@@ -1,5 +1,16 @@
--- The return type changed (void -> tsvector) after release: replace, not redefine.
-DROP FUNCTION IF EXISTS mnemo_internal.store_embedding(text, jsonb, vector);
+-- The return type changed (void -> tsvector) after release: drop the old version
+-- once. Only then: dropping on every deploy would break the cached plans of running
+-- job runners ("cache lookup failed for function").
+DO $$
+BEGIN
+    IF (
+        SELECT p.prorettype FROM pg_proc AS p
+        WHERE p.oid = to_regprocedure('mnemo_internal.store_embedding(text, jsonb, vector)')
+    ) = 'void'::regtype THEN
+        DROP FUNCTION mnemo_internal.store_embedding(text, jsonb, vector);
+    END IF;
+END
+$$;
 
 -- mnemo_internal.store_embedding(p_tenant_id, p_payload, p_embedding) -> tsvector
 -- Stores the result of an 'embed' job on its message or memory. Returns the row's

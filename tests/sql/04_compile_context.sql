@@ -1,0 +1,76 @@
+-- Read path: mnemo.compile_context / mnemo.compile_context_bundle from SQL — the
+-- contract (signatures, output shape, budget, system prompt first, the context_log
+-- row), the lexicon table, and every validation error by SQLSTATE with a check that
+-- a failed call logged nothing. Behaviour at large (properties, stability, OpenAI SDK
+-- validation, the onboarding scenario) is in tests/py/test_context*.py.
+BEGIN;
+SELECT plan(27);
+
+SELECT has_function('mnemo', 'compile_context', ARRAY['text', 'uuid', 'text', 'jsonb'],
+    'compile_context(tenant, session, query, options) exists');
+SELECT function_returns('mnemo', 'compile_context', ARRAY['text', 'uuid', 'text', 'jsonb'], 'jsonb',
+    'compile_context returns jsonb');
+SELECT has_function('mnemo', 'compile_context_bundle', ARRAY['text', 'uuid', 'text', 'jsonb'],
+    'compile_context_bundle exists');
+SELECT has_table('mnemo', 'lexicon', 'per-tenant BM25 statistics table exists');
+SELECT col_is_pk('mnemo', 'lexicon', ARRAY['tenant_id', 'lexeme'], 'lexicon is keyed by tenant and lexeme');
+SELECT ok((SELECT relrowsecurity FROM pg_class WHERE oid = 'mnemo.lexicon'::regclass),
+    'lexicon has row-level security');
+SELECT has_column('mnemo', 'context_log', 'accounted', 'context_log rows are accounted once');
+
+-- Fixtures: tenant tap_ctx, a session with a system prompt and a short exchange.
+SELECT lives_ok($$ SELECT mnemo.create_tenant('tap_ctx') $$, 'tenant created');
+SELECT lives_ok($$ SELECT mnemo.start_session('tap_ctx', p_session_id => 'c0000000-0000-4000-8000-000000000001',
+    p_context_window => 4096, p_response_reserve => 512, p_system_prompt => 'You are terse.') $$,
+    'session with a system prompt');
+SELECT lives_ok($$
+    SELECT mnemo.record_message('tap_ctx', 'c0000000-0000-4000-8000-000000000001', m)
+    FROM jsonb_array_elements('[
+        {"role": "user", "content": "Where do invoices live?"},
+        {"role": "assistant", "content": "In PostgreSQL, table invoices, since 2024-03-01."},
+        {"role": "user", "content": "And who approved that?"}]') AS m
+$$, 'three messages recorded');
+
+CREATE TEMP TABLE b AS
+SELECT mnemo.compile_context_bundle('tap_ctx', 'c0000000-0000-4000-8000-000000000001') AS bundle;
+
+SELECT is(jsonb_typeof((SELECT bundle -> 'messages' FROM b)), 'array', 'messages is an array');
+SELECT is((SELECT bundle -> 'messages' -> 0 FROM b), '{"role": "system", "content": "You are terse."}',
+    'the system prompt comes first, verbatim');
+SELECT is((SELECT bundle -> 'messages' -> -1 ->> 'content' FROM b), 'And who approved that?',
+    'the last user message comes last');
+SELECT is((SELECT jsonb_array_length(bundle -> 'messages') FROM b), 4,
+    'system prompt + the whole short history');
+SELECT is((SELECT ARRAY(SELECT t -> 'function' ->> 'name' FROM jsonb_array_elements(bundle -> 'tools') AS t) FROM b),
+    ARRAY['memory_query', 'memory_restore', 'memory_release'], 'the three phantom tools are offered');
+SELECT ok((SELECT (bundle #>> '{report,tokens,total}')::int <= (bundle #>> '{report,budget,available}')::int FROM b),
+    'tokens used stay within the budget');
+SELECT is((SELECT bundle #>> '{report,budget,available}' FROM b)::int,
+    4096 - 512 - (SELECT token_count FROM mnemo.system_prompts WHERE tenant_id = 'tap_ctx')
+    - (SELECT (bundle #>> '{report,budget,tool_definitions}')::int FROM b),
+    'B = window - system prompt - response reserve - tool definitions');
+SELECT is((SELECT count(*) FROM mnemo.context_log WHERE tenant_id = 'tap_ctx'), 1::bigint,
+    'one compile writes one context_log row');
+SELECT is((SELECT context_id FROM mnemo.context_log WHERE tenant_id = 'tap_ctx'),
+    (SELECT (bundle #>> '{report,context_id}')::bigint FROM b), 'the report names its context_log row');
+SELECT is(mnemo.compile_context('tap_ctx', 'c0000000-0000-4000-8000-000000000001', NULL, '{"log": false}'),
+    (SELECT bundle -> 'messages' FROM b), 'compile_context returns the bundle''s messages (and log:false logs nothing)');
+
+-- Errors: each by SQLSTATE, and nothing logged.
+SELECT throws_ok($$ SELECT mnemo.compile_context('tap_ctx', 'c0000000-0000-4000-8000-0000000000ff') $$,
+    'MN003', NULL, 'unknown session: MN003');
+SELECT throws_ok($$ SELECT mnemo.compile_context('tap_nobody', 'c0000000-0000-4000-8000-000000000001') $$,
+    'MN002', NULL, 'unknown tenant: MN002');
+SELECT throws_ok($$ SELECT mnemo.compile_context('tap_ctx', 'c0000000-0000-4000-8000-000000000001', NULL, '{"bugdet": 10}') $$,
+    'MN001', NULL, 'unknown option: MN001');
+SELECT throws_ok($$ SELECT mnemo.compile_context('tap_ctx', 'c0000000-0000-4000-8000-000000000001', NULL, '{"budget": -1}') $$,
+    'MN001', NULL, 'negative budget: MN001');
+SELECT throws_ok($$ SELECT mnemo.compile_context('tap_ctx', 'c0000000-0000-4000-8000-000000000001', NULL, '{"task_type": "vibes"}') $$,
+    'MN001', NULL, 'unknown task type: MN001');
+SELECT throws_ok($$ SELECT mnemo.compile_context('tap_ctx', 'c0000000-0000-4000-8000-000000000001', NULL, '{"as_of": "yesterday-ish"}') $$,
+    'MN001', NULL, 'as_of that is not a timestamp: MN001');
+SELECT is((SELECT count(*) FROM mnemo.context_log WHERE tenant_id = 'tap_ctx'), 1::bigint,
+    'failed compiles logged nothing');
+
+SELECT * FROM finish();
+ROLLBACK;
