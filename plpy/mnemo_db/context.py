@@ -380,7 +380,14 @@ def history_versions(m: dict, allowed: tuple[str, ...]) -> dict[str, dict]:
     channel may not see is a placeholder at every level (its role and tool-call id
     stay, so tool-call pairs stay whole)."""
     if m["sensitivity"] not in allowed:
-        msg = openai_message(m, WITHHELD.format(s=m["sensitivity"]))
+        # Nothing of the row but its shape: no name, and tool calls keep their ids
+        # and function names (the results must still pair up) but not their arguments.
+        msg = openai_message(dict(m, name=None), WITHHELD.format(s=m["sensitivity"]))
+        if msg.get("tool_calls"):
+            msg["tool_calls"] = [
+                {"id": tc["id"], "type": "function",
+                 "function": {"name": tc["function"]["name"], "arguments": "{}"}}
+                for tc in msg["tool_calls"]]
         return dict.fromkeys(FIDELITIES, msg)
     out = {"full": openai_message(m)}
     levels = m.get("levels")
@@ -570,6 +577,14 @@ def compile_bundle(session: dict, history: list[dict], candidates: list[dict], o
                     key=lambda sc: (-sc[0], sc[1]["source"]))
 
     # 3. History within its share (plus whatever memories leave unused) --------------
+    # Pinned memories are kept: their cheapest lines (and the block header) are
+    # reserved before the history takes its share.
+    pinned_reserve = 0
+    pinned_items = [candidate_item(c, s, weights, 1.0) for s, c in scored if c.get("is_pinned")]
+    if pinned_items:
+        pinned_reserve = tokens.count_message(memory_block([])) + sum(
+            i.options[-1].tokens for i in pinned_items)
+    b_hist = max(min(b_hist, available - pinned_reserve), 0)
     hist_cap = b_hist if opts["cap_history"] is not None else available
     pick = pack_history(history, min(b_hist, hist_cap), allowed)
     summary_msgs: list[dict] = []
@@ -612,7 +627,8 @@ def compile_bundle(session: dict, history: list[dict], candidates: list[dict], o
         return tokens.count_message(memory_block(sel)) if sel else 0
 
     mem_tokens = block_tokens(chosen)
-    if pick.dropped_units and opts["cap_history"] is None:
+    degraded = any(f not in ("full", "withheld") for _, f, _ in pick.fidelities)
+    if (pick.dropped_units or degraded) and opts["cap_history"] is None:
         wider = available - mem_tokens
         if wider > pick.tokens + summary_tokens:
             pick, summary_msgs = with_summary(pack_history(history, wider, allowed), wider)
@@ -623,10 +639,8 @@ def compile_bundle(session: dict, history: list[dict], candidates: list[dict], o
 
     # B is a hard limit: joined lines can tokenise differently from their sum.
     while chosen and mem_tokens + pick.tokens + summary_tokens > available:
-        victim = min((i for i in chosen if not i.pinned), default=None,
-                     key=lambda i: (i.value, i.source))
-        if victim is None:
-            break
+        # Unpinned items go first; B outranks even a pinned item.
+        victim = min(chosen, key=lambda i: (i.pinned, i.value, i.source))
         chosen.remove(victim)
         victim.chosen = None
         mem_tokens = block_tokens(chosen)

@@ -52,7 +52,7 @@ MAX_HISTORY_ROWS = 4000
 LAST_USER = """
 SELECT m.content FROM mnemo.messages AS m
 WHERE m.tenant_id = $1 AND m.session_id = $2 AND m.role = 'user' AND m.content IS NOT NULL
-    AND ($3::timestamptz IS NULL OR m.created_at <= $3)
+    AND ($3::timestamptz IS NULL OR m.created_at <= $3) AND m.sensitivity = ANY($4)
 ORDER BY m.turn_index DESC LIMIT 1
 """
 
@@ -206,7 +206,7 @@ class Compiler:
         self.enter = p(ENTER, ["text"])
         self.session = p(SESSION, ["text", "uuid", "timestamptz"])
         self.history = p(HISTORY, ["text", "uuid", "timestamptz", "bigint"])
-        self.last_user = p(LAST_USER, ["text", "uuid", "timestamptz"])
+        self.last_user = p(LAST_USER, ["text", "uuid", "timestamptz", "text[]"])
         self.terms = p(TERMS, ["text", "text", "uuid"])
         self.candidates = p(CANDIDATES, [
             "text", "uuid", "text", "text[]", "float8[]", "float8", "timestamptz", "text[]",
@@ -265,7 +265,9 @@ class Compiler:
         history = [self._history_row(r) for r in plpy.execute(self.history,
                                                                 [tenant_id, session_id, as_of, max_rows])]
         if query is None:
-            last = plpy.execute(self.last_user, [tenant_id, session_id, as_of])
+            # the default query: the last user message the channel may see
+            last = plpy.execute(self.last_user, [tenant_id, session_id, as_of,
+                                                 list(context.CHANNEL_SENSITIVITY[opts["channel"]])])
             query = last[0]["content"] if last else None
         query = query.strip() if query and query.strip() else None
 

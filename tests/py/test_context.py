@@ -8,8 +8,8 @@ checked on the messages actually returned, not on the report's own arithmetic.
 from __future__ import annotations
 
 import json
-import re
 import threading
+import time
 import uuid
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, HTTPServer
@@ -28,6 +28,27 @@ SYSTEM_PROMPT = "You are a careful coding assistant. Answer from the repository'
 
 
 # --------------------------------------------------------------------------- helpers
+@pytest.fixture(autouse=True)
+def _drop_leftover_jobs(db, tenant):
+    """Embedding jobs a test did not run are dropped, so that later runners skip them."""
+    yield
+    db._call("DELETE FROM mnemo.jobs WHERE tenant_id = %(t)s AND status = 'queued'",
+             {"t": tenant})
+
+
+def run_jobs(db, *tenants: str) -> None:
+    """Run queued jobs until these tenants' are done (embeddings, access statistics).
+
+    A separate worker number: pg_cron's runner (worker 0) may be running beside us."""
+    for _ in range(600):
+        db.run_jobs(worker=11)
+        if not db._call("SELECT count(*) FROM mnemo.jobs WHERE tenant_id = ANY(%(t)s)"
+                        " AND status = 'queued'", {"t": list(tenants)}):
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"jobs of {tenants} still queued")
+
+
 def _marker(prefix: str) -> str:
     return f"{prefix}{uuid.uuid4().hex[:10].upper()}"
 
@@ -103,7 +124,7 @@ def _big_output(min_bytes: int, first_line: str = "") -> str:
 class _Recorder(BaseHTTPRequestHandler):
     """A minimal Chat Completions endpoint that keeps what it was sent."""
 
-    def do_POST(self):  # noqa: N802 - http.server's name
+    def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         self.server.requests.append((self.path, body))
         answer = json.dumps({
@@ -218,6 +239,45 @@ def test_budget_is_a_hard_limit(db, tenant, long_session, budget, task_type):
         assert messages == [{"role": "system", "content": SYSTEM_PROMPT}]
 
 
+def test_history_is_verbatim_when_everything_fits(db, tenant, long_session):
+    everything = db.compile_context_bundle(tenant, long_session, budget=100_000)
+    full_cost = everything["report"]["tokens"]["total"]
+    assert {i["fidelity"] for i in everything["report"]["items"]} == {"full"}
+    budget = full_cost + 200
+    for task_type in ("knowledge", "continuation", "new_session", "tool_heavy"):
+        report = db.compile_context_bundle(tenant, long_session, budget=budget,
+                                           task_type=task_type)["report"]
+        fidelities = {i["fidelity"] for i in report["items"] if i["section"] == "history"}
+        assert fidelities == {"full"}, (task_type, report["tokens"])
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "product bug: pack_items budgets the memory block as header + item lines, but "
+    "memory_block() also writes a day line '(YYYY-MM-DD)' (~8 tokens); the final "
+    "hard-limit loop never removes a pinned item, so a pinned memory pushes the "
+    "context over B (e.g. B=100: 107 tokens; B=60: 65)"))
+def test_pinned_memory_never_breaks_the_budget(db, tenant):
+    s = db.start_session(tenant, context_window=128000)
+    for _ in range(2):
+        _say(db, tenant, s, "user", "Build retry deploy tests/test_api.py service query report "
+                                    "billing tenant 18317 timeout service!")
+    for pinned in (False, False, True):
+        m = db.record_event(tenant, s, "decision", {
+            "decision": "Latency export table build retry deploy service query report billing."})
+        if pinned:
+            db._call("UPDATE mnemo.memories SET is_pinned = true"
+                     " WHERE tenant_id = %(t)s AND memory_id = %(m)s",
+                     {"t": tenant, "m": m["memory_id"]})
+    over = []
+    for budget in range(40, 160, 10):
+        for task_type in ("continuation", "knowledge", "tool_heavy"):
+            bundle = db.compile_context_bundle(tenant, s, budget=budget, task_type=task_type)
+            cost = prompt_cost(bundle["messages"], None)
+            if cost > budget:
+                over.append((budget, task_type, cost))
+    assert not over
+
+
 def test_budget_from_the_window_arithmetic(db, tenant):
     s = db.start_session(tenant, context_window=6000, response_reserve=1000,
                          system_prompt=SYSTEM_PROMPT)
@@ -326,7 +386,7 @@ def test_secret_content_never_leaks(db, tenant):
     _say(db, tenant, other, "user", f"Remember: the deployment password is {user_m}.",
          sensitivity="secret")
     _say(db, tenant, s, "user", "What is the deployment password for the prod database?")
-    db.run_jobs()
+    run_jobs(db, tenant)
 
     markers = (user_m, asst_m, tool_m, mem_m)
     for query in (None, "deployment password prod database", "DB_PASSWORD rotate monthly"):
@@ -349,14 +409,9 @@ def test_secret_content_never_leaks(db, tenant):
 
 
 @pytest.mark.parametrize("case", [
-    pytest.param("tool_call_arguments", marks=pytest.mark.xfail(strict=True, reason=(
-        "product bug: history_versions() withholds only the content of a secret "
-        "assistant message; its tool_calls (arguments) are sent verbatim"))),
-    pytest.param("name", marks=pytest.mark.xfail(strict=True, reason=(
-        "product bug: openai_message() keeps the `name` of a withheld secret message"))),
-    pytest.param("default_query", marks=pytest.mark.xfail(strict=True, reason=(
-        "product bug: the default query is the last user message even when it is secret; "
-        "it is echoed in report.provenance.query and stored in context_log.query"))),
+    "tool_call_arguments",
+    "name",
+    "default_query",
 ])
 def test_secret_metadata_never_leaks(db, tenant, case):
     s = db.start_session(tenant, context_window=128000)
@@ -394,7 +449,7 @@ def test_channel_policy(db, tenant):
     _say(db, tenant, u2, "user", "What do we know about the vault passphrase?")
     p2 = db.start_session(tenant, channel="private", context_window=128000)
     _say(db, tenant, p2, "user", "What do we know about the vault passphrase?")
-    db.run_jobs()
+    run_jobs(db, tenant)
     query = f"What is {topic}?"
     opts = {"budget": 20_000, "task_type": "knowledge"}
 
@@ -436,13 +491,16 @@ def test_tenants_are_isolated(db, tenant):
     b = db.start_session(other, context_window=128000)
     _say(db, other, b, "user", "We also number invoices.")
     _say(db, other, b, "user", "What is the invoice numbering scheme?")
-    db.run_jobs()
+    run_jobs(db, tenant, other)
     query = f"invoice numbering scheme prefix {mk}"
+    own = {f"msg:{i}" for i in db._call(
+        "SELECT array_agg(message_id) FROM mnemo.messages WHERE tenant_id = %(t)s", {"t": other})}
     for opts in ({}, {"task_type": "knowledge", "budget": 20_000}):
         bundle = db.compile_context_bundle(other, b, query, **opts)
         assert mk not in json.dumps(bundle["messages"])
-        assert not any(mk in json.dumps(i) for i in bundle["report"]["items"])
-        assert all(i["source"].startswith("msg:") for i in bundle["report"]["items"])
+        assert mk not in json.dumps(bundle["report"]["items"] + bundle["report"]["omissions"])
+        assert {i["source"] for i in bundle["report"]["items"]} == own
+        assert bundle["report"]["provenance"]["candidate_pool_size"] <= len(own)
     # the same query in tenant A finds it (the absence above is meaningful)
     assert mk in text_of(db.compile_context(tenant, a, query, budget=20_000))
     # tenant B cannot name tenant A's session
@@ -573,7 +631,7 @@ def test_repo_onboarding_end_to_end(db, tenant):
                                                "text": "src/invoices.js:12: createInvoice()"})
     db.record_event(tenant, s, "message", {"text": "I read the README, package.json and "
                                                    "grepped the sources."}, actor={"type": "agent"})
-    db.run_jobs()
+    run_jobs(db, tenant)
     question = db.record_event(tenant, s, "message", {"text": "what is this project for?"})
 
     bundle = db.compile_context_bundle(tenant, s, budget=3000)
@@ -614,7 +672,7 @@ def test_as_of_sees_the_past(db, tenant):
         ("Which port does the API use?", "Port 8080.", "Move it to 9090.", "Done: port 9090."),
         t, strict=True)]
     db.record_event(tenant, s, "decision", {"decision": "The API listens on port 9090"})
-    db.run_jobs()
+    run_jobs(db, tenant)
 
     def sources(opts):
         report = db.compile_context_bundle(tenant, s, **opts)["report"]
