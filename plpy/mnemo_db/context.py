@@ -582,8 +582,10 @@ def compile_bundle(session: dict, history: list[dict], candidates: list[dict], o
     pinned_reserve = 0
     pinned_items = [candidate_item(c, s, weights, 1.0) for s, c in scored if c.get("is_pinned")]
     if pinned_items:
+        # header, each item's cheapest line, and a day line per item at most
+        day_line = tokens.count("(2000-01-01)") + 1
         pinned_reserve = tokens.count_message(memory_block([])) + sum(
-            i.options[-1].tokens for i in pinned_items)
+            i.options[-1].tokens + day_line for i in pinned_items)
     b_hist = max(min(b_hist, available - pinned_reserve), 0)
     hist_cap = b_hist if opts["cap_history"] is not None else available
     pick = pack_history(history, min(b_hist, hist_cap), allowed)
