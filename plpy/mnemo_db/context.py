@@ -640,7 +640,9 @@ def compile_bundle(session: dict, history: list[dict], candidates: list[dict], o
             mem_tokens = block_tokens(chosen)
 
     # B is a hard limit: joined lines can tokenise differently from their sum.
-    while chosen and mem_tokens + pick.tokens + summary_tokens > available:
+    mem_limit = opts["cap_memory"] if opts["cap_memory"] is not None else available
+    while chosen and (mem_tokens + pick.tokens + summary_tokens > available
+                      or mem_tokens > mem_limit):
         # Unpinned items go first; B outranks even a pinned item.
         victim = min(chosen, key=lambda i: (i.pinned, i.value, i.source))
         chosen.remove(victim)

@@ -46,7 +46,7 @@ FROM (
 ) AS h
 ORDER BY h.turn_index
 """
-MIN_MESSAGE_TOKENS = 8
+MIN_MESSAGE_TOKENS = 3  # the per-message framing alone
 MAX_HISTORY_ROWS = 4000
 
 LAST_USER = """
@@ -215,10 +215,15 @@ class Compiler:
         self.log = p(LOG, ["text", "uuid", "text", "text", "integer", "integer", "text", "text",
                            "text", "text", "real"])
         self.access_job = p(ACCESS_JOB, ["text", "text"])
-        self.check_ts = p("SELECT $1::timestamptz AS ts", ["text"])
+        # as_of must be finite and within what Python's datetime holds (years 1-9999)
+        self.check_ts = p("SELECT t AS ts FROM (SELECT $1::timestamptz AS t) AS x"
+                          " WHERE isfinite(t) AND t BETWEEN '0001-01-02' AND '9999-12-30'",
+                          ["text"])
+        self.raise_error = p("SELECT mnemo_internal.raise_error($1, $2, $3)",
+                             ["text", "text", "text"])
 
     def error(self, message: str, code: str = "MN001", hint: str | None = None):
-        self.plpy.error(message, sqlstate=code, hint=hint)
+        self.plpy.execute(self.raise_error, [code, message, hint])
 
     def compile(self, tenant_id: str, session_id: str, query: str | None, options_json: str | None):
         started = time.perf_counter()
@@ -237,9 +242,13 @@ class Compiler:
             if not isinstance(as_of, str):
                 self.error("option as_of must be a timestamp string")
             try:
-                as_of = plpy.execute(self.check_ts, [as_of])[0]["ts"]
+                rows = plpy.execute(self.check_ts, [as_of])
             except plpy.SPIError:
-                self.error(f"option as_of is not a timestamp: {raw['as_of']!r}")
+                rows = []
+            if not rows:
+                self.error(f"option as_of is not a finite timestamp between years 1 and 9999: "
+                           f"{raw['as_of']!r}")
+            as_of = rows[0]["ts"]
         rows = plpy.execute(self.session, [tenant_id, session_id, as_of])
         if not rows:
             self.error(f"unknown session {session_id}", "MN003")

@@ -256,6 +256,16 @@ def test_history_is_verbatim_when_everything_fits(db, tenant, long_session):
         assert fidelities == {"full"}, (task_type, report["tokens"])
 
 
+def test_short_turns_are_all_kept_when_they_fit(db, tenant):
+    s = db.start_session(tenant, context_window=128000)
+    ids = [_say(db, tenant, s, "user", "ok") for _ in range(60)]
+    everything = db.compile_context(tenant, s, budget=100_000)
+    cost = prompt_cost(everything, None)
+    assert len(everything) == 60
+    report = db.compile_context_bundle(tenant, s, budget=cost)["report"]
+    assert [i["source"] for i in report["items"]] == [f"msg:{i}" for i in ids]
+
+
 def test_pinned_memory_never_breaks_the_budget(db, tenant):
     """The memory block's day line costs tokens too: B outranks a pinned memory."""
     s = db.start_session(tenant, context_window=128000)
@@ -291,6 +301,49 @@ def test_pinned_memory_is_kept_when_the_history_can_yield(db, tenant):
             if f"mem:{m['memory_id']}" not in {i["source"] for i in bundle["report"]["items"]}:
                 dropped.append((budget, task_type, bundle["report"]["tokens"]))
     assert not dropped
+
+
+@pytest.fixture()
+def memories_session(db, tenant):
+    s = db.start_session(tenant, context_window=128000)
+    for i in range(12):
+        _say(db, tenant, s, "user" if i % 2 == 0 else "assistant",
+             f"Turn {i}: the exporter writes reports/{i}.csv every {i + 2} minutes.")
+    for k in range(6):
+        m = db.record_event(tenant, s, "decision", {
+            "decision": f"Decision {k}: always use UTC timestamps in reports/{k}.csv"})
+        if k < 2:
+            _pin(db, tenant, m["memory_id"])
+    return s
+
+
+def test_memory_cap_bounds_the_memory_block(db, tenant, memories_session):
+    over = []
+    for cap in range(40, 200, 5):
+        bundle = db.compile_context_bundle(tenant, memories_session, budget=2000,
+                                           caps={"memory": cap})
+        t = bundle["report"]["tokens"]
+        assert prompt_cost(bundle["messages"], None) == t["total"] <= 2000
+        if t["memory"] > cap:
+            over.append((cap, t["memory"]))
+    assert not over
+
+
+def test_history_and_item_caps(db, tenant, memories_session):
+    for cap in (0, 30, 90, 200, 5000):
+        bundle = db.compile_context_bundle(tenant, memories_session, budget=3000,
+                                           caps={"history": cap})
+        t = bundle["report"]["tokens"]
+        assert t["history"] + t["summary"] <= cap
+        assert prompt_cost(bundle["messages"], None) == t["total"] <= 3000
+        assert_tool_pairs_whole(bundle["messages"])
+    for n in (0, 1, 3, 100):
+        for opts in ({"caps": {"items": n}}, {"max_items": n}):
+            report = db.compile_context_bundle(tenant, memories_session, budget=3000,
+                                               **opts)["report"]
+            memory = [i for i in report["items"] if i["section"] == "memory"]
+            assert len(memory) <= max(n, 2)
+            assert len([i for i in memory if i["pinned"]]) == 2  # kept whatever the cap
 
 
 def test_budget_from_the_window_arithmetic(db, tenant):
@@ -537,6 +590,10 @@ def test_tenants_are_isolated(db, tenant):
     ({"caps": {"history": -5}}, errors.InvalidParameter),
     ({"phantom_tools": "yes"}, errors.InvalidParameter),
     ({"log": 0}, errors.InvalidParameter),
+    ({"budget": 5, "max_items": -1}, errors.InvalidParameter),
+    # timestamps PostgreSQL accepts but Python cannot hold
+    *(({"as_of": v}, errors.InvalidParameter)
+      for v in ("infinity", "-infinity", "20000-01-01")),
 ])
 def test_bad_options_raise_mn001_and_log_nothing(db, tenant, opts, exc):
     s = db.start_session(tenant)
@@ -548,6 +605,17 @@ def test_bad_options_raise_mn001_and_log_nothing(db, tenant, opts, exc):
     assert context_log(db, tenant) == []
     assert db._call("SELECT count(*) FROM mnemo.jobs WHERE tenant_id = %(t)s"
                     " AND kind = 'record_access'", {"t": tenant}) == 0
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "known (cosmetic): PL/Python prefixes an error that leaves a Python function with the "
+    "exception class ('plpy.SPIError: '); the SQLSTATE and hint are right"))
+def test_option_errors_read_cleanly(db, tenant):
+    s = db.start_session(tenant)
+    with pytest.raises(errors.InvalidParameter) as info:
+        db.compile_context(tenant, s, bugdet=100)
+    assert info.value.hint != "None"
+    assert info.value.message.startswith("unknown option 'bugdet'")
 
 
 def test_unknown_session_and_tenant(db, tenant):

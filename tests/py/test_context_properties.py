@@ -249,6 +249,12 @@ def test_compiled_context_invariants(db, spec, compiles):
         opts = {"budget": c["budget"]} | ({"task_type": c["task_type"]} if c["task_type"] else {})
         bundle = db.compile_context_bundle(b.tenant, b.session, c["query"], **opts)
         check_bundle(b, bundle, opts, c["query"])
+        # with no new data, the next compiles are byte-identical (provider prompt caches)
+        sql = "SELECT mnemo.compile_context(%(t)s, %(s)s, %(q)s, %(o)s::jsonb)::text"
+        args = {"t": b.tenant, "s": b.session, "q": c["query"], "o": json.dumps(opts)}
+        again = db._call(sql, args)
+        assert json.loads(again) == bundle["messages"]
+        assert db._call(sql, args) == again
 
 
 LONG_HISTORY = {
