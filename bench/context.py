@@ -611,15 +611,11 @@ def explain_candidates(conn, tenant: str, session: str, query: str) -> None:
     session_sql = (context_db.SESSION.replace("$1", "%(t)s").replace("$2", "%(s)s::uuid")
                    .replace("$3", "NULL::timestamptz"))
     s = conn.execute(session_sql, {"t": tenant, "s": session}).fetchone()
-    channel, agent_id, context_window, reserve, prompt = s[0], s[1], s[3], s[4], s[6]
-    system_tokens = tokens.count_message({"role": "system", "content": prompt}) if prompt else 0
-    upper = min(max(context_window - reserve - system_tokens, 0), json.loads(OPTIONS)["budget"])
-    max_rows = min(max(upper // context_db.MIN_MESSAGE_TOKENS, 16), context_db.MAX_HISTORY_ROWS)
-    if hasattr(context_db, "TOKENS_PER_CANDIDATE"):
-        limit = min(max(upper // context_db.TOKENS_PER_CANDIDATE, context_db.MIN_CANDIDATES),
-                    context_db.MAX_CANDIDATES)
-    else:
-        limit = context_db.CANDIDATE_LIMIT
+    channel, agent_id = s[0], s[1]
+    opts = ctx.parse_options(json.loads(OPTIONS), channel)
+    available = ctx.budget_for({"context_window": s[3], "response_reserve": s[4],
+                                "system_prompt": s[6]}, opts)[3]
+    max_rows, limit = context_db.fetch_bounds(available)
     hist_sql = context_db.HISTORY
     for k, v in (("$1", "%(t)s"), ("$2", "%(s)s::uuid"), ("$3::timestamptz", "NULL::timestamptz"),
                  ("$3", "NULL::timestamptz"), ("$4", "%(n)s")):
@@ -628,13 +624,8 @@ def explain_candidates(conn, tenant: str, session: str, query: str) -> None:
     cols = [d.name for d in cur.description]
     history = [dict(zip(cols, r, strict=True)) for r in cur]
     task = ctx.classify_task(query, history, True)
-    _, b_hist = ctx.split_budget(upper, task)
-    exclude, acc = [], 0
-    for m in reversed(history):
-        acc += m["token_count"]
-        if acc > b_hist * ctx.HISTORY_ZONES[0][1]:
-            break
-        exclude.append(m["message_id"])
+    _, b_hist = ctx.split_budget(available, task)
+    exclude = ctx.verbatim_message_ids(history, b_hist)
     terms_sql = (context_db.TERMS.replace("$1", "%(t)s").replace("$2", "%(q)s")
                  .replace("$3", "%(s)s::uuid"))
     tr = conn.execute(terms_sql, {"t": tenant, "q": query, "s": session}).fetchone()
@@ -643,9 +634,7 @@ def explain_candidates(conn, tenant: str, session: str, query: str) -> None:
     avgdl = tr[3] / n_docs if tr[3] else 8.0
     w = ctx.weights_for(None)
     words = sorted({x.lower().strip(".-") for x in re.findall(r"[\w.-]+", query)} - {""})
-    types = ["text", "uuid", "text", "text[]", "float8[]", "float8", "timestamptz", "text[]",
-             "text[]", "text", "bigint[]", "float8", "float8", "text[]", "float8", "text[]",
-             "integer"]
+    types = context_db.CANDIDATE_TYPES
     params = [tenant, session, query, list(tr[0] or []), idfs, avgdl, None,
               list(ctx.CHANNEL_SENSITIVITY[channel]), list(ctx.CHANNEL_SOURCES[channel]),
               agent_id, exclude, w["lexical"], w["tag_bonus"],

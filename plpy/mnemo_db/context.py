@@ -419,7 +419,24 @@ class HistoryPick:
     first_kept_turn: int | None
 
 
-def pack_history(history: list[dict], budget: int, allowed: tuple[str, ...]) -> HistoryPick:
+@dataclass
+class PreparedHistory:
+    """The history made ready once per compile (packing runs up to three times):
+    its units, each message's version and token cost at every fidelity."""
+    units: list[list[dict]]
+    versions: list[list[dict[str, dict]]]
+    costs: list[list[dict[str, int]]]  # unit -> message -> fidelity -> tokens
+    allowed: tuple[str, ...]
+
+
+def prepare_history(history: list[dict], allowed: tuple[str, ...]) -> PreparedHistory:
+    units = group_history(history)
+    versions = [[history_versions(m, allowed) for m in unit] for unit in units]
+    costs = [[{f: tokens.count_message(v[f]) for f in FIDELITIES} for v in vs] for vs in versions]
+    return PreparedHistory(units, versions, costs, allowed)
+
+
+def pack_history(h: PreparedHistory, budget: int) -> HistoryPick:
     """A contiguous suffix of the history within the budget.
 
     If everything fits verbatim, everything is kept verbatim. Otherwise, walking back
@@ -428,15 +445,14 @@ def pack_history(history: list[dict], budget: int, allowed: tuple[str, ...]) -> 
     go one zone down, so older turns degrade before they are dropped and fidelity
     never rises going back in time. The newest unit is verbatim whenever it fits.
     """
-    units = group_history(history)
-    versions = [[history_versions(m, allowed) for m in unit] for unit in units]
-    costs = [[sum(tokens.count_message(v[f]) for v in vs) for f in FIDELITIES] for vs in versions]
+    units = h.units
+    unit_costs = [[sum(c[f] for c in cs) for f in FIDELITIES] for cs in h.costs]
     caps, acc = [], 0.0
     for _, share in HISTORY_ZONES:
         acc += share
         caps.append(int(budget * acc))
     caps[-1] = budget
-    if sum(c[0] for c in costs) <= budget:
+    if sum(c[0] for c in unit_costs) <= budget:
         zones = [0] * len(units)
     else:
         zones, used, z = [], 0, 0
@@ -444,27 +460,52 @@ def pack_history(history: list[dict], budget: int, allowed: tuple[str, ...]) -> 
             newest = idx == len(units) - 1
             while z < len(FIDELITIES):
                 cap = budget if newest and z == 0 else caps[z]
-                if used + costs[idx][z] <= cap:
+                if used + unit_costs[idx][z] <= cap:
                     break
                 z += 1
             if z == len(FIDELITIES):
                 break
-            used += costs[idx][z]
+            used += unit_costs[idx][z]
             zones.append(z)
         zones.reverse()
     kept = len(zones)
     first = len(units) - kept
     messages, fids, used = [], [], 0
-    for unit, vs, z in zip(units[first:], versions[first:], zones):
+    for unit, vs, cs, z in zip(units[first:], h.versions[first:], h.costs[first:], zones):
         fid = FIDELITIES[z]
-        for m, v in zip(unit, vs):
-            t = tokens.count_message(v[fid])
-            label = "withheld" if m["sensitivity"] not in allowed else fid
+        for m, v, c in zip(unit, vs, cs):
+            label = "withheld" if m["sensitivity"] not in h.allowed else fid
             messages.append(v[fid])
-            fids.append((m["message_id"], label, t))
-            used += t
+            fids.append((m["message_id"], label, c[fid]))
+            used += c[fid]
     first_turn = units[first][0]["turn_index"] if kept else None
     return HistoryPick(messages, fids, used, first, first_turn)
+
+
+def verbatim_message_ids(history: list[dict], b_hist: int) -> list[int]:
+    """Ids of the newest messages that will surely be sent verbatim (they fit in the
+    full-fidelity zone of the history share): no need to retrieve them as memories."""
+    ids, acc = [], 0
+    for m in reversed(history):
+        acc += m["token_count"]
+        if acc > b_hist * HISTORY_ZONES[0][1]:
+            break
+        ids.append(m["message_id"])
+    return ids
+
+
+def budget_for(session: dict, opts: dict) -> tuple[list[dict], int, int, int]:
+    """(system messages, their tokens, tool definition tokens, B): B = context window
+    - system prompt - response reserve - tool definitions, or the budget option when
+    smaller; never negative."""
+    system_msgs = []
+    if session.get("system_prompt"):
+        system_msgs.append({"role": "system", "content": session["system_prompt"]})
+    system_tokens = sum(tokens.count_message(m) for m in system_msgs)
+    tool_tokens = (PHANTOM_TOOL_TOKENS if opts["phantom_tools"] else 0) + opts["tool_tokens"]
+    window_budget = session["context_window"] - system_tokens - session["response_reserve"] - tool_tokens
+    available = window_budget if opts["budget"] is None else min(opts["budget"], window_budget)
+    return system_msgs, system_tokens, tool_tokens, max(available, 0)
 
 
 # --------------------------------------------------------------------------- options
@@ -523,6 +564,10 @@ def parse_options(opts: dict | None, session_channel: str) -> dict:
 
 
 # --------------------------------------------------------------------------- compile
+MEMORY_HEADER_TOKENS = tokens.count_message({"role": "system", "content": MEMORY_HEADER})
+DAY_LINE_TOKENS = tokens.count("(2000-01-01)") + 1  # "(YYYY-MM-DD)" and its newline
+
+
 def memory_block(items: list[Item]) -> dict:
     """The memory system message: the header, then each chosen item's line, with a
     day line whenever the day changes from the line above."""
@@ -546,13 +591,7 @@ def compile_bundle(session: dict, history: list[dict], candidates: list[dict], o
     omissions: list[dict] = []
 
     # 1. Budget -------------------------------------------------------------------
-    system_msgs = []
-    if session.get("system_prompt"):
-        system_msgs.append({"role": "system", "content": session["system_prompt"]})
-    system_tokens = sum(tokens.count_message(m) for m in system_msgs)
-    tool_tokens = (PHANTOM_TOOL_TOKENS if opts["phantom_tools"] else 0) + opts["tool_tokens"]
-    window_budget = session["context_window"] - system_tokens - session["response_reserve"] - tool_tokens
-    available = max(window_budget, 0) if opts["budget"] is None else max(min(opts["budget"], window_budget), 0)
+    system_msgs, system_tokens, tool_tokens, available = budget_for(session, opts)
     task = opts["task_type"] or classify_task(query, history, bool(candidates))
     b_mem, b_hist = split_budget(available, task)
     if opts["cap_memory"] is not None:
@@ -576,19 +615,20 @@ def compile_bundle(session: dict, history: list[dict], candidates: list[dict], o
     scored = sorted(((score(c, weights, now, max_access), c) for c in visible),
                     key=lambda sc: (-sc[0], sc[1]["source"]))
 
+    # Every candidate's fidelity options, once (packing below only chooses).
+    best = max((relevance_of(c, weights) for c in visible), default=0.0)
+    all_items = [candidate_item(c, s, weights, best) for s, c in scored]
+
     # 3. History within its share (plus whatever memories leave unused) --------------
-    # Pinned memories are kept: their cheapest lines (and the block header) are
-    # reserved before the history takes its share.
+    # Pinned memories are kept: their cheapest lines (with the block header and a day
+    # line each at most) are reserved before the history takes its share.
     pinned_reserve = 0
-    pinned_items = [candidate_item(c, s, weights, 1.0) for s, c in scored if c.get("is_pinned")]
-    if pinned_items:
-        # header, each item's cheapest line, and a day line per item at most
-        day_line = tokens.count("(2000-01-01)") + 1
-        pinned_reserve = tokens.count_message(memory_block([])) + sum(
-            i.options[-1].tokens + day_line for i in pinned_items)
+    pinned = [i for i in all_items if i.pinned]
+    if pinned:
+        pinned_reserve = MEMORY_HEADER_TOKENS + sum(i.options[-1].tokens + DAY_LINE_TOKENS
+                                                    for i in pinned)
     b_hist = max(min(b_hist, available - pinned_reserve), 0)
-    hist_cap = b_hist if opts["cap_history"] is not None else available
-    pick = pack_history(history, min(b_hist, hist_cap), allowed)
+    prepared = prepare_history(history, allowed)
     summary_msgs: list[dict] = []
 
     def with_summary(p: HistoryPick, limit: int) -> tuple[HistoryPick, list[dict]]:
@@ -596,15 +636,14 @@ def compile_bundle(session: dict, history: list[dict], candidates: list[dict], o
             s = [{"role": "system", "content": SUMMARY_HEADER + "\n" + session["summary_text"]}]
             st = tokens.count_message(s[0])
             if st < limit:
-                return pack_history(history, limit - st, allowed), s
+                return pack_history(prepared, limit - st), s
         return p, []
 
-    pick, summary_msgs = with_summary(pick, min(b_hist, hist_cap))
+    pick, summary_msgs = with_summary(pack_history(prepared, b_hist), b_hist)
     in_history = {f"msg:{mid}" for mid, _, _ in pick.fidelities}
 
     # 4. Memories within B - history, greedy knapsack over fidelities -----------------
-    best = max((relevance_of(c, weights) for c in visible), default=0.0)
-    items = [candidate_item(c, s, weights, best) for s, c in scored if c["source"] not in in_history]
+    items = [i for i in all_items if i.source not in in_history]
     if opts["max_items"] is not None:
         pinned = [i for i in items if i.pinned]
         rest = [i for i in items if not i.pinned][: max(opts["max_items"] - len(pinned), 0)]
@@ -613,9 +652,8 @@ def compile_bundle(session: dict, history: list[dict], candidates: list[dict], o
     mem_budget = available - pick.tokens - summary_tokens
     if opts["cap_memory"] is not None:
         mem_budget = min(mem_budget, opts["cap_memory"])
-    header_tokens = tokens.count_message(memory_block([]))
-    if items and mem_budget > header_tokens:
-        pack_items(items, mem_budget - header_tokens)
+    if items and mem_budget > MEMORY_HEADER_TOKENS:
+        pack_items(items, mem_budget - MEMORY_HEADER_TOKENS)
     # Stable order: items of the previous context keep their places, new ones follow
     # in time order, so consecutive contexts share the longest possible prefix.
     def order(i: Item) -> tuple:
@@ -633,7 +671,7 @@ def compile_bundle(session: dict, history: list[dict], candidates: list[dict], o
     if (pick.dropped_units or degraded) and opts["cap_history"] is None:
         wider = available - mem_tokens
         if wider > pick.tokens + summary_tokens:
-            pick, summary_msgs = with_summary(pack_history(history, wider, allowed), wider)
+            pick, summary_msgs = with_summary(pack_history(prepared, wider), wider)
             summary_tokens = sum(tokens.count_message(m) for m in summary_msgs)
             in_history = {f"msg:{mid}" for mid, _, _ in pick.fidelities}
             chosen = [i for i in chosen if i.source not in in_history]

@@ -11,6 +11,7 @@ context is logged. The decisions live in context.py; nothing here decides.
 from __future__ import annotations
 
 import json
+import math
 import re
 import time
 from datetime import UTC, datetime
@@ -59,17 +60,18 @@ ORDER BY m.turn_index DESC LIMIT 1
 # Query lexemes with their document frequency, the tenant's totals, and the memory
 # items of the session's previous context (in their order).
 TERMS = """
+WITH t AS (
+    SELECT DISTINCT unnest(tsvector_to_array(to_tsvector('english', $2))) AS lexeme
+), totals AS (
+    SELECT l.doc_count, l.total_length FROM mnemo.lexicon AS l
+    WHERE l.tenant_id = $1 AND l.lexeme = ''
+)
 SELECT
-    coalesce((SELECT array_agg(t.lexeme ORDER BY t.lexeme)
-        FROM (SELECT DISTINCT unnest(tsvector_to_array(to_tsvector('english', $2))) AS lexeme) AS t),
-        '{}') AS lexemes,
+    coalesce((SELECT array_agg(t.lexeme ORDER BY t.lexeme) FROM t), '{}') AS lexemes,
     coalesce((SELECT array_agg(coalesce(l.doc_count, 0) ORDER BY t.lexeme)
-        FROM (SELECT DISTINCT unnest(tsvector_to_array(to_tsvector('english', $2))) AS lexeme) AS t
-        LEFT JOIN mnemo.lexicon AS l ON l.tenant_id = $1 AND l.lexeme = t.lexeme), '{}') AS dfs,
-    coalesce((SELECT l.doc_count FROM mnemo.lexicon AS l WHERE l.tenant_id = $1 AND l.lexeme = ''), 0)
-        AS n_docs,
-    coalesce((SELECT l.total_length FROM mnemo.lexicon AS l WHERE l.tenant_id = $1 AND l.lexeme = ''), 0)
-        AS total_length,
+        FROM t LEFT JOIN mnemo.lexicon AS l ON l.tenant_id = $1 AND l.lexeme = t.lexeme), '{}') AS dfs,
+    coalesce((SELECT totals.doc_count FROM totals), 0) AS n_docs,
+    coalesce((SELECT totals.total_length FROM totals), 0) AS total_length,
     (SELECT cl.items::text FROM mnemo.context_log AS cl
         WHERE cl.tenant_id = $1 AND cl.session_id = $3
         ORDER BY cl.created_at DESC, cl.context_id DESC LIMIT 1) AS previous_items
@@ -171,6 +173,11 @@ LEFT JOIN mnemo.messages AS m
     ON p.source LIKE 'msg:%' AND m.tenant_id = $1 AND m.message_id = substr(p.source, 5)::bigint
 """
 
+CANDIDATE_TYPES = [
+    "text", "uuid", "text", "text[]", "float8[]", "float8", "timestamptz", "text[]",
+    "text[]", "text", "bigint[]", "float8", "float8", "text[]", "float8", "text[]", "integer",
+]
+
 LOG = """
 INSERT INTO mnemo.context_log (tenant_id, session_id, query, task_type, budget, tokens_used,
     sections, items, omissions, provenance, latency_ms)
@@ -189,13 +196,18 @@ _WORD_RE = re.compile(r"[\w.-]+")
 MIN_CANDIDATES, MAX_CANDIDATES, TOKENS_PER_CANDIDATE = 60, 2000, 12
 
 
+def fetch_bounds(available: int) -> tuple[int, int]:
+    """(history rows, candidates) worth fetching for a budget B."""
+    rows = min(max(available // MIN_MESSAGE_TOKENS, 16), MAX_HISTORY_ROWS)
+    candidates = min(max(available // TOKENS_PER_CANDIDATE, MIN_CANDIDATES), MAX_CANDIDATES)
+    return rows, candidates
+
+
 def _ts(epoch: float | None) -> datetime | None:
     return datetime.fromtimestamp(epoch, UTC) if epoch is not None else None
 
 
 def _idf(n: int, df: int) -> float:
-    import math
-
     return math.log(1 + (n - df + 0.5) / (df + 0.5))
 
 
@@ -208,10 +220,7 @@ class Compiler:
         self.history = p(HISTORY, ["text", "uuid", "timestamptz", "bigint"])
         self.last_user = p(LAST_USER, ["text", "uuid", "timestamptz", "text[]"])
         self.terms = p(TERMS, ["text", "text", "uuid"])
-        self.candidates = p(CANDIDATES, [
-            "text", "uuid", "text", "text[]", "float8[]", "float8", "timestamptz", "text[]",
-            "text[]", "text", "bigint[]", "float8", "float8", "text[]", "float8", "text[]", "integer",
-        ])
+        self.candidates = p(CANDIDATES, CANDIDATE_TYPES)
         self.log = p(LOG, ["text", "uuid", "text", "text", "integer", "integer", "text", "text",
                            "text", "text", "real"])
         self.access_job = p(ACCESS_JOB, ["text", "text"])
@@ -264,13 +273,10 @@ class Compiler:
         }
         weights = context.weights_for(json.loads(s["scoring"]) if s["scoring"] else None)
 
-        # Budget first: it bounds how much history is worth fetching.
-        system_tokens = context.tokens.count_message(
-            {"role": "system", "content": s["system_prompt"]}) if s["system_prompt"] else 0
-        upper = max(s["context_window"] - s["response_reserve"] - system_tokens, 0)
-        if opts["budget"] is not None:
-            upper = min(upper, opts["budget"])
-        max_rows = min(max(upper // MIN_MESSAGE_TOKENS, 16), MAX_HISTORY_ROWS)
+        # Budget first: it bounds how much history and how many candidates are worth
+        # fetching.
+        available = context.budget_for(session, opts)[3]
+        max_rows, limit = fetch_bounds(available)
         history = [self._history_row(r) for r in plpy.execute(self.history,
                                                                 [tenant_id, session_id, as_of, max_rows])]
         if query is None:
@@ -282,14 +288,9 @@ class Compiler:
 
         task = opts["task_type"] or context.classify_task(query, history, True)
         opts["task_type"] = task
-        _, b_hist = context.split_budget(upper, task)
+        _, b_hist = context.split_budget(available, task)
         # Messages that will surely be in the verbatim history are not candidates.
-        exclude, acc = [], 0
-        for m in reversed(history):
-            acc += m["token_count"]
-            if acc > b_hist * context.HISTORY_ZONES[0][1]:
-                break
-            exclude.append(m["message_id"])
+        exclude = context.verbatim_message_ids(history, b_hist)
 
         t = plpy.execute(self.terms, [tenant_id, query or "", session_id])[0]
         n_docs = max(t["n_docs"], 1)
@@ -299,7 +300,6 @@ class Compiler:
         previous = [i["source"] for i in json.loads(t["previous_items"] or "[]")
                     if i.get("section") == "memory"]
         channel = opts["channel"]
-        limit = min(max(upper // TOKENS_PER_CANDIDATE, MIN_CANDIDATES), MAX_CANDIDATES)
         words = sorted({w.lower().strip(".-") for w in _WORD_RE.findall(query or "")} - {""})
         rows = plpy.execute(self.candidates, [
             tenant_id, session_id, query, lexemes, idfs, avgdl, as_of,

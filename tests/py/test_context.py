@@ -86,8 +86,9 @@ def prompt_cost(messages: list[dict], system_prompt: str | None) -> int:
 
 
 def assert_tool_pairs_whole(messages: list[dict]) -> None:
-    """Each assistant tool call group is followed by exactly its results, and a tool
-    message only ever follows the assistant message that issued its call."""
+    """Each assistant tool call group is followed by exactly its results, in call
+    order, and a tool message only ever follows the assistant message that issued
+    its call. Shared with test_context_properties.py."""
     i = 0
     while i < len(messages):
         m = messages[i]
@@ -100,7 +101,7 @@ def assert_tool_pairs_whole(messages: list[dict]) -> None:
             while i < len(messages) and messages[i]["role"] == "tool":
                 answered.append(messages[i]["tool_call_id"])
                 i += 1
-            assert sorted(answered) == sorted(ids), (ids, answered)
+            assert answered == ids, (ids, answered)  # all of them, in call order
 
 
 def text_of(messages: list[dict]) -> str:
@@ -774,3 +775,43 @@ def test_as_of_sees_the_past(db, tenant):
     assert before_all == []
     future, _ = sources({"as_of": (now + timedelta(days=1)).isoformat()})
     assert sorted(future) == sorted(all_now)
+
+
+def test_embed_job_counts_each_document_once_into_the_lexicon(db, tenant, session):
+    """BM25 statistics: the first embedding of a message adds it to mnemo.lexicon (one
+    document per distinct lexeme, plus totals on lexeme ''); nothing is counted twice."""
+    _say(db, tenant, session, "user", "Invoices invoices live in PostgreSQL")
+    _say(db, tenant, session, "user", "Refunds live in S3")
+    run_jobs(db, tenant)
+
+    def lexicon():
+        return dict(db.conn.execute(
+            "SELECT lexeme, ARRAY[doc_count, total_length] FROM mnemo.lexicon"
+            " WHERE tenant_id = %s", (tenant,)).fetchall())
+
+    first = lexicon()
+    assert first[""] == [2, 6]  # two documents: 3 + 3 distinct lexemes
+    assert first["live"] == [2, 0] and first["invoic"] == [1, 0] and first["refund"] == [1, 0]
+    db.conn.execute("SELECT mnemo_internal.enqueue_job(%s, 'embed', 'again', jsonb_build_object("
+                    "'target', 'message', 'message_id', message_id, 'created_at', created_at))"
+                    " FROM mnemo.messages WHERE tenant_id = %s LIMIT 1", (tenant, tenant))
+    run_jobs(db, tenant)
+    assert lexicon() == first  # a re-embedding is not a new document
+
+
+def test_record_access_job_folds_context_log_into_access_statistics(db, tenant, session):
+    m = db.record_event(tenant, session, "decision", {"decision": "Bill in arrears"})
+    run_jobs(db, tenant)
+    for _ in range(2):
+        bundle = db.compile_context_bundle(tenant, session, "how do we bill?")
+        assert f"mem:{m['memory_id']}" in {i["source"] for i in bundle["report"]["items"]}
+    run_jobs(db, tenant)  # runs record_access
+    count, last = db.conn.execute(
+        "SELECT access_count, last_accessed_at FROM mnemo.memories"
+        " WHERE tenant_id = %s AND memory_id = %s", (tenant, m["memory_id"])).fetchone()
+    assert count == 2 and last is not None
+    assert db.conn.execute("SELECT bool_and(accounted) FROM mnemo.context_log"
+                           " WHERE tenant_id = %s", (tenant,)).fetchone()[0]
+    run_jobs(db, tenant)
+    assert db.conn.execute("SELECT access_count FROM mnemo.memories WHERE tenant_id = %s"
+                           " AND memory_id = %s", (tenant, m["memory_id"])).fetchone()[0] == 2

@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 from mnemo_db import tokens
 from mnemo_db.context import MEMORY_HEADER
+from test_context import assert_tool_pairs_whole
 
 FIDELITY_RANK = {"full": 0, "detail": 1, "compact": 2, "stub": 3}
 ALLOWED = {"private": ("none", "low", "high"), "team": ("none", "low"),
@@ -193,18 +194,7 @@ def check_bundle(b: Built, bundle: dict, opts: dict, query: str | None) -> None:
     assert not leaked, leaked
 
     # tool-call pairs are whole
-    i = 0
-    while i < len(messages):
-        m = messages[i]
-        assert m["role"] != "tool", f"tool message {i} does not follow its call"
-        i += 1
-        if m["role"] == "assistant" and m.get("tool_calls"):
-            ids = [tc["id"] for tc in m["tool_calls"]]
-            answered = []
-            while i < len(messages) and messages[i]["role"] == "tool":
-                answered.append(messages[i]["tool_call_id"])
-                i += 1
-            assert answered == ids
+    assert_tool_pairs_whole(messages)
 
     # kept history: a contiguous suffix of what may be sent, the same messages as
     # the tail of the list, fidelity never rising going back in time
