@@ -83,7 +83,20 @@ def main() -> None:
             cur.execute("""SELECT status, count(*) FROM mnemo.jobs WHERE tenant_id = 'demo'
                            GROUP BY status ORDER BY status""")
             print("\nJobs: " + ", ".join(f"{n} {s}" for s, n in cur.fetchall()))
-        print("\nTry: make psql, then  SELECT * FROM mnemo.messages WHERE tenant_id = 'demo';")
+        # The read path: what the agent would send next, within a 1,500-token budget
+        # (log: false, so that running make up again still changes nothing).
+        question = "what is this project for?"
+        bundle = c.compile_context_bundle("demo", SESSION, question, budget=1500, log=False)
+        report = bundle["report"]
+        print(f"\ncompile_context({question!r}, budget 1500): {len(bundle['messages'])} messages,"
+              f" {report['tokens']['total']} tokens (task {report['task_type']})")
+        items = {i["source"]: i for i in report["items"]}
+        for m in bundle["messages"]:
+            text = " ".join(str(m.get("content") or m.get("tool_calls")).split())[:90]
+            print(f"  {m['role']:<9} {text}")
+        print("  fidelities: " + ", ".join(f"{s} {i['fidelity']}" for s, i in items.items()))
+        print("\nTry: make psql, then  SELECT mnemo.compile_context('demo', "
+              f"'{SESSION}', 'what did we decide?');")
 
 
 if __name__ == "__main__":
