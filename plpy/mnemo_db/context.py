@@ -339,10 +339,13 @@ def group_history(history: list[dict]) -> list[list[dict]]:
             results = [by_call[tc["id"]] for tc in calls]
             for r in results:
                 consumed.add(r["message_id"])
+            # A call without its result is not sent: the message is altered and its
+            # stored token count no longer applies.
+            altered = {} if len(calls) == len(m["tool_calls"]) else {"token_count": None}
             if calls:
-                unit = [dict(m, tool_calls=calls)] + results
+                unit = [dict(m, tool_calls=calls, **altered)] + results
             elif m.get("content") or m.get("content_parts"):
-                unit = [dict(m, tool_calls=None)]
+                unit = [dict(m, tool_calls=None, token_count=None)]
             else:
                 continue
             units.append(unit)
@@ -419,21 +422,60 @@ class HistoryPick:
     first_kept_turn: int | None
 
 
-@dataclass
 class PreparedHistory:
-    """The history made ready once per compile (packing runs up to three times):
-    its units, each message's version and token cost at every fidelity."""
-    units: list[list[dict]]
-    versions: list[list[dict[str, dict]]]
-    costs: list[list[dict[str, int]]]  # unit -> message -> fidelity -> tokens
-    allowed: tuple[str, ...]
+    """The history made ready once per compile (packing runs up to three times): its
+    units, and each message's versions and token costs, computed lazily — a long
+    history is mostly never looked at below full fidelity, and summarising or
+    counting what packing never reaches is wasted time on the hot path."""
+
+    def __init__(self, history: list[dict], allowed: tuple[str, ...]):
+        self.units = group_history(history)
+        self.allowed = allowed
+        self._versions: dict[int, list[dict[str, dict]]] = {}
+        self._costs: dict[int, list[dict[str, int]]] = {}
+        # Full-fidelity cost of each unit: the stored token count (the same
+        # tokens.count_message of the same message) unless the unit's messages are
+        # sent altered (withheld, or tool calls without results removed).
+        self.full_costs = [
+            sum(m["token_count"] for m in unit) if self._as_stored(unit)
+            else sum(c["full"] for c in self.costs(u))
+            for u, unit in enumerate(self.units)
+        ]
+
+    def _as_stored(self, unit: list[dict]) -> bool:
+        return all(m.get("token_count") is not None and m["sensitivity"] in self.allowed
+                   for m in unit)
+
+    def versions(self, u: int) -> list[dict[str, dict]]:
+        if u not in self._versions:
+            self._versions[u] = [history_versions(m, self.allowed) for m in self.units[u]]
+        return self._versions[u]
+
+    def costs(self, u: int) -> list[dict[str, int]]:
+        """Token cost of each message of unit u at every fidelity."""
+        if u not in self._costs:
+            costs = []
+            for v in self.versions(u):
+                # a level a message does not have is the same object as the one above
+                counted: dict[int, int] = {}
+                cost = {}
+                for f in FIDELITIES:
+                    if id(v[f]) not in counted:
+                        counted[id(v[f])] = tokens.count_message(v[f])
+                    cost[f] = counted[id(v[f])]
+                costs.append(cost)
+            self._costs[u] = costs
+        return self._costs[u]
+
+    def cost(self, u: int, z: int) -> int:
+        """Token cost of unit u at fidelity zone z."""
+        if z == 0:
+            return self.full_costs[u]
+        return sum(c[FIDELITIES[z]] for c in self.costs(u))
 
 
 def prepare_history(history: list[dict], allowed: tuple[str, ...]) -> PreparedHistory:
-    units = group_history(history)
-    versions = [[history_versions(m, allowed) for m in unit] for unit in units]
-    costs = [[{f: tokens.count_message(v[f]) for f in FIDELITIES} for v in vs] for vs in versions]
-    return PreparedHistory(units, versions, costs, allowed)
+    return PreparedHistory(history, allowed)
 
 
 def pack_history(h: PreparedHistory, budget: int) -> HistoryPick:
@@ -446,13 +488,12 @@ def pack_history(h: PreparedHistory, budget: int) -> HistoryPick:
     never rises going back in time. The newest unit is verbatim whenever it fits.
     """
     units = h.units
-    unit_costs = [[sum(c[f] for c in cs) for f in FIDELITIES] for cs in h.costs]
     caps, acc = [], 0.0
     for _, share in HISTORY_ZONES:
         acc += share
         caps.append(int(budget * acc))
     caps[-1] = budget
-    if sum(c[0] for c in unit_costs) <= budget:
+    if sum(h.full_costs) <= budget:
         zones = [0] * len(units)
     else:
         zones, used, z = [], 0, 0
@@ -460,20 +501,20 @@ def pack_history(h: PreparedHistory, budget: int) -> HistoryPick:
             newest = idx == len(units) - 1
             while z < len(FIDELITIES):
                 cap = budget if newest and z == 0 else caps[z]
-                if used + unit_costs[idx][z] <= cap:
+                if used + h.cost(idx, z) <= cap:
                     break
                 z += 1
             if z == len(FIDELITIES):
                 break
-            used += unit_costs[idx][z]
+            used += h.cost(idx, z)
             zones.append(z)
         zones.reverse()
     kept = len(zones)
     first = len(units) - kept
     messages, fids, used = [], [], 0
-    for unit, vs, cs, z in zip(units[first:], h.versions[first:], h.costs[first:], zones):
+    for u, z in zip(range(first, len(units)), zones):
         fid = FIDELITIES[z]
-        for m, v, c in zip(unit, vs, cs):
+        for m, v, c in zip(units[u], h.versions(u), h.costs(u)):
             label = "withheld" if m["sensitivity"] not in h.allowed else fid
             messages.append(v[fid])
             fids.append((m["message_id"], label, c[fid]))

@@ -101,8 +101,13 @@ mem AS (
         OR mm.memory_id IN (SELECT em.memory_id FROM mnemo.entities AS e
             JOIN mnemo.entity_mentions AS em ON em.tenant_id = e.tenant_id AND em.entity_id = e.entity_id
             WHERE e.tenant_id = $1 AND e.normalized = ANY($16)) AS tag_match,
-        CASE WHEN coalesce($3, '') <> '' THEN word_similarity($3, mm.content_full) ELSE 0 END AS trgm,
-        mm.is_pinned, mm.access_count, mm.scope
+        CASE WHEN coalesce($3, '') <> '' THEN word_similarity($3, left(mm.content_full, 256)) ELSE 0 END AS trgm,
+        mm.is_pinned, mm.access_count, mm.scope,
+        mm.kind, mm.content_full AS text, mm.content_detail, mm.content_compact, mm.content_stub,
+        mm.losses::text AS losses, mm.sensitivity, mm.last_accessed_at, mm.created_at,
+        mm.confidence::float8 AS confidence, mm.provenance_type,
+        NULL::text AS role, NULL::text AS name, NULL::bigint AS artifact_id,
+        NULL::bigint AS message_id, mm.memory_id
     FROM mnemo.memories AS mm CROSS JOIN q
     WHERE mm.tenant_id = $1 AND mm.sensitivity = ANY($8) AND mm.kind <> ALL($14)
         AND (mm.scope = 'global' OR mm.session_id = $2)
@@ -118,7 +123,14 @@ msg AS (
         1 - (m.embedding <=> q.e) AS cosine,
         CASE WHEN m.search_tsv @@ q.tsq THEN (SELECT sum(t.idf) FROM terms AS t WHERE m.search_tsv @@ t.tq)
             * 2.2 / (1 + 1.2 * (0.25 + 0.75 * length(m.search_tsv) / $6)) END AS bm25,
-        false AS tag_match, 0::real AS trgm, false AS is_pinned, 0 AS access_count, 'local' AS scope
+        false AS tag_match, 0::real AS trgm, false AS is_pinned, 0 AS access_count, 'local' AS scope,
+        'message' AS kind, m.content AS text, NULL AS content_detail, NULL AS content_compact,
+        NULL AS content_stub, NULL AS losses, m.sensitivity, NULL::timestamptz AS last_accessed_at,
+        m.created_at, 1.0::float8 AS confidence,
+        -- A message is a verbatim record: one authority for every speaker (a role says
+        -- who spoke, not how reliable it is), tool outputs aside.
+        CASE m.role WHEN 'tool' THEN 'tool_output' ELSE 'fact' END AS provenance_type,
+        m.role, m.name, m.artifact_id, m.message_id, NULL::bigint AS memory_id
     FROM mnemo.messages AS m CROSS JOIN q
     JOIN mnemo.sessions AS s ON s.tenant_id = m.tenant_id AND s.session_id = m.session_id
     WHERE m.tenant_id = $1 AND NOT m.is_pruned AND m.sensitivity = ANY($8)
@@ -128,6 +140,8 @@ msg AS (
         AND (m.session_id = $2 OR s.channel = ANY($9)
             AND (s.channel NOT IN ('private', 'agent') OR s.agent_id = $10))
 ),
+-- Every column the caller needs travels with the candidate: joining the picked rows
+-- back to their partitioned tables cost more than the whole scan.
 pool AS MATERIALIZED (SELECT * FROM mem UNION ALL SELECT * FROM msg),
 fused AS (
     SELECT p.*, least(1.0, (1 - $12) * greatest(coalesce(p.cosine, 0), 0)
@@ -136,41 +150,29 @@ fused AS (
     FROM pool AS p
 ),
 ranked AS (
-    SELECT f.*, f.rel0 + $15 * greatest(
-            coalesce(lag(f.rel0) OVER w, 0), coalesce(lead(f.rel0) OVER w, 0)) AS relevance,
+    -- neighbours: the turns before and after a message in its session (memories have none)
+    SELECT f.*, f.rel0 + CASE WHEN f.session_id IS NULL THEN 0 ELSE $15 * greatest(
+            coalesce(lag(f.rel0) OVER w, 0), coalesce(lead(f.rel0) OVER w, 0)) END AS relevance,
         rank() OVER (ORDER BY f.cosine DESC NULLS LAST) AS vector_rank
     FROM fused AS f
-    WINDOW w AS (PARTITION BY coalesce(f.session_id::text, f.source) ORDER BY f.turn_index)
+    WINDOW w AS (PARTITION BY f.session_id ORDER BY f.turn_index)
 ),
-picked AS (
-    SELECT r.* FROM ranked AS r
-    WHERE r.source IN (SELECT x.source FROM ranked AS x ORDER BY x.relevance DESC, x.source LIMIT $17)
-        OR r.is_pinned
-        OR r.trgm >= 0.6
-        OR r.source IN (SELECT x.source FROM ranked AS x WHERE x.scope = 'global' AND x.access_count > 0
-            ORDER BY x.access_count DESC, x.source LIMIT 20)
+top AS (
+    SELECT r.source FROM ranked AS r ORDER BY r.relevance DESC, r.source LIMIT $17
+),
+frequent AS (
+    SELECT r.source FROM ranked AS r WHERE r.scope = 'global' AND r.access_count > 0
+    ORDER BY r.access_count DESC, r.source LIMIT 20
 )
 SELECT p.source, p.relevance::float8 AS relevance, p.cosine::float8 AS cosine, p.bm25::float8 AS bm25,
-    p.tag_match, p.trgm::float8 AS trgm, p.vector_rank,
-    coalesce(mm.kind, 'message') AS kind,
-    coalesce(mm.content_full, m.content) AS text,
-    mm.content_detail, mm.content_compact, mm.content_stub, mm.losses::text AS losses,
-    coalesce(mm.sensitivity, m.sensitivity) AS sensitivity,
-    coalesce(mm.is_pinned, false) AS is_pinned,
-    coalesce(mm.access_count, 0) AS access_count,
-    extract(epoch FROM mm.last_accessed_at)::float8 AS accessed_epoch,
-    extract(epoch FROM coalesce(mm.created_at, m.created_at))::float8 AS created_epoch,
-    coalesce(mm.confidence, 1.0)::float8 AS confidence,
-    -- A message is a verbatim record: one authority for every speaker (a role says
-    -- who spoke, not how reliable it is), tool outputs aside.
-    coalesce(mm.provenance_type, CASE m.role WHEN 'tool' THEN 'tool_output' ELSE 'fact' END)
-        AS provenance_type,
-    m.role, m.name, m.artifact_id, m.message_id, mm.memory_id
-FROM picked AS p
-LEFT JOIN mnemo.memories AS mm
-    ON p.source LIKE 'mem:%' AND mm.tenant_id = $1 AND mm.memory_id = substr(p.source, 5)::bigint
-LEFT JOIN mnemo.messages AS m
-    ON p.source LIKE 'msg:%' AND m.tenant_id = $1 AND m.message_id = substr(p.source, 5)::bigint
+    p.tag_match, p.trgm::float8 AS trgm, p.vector_rank, p.kind, p.text,
+    p.content_detail, p.content_compact, p.content_stub, p.losses, p.sensitivity, p.is_pinned,
+    p.access_count, extract(epoch FROM p.last_accessed_at)::float8 AS accessed_epoch,
+    extract(epoch FROM p.created_at)::float8 AS created_epoch, p.confidence, p.provenance_type,
+    p.role, p.name, p.artifact_id, p.message_id, p.memory_id
+FROM ranked AS p
+WHERE p.source IN (SELECT top.source FROM top) OR p.is_pinned OR p.trgm >= 0.6
+    OR p.source IN (SELECT frequent.source FROM frequent)
 """
 
 CANDIDATE_TYPES = [
@@ -201,6 +203,19 @@ def fetch_bounds(available: int) -> tuple[int, int]:
     rows = min(max(available // MIN_MESSAGE_TOKENS, 16), MAX_HISTORY_ROWS)
     candidates = min(max(available // TOKENS_PER_CANDIDATE, MIN_CANDIDATES), MAX_CANDIDATES)
     return rows, candidates
+
+
+class Stopwatch:
+    """Milliseconds spent in each phase of a compile (the report's timings_ms)."""
+
+    def __init__(self):
+        self.last = time.perf_counter()
+        self.laps: dict[str, float] = {}
+
+    def lap(self, phase: str) -> None:
+        now = time.perf_counter()
+        self.laps[phase] = round((now - self.last) * 1000.0, 2)
+        self.last = now
 
 
 def _ts(epoch: float | None) -> datetime | None:
@@ -236,6 +251,7 @@ class Compiler:
 
     def compile(self, tenant_id: str, session_id: str, query: str | None, options_json: str | None):
         started = time.perf_counter()
+        watch = Stopwatch()
         plpy = self.plpy
         if session_id is None:
             self.error("session_id is required")
@@ -277,6 +293,7 @@ class Compiler:
         # fetching.
         available = context.budget_for(session, opts)[3]
         max_rows, limit = fetch_bounds(available)
+        watch.lap("session")
         history = [self._history_row(r) for r in plpy.execute(self.history,
                                                                 [tenant_id, session_id, as_of, max_rows])]
         if query is None:
@@ -286,12 +303,14 @@ class Compiler:
             query = last[0]["content"] if last else None
         query = query.strip() if query and query.strip() else None
 
+        watch.lap("history")
         task = opts["task_type"] or context.classify_task(query, history, True)
         opts["task_type"] = task
         _, b_hist = context.split_budget(available, task)
         # Messages that will surely be in the verbatim history are not candidates.
         exclude = context.verbatim_message_ids(history, b_hist)
 
+        watch.lap("classify")
         t = plpy.execute(self.terms, [tenant_id, query or "", session_id])[0]
         n_docs = max(t["n_docs"], 1)
         lexemes = list(t["lexemes"] or [])
@@ -299,6 +318,7 @@ class Compiler:
         avgdl = (t["total_length"] / n_docs) if t["total_length"] else 8.0
         previous = [i["source"] for i in json.loads(t["previous_items"] or "[]")
                     if i.get("section") == "memory"]
+        watch.lap("terms")
         channel = opts["channel"]
         words = sorted({w.lower().strip(".-") for w in _WORD_RE.findall(query or "")} - {""})
         rows = plpy.execute(self.candidates, [
@@ -308,9 +328,12 @@ class Compiler:
             list(context.CHANNEL_EXCLUDED_KINDS.get(channel, ())), weights["neighbour"], words,
             limit,
         ])
+        watch.lap("candidates_sql")
         candidates = [self._candidate(r, limit) for r in rows]
+        watch.lap("candidates_py")
         bundle = context.compile_bundle(session, history, candidates, opts, now, weights,
                                         previous, query)
+        watch.lap("pack")
         report = bundle["report"]
         latency = (time.perf_counter() - started) * 1000.0
         context_id = None
@@ -323,6 +346,8 @@ class Compiler:
             ])[0]["context_id"]
             if any(i["source"].startswith("mem:") for i in report["items"]):
                 plpy.execute(self.access_job, [tenant_id, session_id])
+        watch.lap("log")
+        report["timings_ms"] = watch.laps
         report["context_id"] = context_id
         report["session_id"] = session_id
         report["latency_ms"] = round(latency, 3)

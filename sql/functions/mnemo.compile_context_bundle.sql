@@ -3,7 +3,8 @@
 -- session: {"messages": [...OpenAI chat messages...], "tools": [phantom tool
 -- definitions memory_query / memory_restore / memory_release], "report": {context_id,
 -- task_type, channel, budget, tokens per section, items (source id, fidelity, tokens,
--- score), omissions with reasons, provenance (retrievers, scoring weights)}}.
+-- score), omissions with reasons, provenance (retrievers, scoring weights),
+-- timings_ms (milliseconds per phase)}}.
 --   p_query: what to retrieve for (default: the session's last user message).
 --   p_options: budget (tokens, overrides the window arithmetic), task_type
 --     (continuation | knowledge | new_session | tool_heavy; default: classified),
@@ -28,6 +29,8 @@ SET search_path = pg_catalog, public, pg_temp
 -- anew per call (custom plans) costs more than running it. Generic plans prune the
 -- partitions at run time.
 SET plan_cache_mode = force_generic_plan
+-- Parallel workers take longer to start than the per-tenant scans they would share.
+SET max_parallel_workers_per_gather = 0
 AS $$
 compiler = GD.get('mnemo_compiler')
 if compiler is None:
