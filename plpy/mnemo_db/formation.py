@@ -26,7 +26,7 @@ import json
 import time
 from datetime import UTC, datetime
 
-from . import admission, extract, helper_llm
+from . import admission, extract, helper_llm, redact
 
 AUTHORITY = {"user_stated": 6, "correction": 6, "instruction": 5, "preference": 4, "fact": 3,
              "tool_output": 2, "system_inferred": 1}
@@ -210,6 +210,7 @@ class Former:
             "save_state": p(SAVE_STATE, [t, "uuid", "integer", t]),
             "helper": p(HELPER, []),
             "hash": p(HASH, [t]),
+            "redacts": p("SELECT mnemo_internal.redaction_enabled($1) AS on", [t]),
             "seen": p(SEEN, [t, "bytea", "bigint[]"]),
             "exact": p(EXACT, [t, "bytea"]),
             "embed": p(EMBED, ["text[]"]),
@@ -304,6 +305,8 @@ class Former:
         stats = {"admitted": 0, "rejected": 0, "merged": 0, "superseded": 0, "skipped": 0}
         if not cands:
             return stats
+        for c in cands:
+            self.redact(tenant, c)
         vecs = [r["v"] for r in self.x("embed", [[c["content"] for c in cands]])]
         new_ids: list[int] = []
         now = datetime.now(UTC)
@@ -322,9 +325,20 @@ class Former:
                              s["novelty"], s["utility"], s["recency"], s["threshold"], c["content"],
                              c["kind"], h, c["source_message_ids"], decision, c.get("method")])
 
+    def redact(self, tenant: str, c: dict) -> None:
+        """Candidates are redacted before anything (log, version, payload) keeps them."""
+        if self.x("redacts", [tenant])[0]["on"]:
+            keys = [k for k in ("content", "decision", "rationale", "alternatives", "title", "subject",
+                                "object") if c.get(k)]
+            value, kinds = redact.redact_value({k: c[k] for k in keys})
+            if kinds:
+                c.update(value)
+                c["redactions"] = kinds
+
     def form(self, tenant: str, c: dict, threshold: float, dedup: float, now: datetime,
              explicit: bool = False) -> tuple[str, int | None]:
         """One candidate through idempotence, dedup, conflicts and admission."""
+        self.redact(tenant, c)
         h = self.x("hash", [c["content"]])[0]["h"]
         src = c["source_message_ids"]
         if src and self.x("seen", [tenant, h, src])[0]["seen"]:
@@ -420,6 +434,9 @@ class Former:
             "metadata": {k: c[k] for k in ("tool", "method", "predicate") if c.get(k)},
         }
         options.update(extra)
+        flagged = sorted(set(c.get("redactions") or []) | set(redact.MARKED.findall(c["content"])))
+        if flagged:
+            options["metadata"]["redactions"] = flagged
         prov = {"method": c.get("method", "offline"), "extractor": "mnemo_db.extract"
                 if c.get("method", "offline") == "offline" else "mnemo_db.helper_llm"}
         if c.get("model"):
@@ -495,6 +512,7 @@ class Former:
         if old["subject"] and old["predicate"]:
             c.update(subject=old["subject"], predicate=old["predicate"], functional=False,
                      object=extract.clean(content))
+        self.redact(tenant, c)
         mid = self.insert(tenant, c, {"tier": old["tier"]})
         h = self.x("hash", [c["content"]])[0]["h"]
         s = admission.score(c, None, c["valid_from"], 0.0)

@@ -15,6 +15,7 @@ import json
 import re
 
 MARK = "[REDACTED:{}]"
+MARKED = re.compile(r"\[REDACTED:(\w+)\]")  # what a redacted text says it lost
 
 # (kind, pattern, group to replace or 0 for the whole match). Order matters: PEM
 # blocks and URLs first, then prefixed key formats, then generic key=value pairs.

@@ -22,14 +22,12 @@ AS $$
         WHERE u.doc IS NOT NULL
         GROUP BY x.tenant_id, x.lexeme
         ORDER BY x.tenant_id, x.lexeme
-    ), upd AS (
-        UPDATE mnemo.lexicon AS l
-        SET doc_count = greatest(l.doc_count - d.docs, 0), total_length = greatest(l.total_length - d.len, 0)
-        FROM d WHERE l.tenant_id = d.tenant_id AND l.lexeme = d.lexeme
-        RETURNING l.tenant_id, l.lexeme, l.doc_count
     )
-    DELETE FROM mnemo.lexicon AS l USING upd
-    WHERE l.tenant_id = upd.tenant_id AND l.lexeme = upd.lexeme AND upd.lexeme <> '' AND upd.doc_count = 0
+    UPDATE mnemo.lexicon AS l
+    SET doc_count = greatest(l.doc_count - d.docs, 0), total_length = greatest(l.total_length - d.len, 0)
+    FROM d WHERE l.tenant_id = d.tenant_id AND l.lexeme = d.lexeme;
+    DELETE FROM mnemo.lexicon AS l
+    WHERE l.tenant_id = ANY(p_tenant_ids) AND l.lexeme <> '' AND l.doc_count = 0;
 $$;
 
 COMMENT ON FUNCTION mnemo_internal.subtract_from_lexicon(text[], tsvector[]) IS
