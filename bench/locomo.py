@@ -182,16 +182,17 @@ def extract_memories(conn: psycopg.Connection, tenants: list[str]) -> dict:
             "messages_per_s": round(n_msgs / seconds, 1), "failed_jobs": failed}
 
 
+def scorable(sample: dict, known: set[str], limit: int) -> list[tuple[dict, set[str]]]:
+    """(question, its evidence among the recorded turns) for the scorable questions."""
+    qs = [q for q in sample["qa"] if set(norm_evidence(q.get("evidence", []))) & known]
+    return [(q, set(norm_evidence(q["evidence"])) & known) for q in (qs[:limit] if limit else qs)]
+
+
 def evaluate_memories(db, conn, sample, tenant, ids, scores, limit) -> None:
     """compile_context at 1k / 2k with the extracted memories present."""
     sources = {r[0]: r[1] for r in conn.execute(
         "SELECT memory_id, source_message_ids FROM mnemo.memories WHERE tenant_id = %s", (tenant,))}
-    known = set(ids.values())
-    qs = [q for q in sample["qa"] if set(norm_evidence(q.get("evidence", []))) & known]
-    if limit:
-        qs = qs[:limit]
-    for q in qs:
-        evidence = set(norm_evidence(q["evidence"])) & known
+    for q, evidence in scorable(sample, set(ids.values()), limit):
         sid = db.start_session(tenant, agent_id="locomo", context_window=128000)
         for b in MEMORY_BUDGETS:
             bundle = db.compile_context_bundle(tenant, sid, q["question"], budget=b, log=False)
@@ -213,12 +214,7 @@ def evaluate(db, conn, sample, tenant, ids, scores, latencies, limit) -> None:
     turns = conn.execute(
         "SELECT message_id, token_count FROM mnemo.messages WHERE tenant_id = %s"
         " ORDER BY created_at, turn_index", (tenant,)).fetchall()
-    known = set(dia_of.values())
-    qs = [q for q in sample["qa"] if set(norm_evidence(q.get("evidence", []))) & known]
-    if limit:
-        qs = qs[:limit]
-    for q in qs:
-        evidence = set(norm_evidence(q["evidence"])) & known
+    for q, evidence in scorable(sample, set(dia_of.values()), limit):
         cat = q["category"]
         question = q["question"]
         sid = db.start_session(tenant, agent_id="locomo", context_window=128000)

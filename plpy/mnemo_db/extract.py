@@ -35,23 +35,12 @@ _MARKER = re.compile(r"\[REDACTED:\w+\]")
 _SENTENCE_START = re.compile(r"(?:[.!?:]\s+|\n\s*)$")
 _CLAUSE_RE = re.compile(r";\s+|,?\s+(?:and|but|so)\s+(?=(?:I|I'm|I've|we|my)\b)")
 _PROPER = re.compile(r"\b[A-Z][a-zA-Z'’-]+(?:\s+(?:of\s+|de\s+|the\s+)?[A-Z][a-zA-Z'’-]+)*")
-_NOT_ENTITY = frozenset("""I I'm I've I'd I'll Im Ive The A An And But So Or Yes No Ok Okay Hey Hi Hello Wow
-Thanks Thank Oh Ah Well Sure Great Nice Cool Awesome That This These Those It It's Its What When Where
-Why How Who Which We You Your My Me He She They Our Their There Here Let Let's Also Just Really
-Sounds Good Yeah Yep Nope Please Maybe Definitely Absolutely Totally Congrats Congratulations Love
-Today Tomorrow Yesterday Monday Tuesday Wednesday Thursday Friday Saturday Sunday January February
-March April May June July August September October November December Do Did Does Have Has Had Is Are
-Was Were Will Would Can Could Should Shall Must Might Being Been If Then Once After Before Since As
-For From With Without About Into Over Under Always Never Don't Remember Make Use TODO Note Big News Task Open Loop Instruction File Output Error""".split())
-_MONTHS = ("January February March April May June July August September October November "
-           "December").split()
+_NOT_ENTITY = frozenset(["I", "I'm", "I've", "I'd", "I'll", "Im", "Ive", "The", "A", "An", "And", "But", "So", "Or", "Yes", "No", "Ok", "Okay", "Hey", "Hi", "Hello", "Wow", "Thanks", "Thank", "Oh", "Ah", "Well", "Sure", "Great", "Nice", "Cool", "Awesome", "That", "This", "These", "Those", "It", "It's", "Its", "What", "When", "Where", "Why", "How", "Who", "Which", "We", "You", "Your", "My", "Me", "He", "She", "They", "Our", "Their", "There", "Here", "Let", "Let's", "Also", "Just", "Really", "Sounds", "Good", "Yeah", "Yep", "Nope", "Please", "Maybe", "Definitely", "Absolutely", "Totally", "Congrats", "Congratulations", "Love", "Today", "Tomorrow", "Yesterday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday", "January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December", "Do", "Did", "Does", "Have", "Has", "Had", "Is", "Are", "Was", "Were", "Will", "Would", "Can", "Could", "Should", "Shall", "Must", "Might", "Being", "Been", "If", "Then", "Once", "After", "Before", "Since", "As", "For", "From", "With", "Without", "About", "Into", "Over", "Under", "Always", "Never", "Don't", "Remember", "Make", "Use", "TODO", "Note", "Big", "News", "Task", "Open", "Loop", "Instruction", "File", "Output", "Error"])
+_MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December"]
 
 # "I" -> third person: the commonest verbs get their -s; the rest read well enough.
 _VERB_S = {"have": "has", "do": "does", "go": "goes", "am": "is", "was": "was"}
-_BASE_VERBS = frozenset("""live work like love prefer want need think enjoy hate know feel plan hope
-use study teach play write read paint run cook own believe find keep try miss wish agree visit
-volunteer collect practice practise ride swim dance sing draw mean remember usually always often
-still really""".split())
+_BASE_VERBS = frozenset(["live", "work", "like", "love", "prefer", "want", "need", "think", "enjoy", "hate", "know", "feel", "plan", "hope", "use", "study", "teach", "play", "write", "read", "paint", "run", "cook", "own", "believe", "find", "keep", "try", "miss", "wish", "agree", "visit", "volunteer", "collect", "practice", "practise", "ride", "swim", "dance", "sing", "draw", "mean", "remember", "usually", "always", "often", "still", "really"])
 
 _FUNCTIONAL = frozenset({"lives_in", "from", "works_at", "occupation", "name", "age", "email",
                          "phone", "birthday", "partner", "wife", "husband", "uses"})
@@ -242,12 +231,12 @@ def _sentence_candidates(s: str, m: dict, speaker: str) -> list[dict]:
                          decision=clean(s), rationale=[clean(why.group("why"))] if why else [],
                          alternatives=alts, confidence=0.8))
         return out
-    if m["role"] == "user" and (_INSTR_STRONG.match(s) or (_INSTR.match(s) and len(s.split()) <= 25
-                                                           and not s.endswith("?"))):
-        if _INSTR_STRONG.match(s) or low.startswith(("please", "use ", "prefer ", "avoid ", "do not", "don't")):
-            out.append(_cand("instruction", f"Instruction from {speaker}: {s}", m, speaker=speaker,
-                             provenance_type="instruction", confidence=0.8))
-            return out
+    if m["role"] == "user" and (_INSTR_STRONG.match(s) or (
+            _INSTR.match(s) and len(s.split()) <= 25 and not s.endswith("?")
+            and low.startswith(("please", "use ", "prefer ", "avoid ", "do not", "don't")))):
+        out.append(_cand("instruction", f"Instruction from {speaker}: {s}", m, speaker=speaker,
+                         provenance_type="instruction", confidence=0.8))
+        return out
     loop = _LOOP.search(s)
     task = _TASK.search(s)
     if task or loop:

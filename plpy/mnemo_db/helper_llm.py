@@ -40,29 +40,33 @@ class HelperLLMError(Exception):
     """The endpoint did not give a usable answer after all retries."""
 
 
+class MalformedReply(ValueError):
+    """A reply that is not the JSON asked for (retried like a timeout)."""
+
+
 def _post(url: str, body: dict, api_key: str | None, timeout: float) -> dict:
     req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
                                  headers={"Content-Type": "application/json"})
     if api_key:
         req.add_header("Authorization", f"Bearer {api_key}")
-    with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310 (http/https only, CHECKed)
+    with urllib.request.urlopen(req, timeout=timeout) as resp:
         return json.loads(resp.read().decode("utf-8"))
 
 
 def _content_json(reply: dict) -> dict:
     content = reply["choices"][0]["message"]["content"]
     if not isinstance(content, str):
-        raise ValueError("message content is not a string")
+        raise MalformedReply("message content is not a string")
     text = content.strip()
     if text.startswith("```"):
         text = text.strip("`")
         text = text[text.find("\n") + 1:] if "\n" in text else text
     start, end = text.find("{"), text.rfind("}")
     if start < 0 or end < start:
-        raise ValueError("no JSON object in the reply")
+        raise MalformedReply("no JSON object in the reply")
     out = json.loads(text[start:end + 1])
     if not isinstance(out, dict):
-        raise ValueError("the reply is not a JSON object")
+        raise MalformedReply("the reply is not a JSON object")
     return out
 
 
@@ -104,7 +108,7 @@ def _strs(v, name: str) -> list[str]:
     if v is None:
         return []
     if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
-        raise ValueError(f"{name} must be a list of strings")
+        raise MalformedReply(f"{name} must be a list of strings")
     return [offline.clean(x) for x in v if x.strip()]
 
 
@@ -112,18 +116,18 @@ def to_candidates(reply: dict, messages: list[dict]) -> list[dict]:
     """Validated candidates from a reply; raises ValueError on anything malformed."""
     items = reply.get("memories")
     if not isinstance(items, list):
-        raise ValueError("'memories' must be a list")
+        raise MalformedReply("'memories' must be a list")
     out = []
     for it in items:
         if not isinstance(it, dict) or it.get("kind") not in KINDS:
-            raise ValueError(f"bad memory item {str(it)[:80]}")
+            raise MalformedReply(f"bad memory item {str(it)[:80]}")
         content = it.get("content")
         if not isinstance(content, str) or not content.strip():
-            raise ValueError("a memory needs a content string")
+            raise MalformedReply("a memory needs a content string")
         src = it.get("source") or []
         if not isinstance(src, list) or not src or not all(
                 isinstance(i, int) and 1 <= i <= len(messages) for i in src):
-            raise ValueError("source must list message numbers of the transcript")
+            raise MalformedReply("source must list message numbers of the transcript")
         first = messages[min(src) - 1]
         c = offline._cand(it["kind"], content, first, speaker=offline.speaker_of(first))
         c["source_message_ids"] = sorted({messages[i - 1]["message_id"] for i in src})

@@ -47,7 +47,7 @@ COMMENT ON TABLE mnemo.extraction_state IS
 ALTER TABLE mnemo.admission_log
 ADD COLUMN kind text,
 ADD COLUMN candidate_hash bytea,
-ADD COLUMN source_message_ids bigint [] NOT NULL DEFAULT '{}',
+ADD COLUMN source_message_ids bigint[] NOT NULL DEFAULT '{}',
 ADD COLUMN decision text,
 ADD COLUMN method text;
 CREATE INDEX admission_log_hash_idx ON mnemo.admission_log (tenant_id, candidate_hash);

@@ -282,7 +282,7 @@ class FakeLLM(BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
 
-    def do_POST(self):  # noqa: N802
+    def do_POST(self):
         srv = self.server
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         srv.requests.append({"body": body, "auth": self.headers.get("Authorization")})

@@ -9,7 +9,6 @@ import time
 from datetime import UTC, datetime
 
 import pytest
-
 from mnemo_db import redact
 
 SECRETS = {
