@@ -36,7 +36,11 @@ _PATTERNS: list[tuple[str, re.Pattern, int]] = [
     ("google_api_key", re.compile(r"\bAIza[0-9A-Za-z_-]{35}\b"), 0),
     ("stripe_key", re.compile(r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}\b"), 0),
     ("jwt", re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"), 0),
-    ("bearer_token", re.compile(r"(?i)\b(?:bearer|token)\s+([A-Za-z0-9._~+/-]{16,}=*)"), 1),
+    # "Bearer <token>", "Authorization: token <token>": credential-shaped values only
+    # (letters and digits), so prose like "token migrations/0042" stays.
+    ("bearer_token", re.compile(
+        r"(?i)(?:\bbearer|\bauthorization:\s*token)\s+((?=[A-Za-z0-9._~+/-]*\d)(?=[A-Za-z0-9._~+/-]*[A-Za-z])"
+        r"[A-Za-z0-9._~+/-]{16,}=*)"), 1),
     ("basic_auth", re.compile(r"(?i)\bbasic\s+([A-Za-z0-9+/]{16,}={0,2})"), 1),
     # password=..., PGPASSWORD=..., "password": "...", pwd: ...
     ("password", re.compile(
