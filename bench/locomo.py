@@ -12,6 +12,12 @@ pure vector top-k (cosine on the same embeddings), pure full-text top-k (ts_rank
 over an OR of the question's lexemes). Baselines are charged only the messages' own
 token counts, which is cheaper than compile_context's labelled memory lines.
 
+With memories (issue 4), in the same run on the same tenants: after the turns-alone
+evaluation, the extract job turns every session into memories (offline rules), and
+compile_context is evaluated again at 1k and 2k. A memory in the context recalls the
+dia_ids of the messages it was extracted from (its source_message_ids), at full or
+detail fidelity like a turn. The JSON line gains "with_memories".
+
 Prints per-category tables and ends with one JSON line.
 """
 
@@ -38,6 +44,7 @@ DATA = os.environ.get(
     os.path.join(os.path.dirname(__file__), "..", "..", "shared", "bench", "locomo", "locomo10.json"),
 )
 BUDGETS = (512, 1024, 2048, 4096, 8192)
+MEMORY_BUDGETS = (1024, 2048)
 KS = (5, 10, 25, 50)
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 
@@ -74,7 +81,8 @@ def ingest(db, sample: dict, tenant: str) -> dict[int, str]:
     conv = sample["conversation"]
     a = conv["speaker_a"]
     ids: dict[int, str] = {}
-    db.create_tenant(tenant)
+    # Turns alone first: extraction runs later, in main(), after that evaluation.
+    db.create_tenant(tenant, config={"formation": {"method": "off"}})
     for when, turns in sessions_of(conv):
         sid = db.start_session(tenant, agent_id="locomo", context_window=128000)
         for i, t in enumerate(turns):
@@ -143,9 +151,62 @@ def main() -> int:
             for sample, tenant, ids in tenants:
                 evaluate(db, conn, sample, tenant, ids, scores, latencies, args.questions)
                 print(f"evaluated {sample['sample_id']}", flush=True)
+            formation = extract_memories(conn, [t for _, t, _ in tenants])
+            for sample, tenant, ids in tenants:
+                evaluate_memories(db, conn, sample, tenant, ids, scores, args.questions)
+                print(f"evaluated {sample['sample_id']} with memories", flush=True)
         finally:
             conn.execute("UPDATE cron.job SET active = true WHERE jobname = 'mnemo-run-jobs'")
-    return report(scores, latencies)
+    return report(scores, latencies, formation)
+
+
+def extract_memories(conn: psycopg.Connection, tenants: list[str]) -> dict:
+    """Turns every session of these tenants into memories with the extract job."""
+    t0 = time.perf_counter()
+    conn.execute("UPDATE mnemo.tenants SET config = config - 'formation' WHERE tenant_id = ANY(%s)", (tenants,))
+    conn.execute(
+        "SELECT mnemo_internal.enqueue_job(tenant_id, 'extract', 'session:' || session_id,"
+        " jsonb_build_object('session_id', session_id)) FROM mnemo.sessions"
+        " WHERE tenant_id = ANY(%s) AND turn_count > 0", (tenants,))
+    run_jobs(conn)
+    seconds = time.perf_counter() - t0
+    n_msgs, n_mem, n_log = conn.execute(
+        "SELECT (SELECT count(*) FROM mnemo.messages WHERE tenant_id = ANY(%(t)s)),"
+        " (SELECT count(*) FROM mnemo.memories WHERE tenant_id = ANY(%(t)s)),"
+        " (SELECT count(*) FROM mnemo.admission_log WHERE tenant_id = ANY(%(t)s))", {"t": tenants}).fetchone()
+    failed = conn.execute("SELECT count(*) FROM mnemo.jobs WHERE tenant_id = ANY(%s) AND status = 'failed'",
+                          (tenants,)).fetchone()[0]
+    print(f"extraction: {n_msgs} messages -> {n_log} candidates -> {n_mem} memories in {seconds:.1f} s"
+          f" ({n_msgs / seconds:.0f} messages/s; {failed} failed jobs)", flush=True)
+    return {"messages": n_msgs, "candidates": n_log, "memories": n_mem, "seconds": round(seconds, 1),
+            "messages_per_s": round(n_msgs / seconds, 1), "failed_jobs": failed}
+
+
+def scorable(sample: dict, known: set[str], limit: int) -> list[tuple[dict, set[str]]]:
+    """(question, its evidence among the recorded turns) for the scorable questions."""
+    qs = [q for q in sample["qa"] if set(norm_evidence(q.get("evidence", []))) & known]
+    return [(q, set(norm_evidence(q["evidence"])) & known) for q in (qs[:limit] if limit else qs)]
+
+
+def evaluate_memories(db, conn, sample, tenant, ids, scores, limit) -> None:
+    """compile_context at 1k / 2k with the extracted memories present."""
+    sources = {r[0]: r[1] for r in conn.execute(
+        "SELECT memory_id, source_message_ids FROM mnemo.memories WHERE tenant_id = %s", (tenant,))}
+    for q, evidence in scorable(sample, set(ids.values()), limit):
+        sid = db.start_session(tenant, agent_id="locomo", context_window=128000)
+        for b in MEMORY_BUDGETS:
+            bundle = db.compile_context_bundle(tenant, sid, q["question"], budget=b, log=False)
+            got = set()
+            for i in bundle["report"]["items"]:
+                if i["fidelity"] not in ("full", "detail"):
+                    continue
+                kind, num = i["source"][:4], int(i["source"][4:])
+                if kind == "msg:" and num in ids:
+                    got.add(ids[num])
+                elif kind == "mem:":
+                    got.update(ids[m] for m in sources.get(num, ()) if m in ids)
+            scores.add("with_memories", str(b), q["category"], evidence, got,
+                       bundle["report"]["tokens"]["total"])
 
 
 def evaluate(db, conn, sample, tenant, ids, scores, latencies, limit) -> None:
@@ -153,12 +214,7 @@ def evaluate(db, conn, sample, tenant, ids, scores, latencies, limit) -> None:
     turns = conn.execute(
         "SELECT message_id, token_count FROM mnemo.messages WHERE tenant_id = %s"
         " ORDER BY created_at, turn_index", (tenant,)).fetchall()
-    known = set(dia_of.values())
-    qs = [q for q in sample["qa"] if set(norm_evidence(q.get("evidence", []))) & known]
-    if limit:
-        qs = qs[:limit]
-    for q in qs:
-        evidence = set(norm_evidence(q["evidence"])) & known
+    for q, evidence in scorable(sample, set(dia_of.values()), limit):
         cat = q["category"]
         question = q["question"]
         sid = db.start_session(tenant, agent_id="locomo", context_window=128000)
@@ -205,7 +261,7 @@ def evaluate(db, conn, sample, tenant, ids, scores, latencies, limit) -> None:
                 scores.add(name, str(b), cat, evidence, got, used)
 
 
-def report(scores: Scores, latencies: list[float]) -> int:
+def report(scores: Scores, latencies: list[float], formation: dict | None = None) -> int:
     methods = ("mnemosyne", "last_n", "vector", "fts")
     settings = [str(b) for b in BUDGETS] + [f"@{k}" for k in KS]
     print("\nEvidence recall without category 5 (with category 5 in brackets)")
@@ -236,6 +292,15 @@ def report(scores: Scores, latencies: list[float]) -> int:
 
     line = fig("mnemosyne")
     line["baselines"] = {m: fig(m) for m in ("last_n", "vector", "fts")}
+    if formation is not None:
+        print("\nWith extracted memories (without category 5): turns alone -> with memories")
+        wm = {}
+        for b in MEMORY_BUDGETS:
+            before, after = scores.mean("mnemosyne", str(b)), scores.mean("with_memories", str(b))
+            print(f"{b:>8} {before:.3f} -> {after:.3f} ({100 * (after - before):+.1f} points)")
+            wm[str(b)] = {"turns": before, "memories": after, "delta_points": round(100 * (after - before), 1)}
+        wm["extraction"] = formation
+        line["with_memories"] = wm
     line["latency_p50_ms"] = round(pct(latencies, .5), 2)
     line["latency_p95_ms"] = round(pct(latencies, .95), 2)
     print(json.dumps(line))

@@ -20,6 +20,9 @@ REVOKE EXECUTE ON FUNCTION mnemo_internal.run_job(text, text, jsonb) FROM mnemo_
 REVOKE EXECUTE ON FUNCTION mnemo_internal.store_embedding(text, jsonb, vector) FROM mnemo_app;
 REVOKE EXECUTE ON FUNCTION mnemo_internal.add_to_lexicon(text[], tsvector[]) FROM mnemo_app;
 REVOKE EXECUTE ON FUNCTION mnemo_internal.record_access(text, uuid) FROM mnemo_app;
+REVOKE EXECUTE ON FUNCTION mnemo.set_helper_llm(text, text, text, real, integer, real, boolean, jsonb)
+FROM mnemo_app;
+REVOKE EXECUTE ON FUNCTION mnemo_internal.extract(text, jsonb) FROM mnemo_app;
 
 -- Tables: the parents only, never the partitions, so no one reads around the policies.
 DO $$

@@ -17,5 +17,13 @@ INSERT INTO mnemo_internal.settings AS s (key, value, description) VALUES
 ('message_partition_months_ahead', '3', 'Monthly history partitions kept ready ahead of time.'),
 ('python_path', '""', 'Server-side directories PL/Python imports from (set by the deploy; owner-only).'),
 ('model_dir', '""', 'Server-side directory of the ONNX embedding model (set by the deploy).'),
-('embed_threads', '1', 'onnxruntime threads per backend for embeddings.')
+('embed_threads', '1', 'onnxruntime threads per backend for embeddings.'),
+('redaction_enabled', 'true', 'Redact secrets on the write path (a tenant''s config.redaction.enabled overrides).'),
+(
+    'extraction_method', '"auto"',
+    'Memory extraction: auto (helper LLM when configured, else offline), offline, helper_llm or off.'
+),
+('dedup_threshold', '0.92', 'Cosine above which a new memory merges into an existing one (near duplicate).'),
+('admission_threshold', '0.5', 'Admission score a memory candidate needs to be stored (seed 002 §9).'),
+('extract_batch_messages', '40', 'Messages sent to the helper LLM per request by the extract job.')
 ON CONFLICT (key) DO UPDATE SET description = excluded.description;

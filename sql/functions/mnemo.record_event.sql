@@ -33,10 +33,19 @@ DECLARE
     v_args jsonb;
     v_text text;
     v_memory_id bigint;
+    v_red jsonb;
 BEGIN
     PERFORM mnemo_internal.enter_tenant(p_tenant_id);
     IF p_content IS NULL OR jsonb_typeof(p_content) <> 'object' THEN
         RAISE EXCEPTION USING ERRCODE = 'MN004', MESSAGE = 'event content must be a JSON object';
+    END IF;
+    -- Typed payloads (decisions, tasks) are stored from p_content directly: redact it
+    -- here as record_message and insert_memory redact what they store.
+    IF mnemo_internal.redaction_enabled(p_tenant_id) THEN
+        v_red := mnemo_internal.redact(p_content);
+        IF jsonb_array_length(v_red -> 'kinds') > 0 THEN
+            p_content := v_red -> 'value';
+        END IF;
     END IF;
     IF NOT EXISTS (SELECT FROM mnemo.sessions AS s
         WHERE s.tenant_id = p_tenant_id AND s.session_id = p_session_id) THEN

@@ -7,8 +7,10 @@
 -- The turn index is gapless per session under concurrency (the session row is the
 -- counter, locked for the rest of the transaction). The token count (o200k_base) and
 -- content hash are computed once, here. A tool output above the artifact threshold
--- keeps a bounded excerpt here and its full bytes in mnemo.artifacts. Enqueues an
--- 'embed' job. Bad input raises a MN0xx error and writes nothing.
+-- keeps a bounded excerpt here and its full bytes in mnemo.artifacts. Secrets are
+-- redacted before anything is stored (metadata.redactions lists the kinds found).
+-- Enqueues an 'embed' job and the session's 'extract' job. Bad input raises a MN0xx
+-- error and writes nothing.
 -- Writes: messages, sessions (counter), tool_calls, artifacts, jobs.
 CREATE OR REPLACE FUNCTION mnemo.record_message(
     p_tenant_id text,
@@ -40,6 +42,7 @@ DECLARE
     v_stored jsonb;
     v_created_at timestamptz := coalesce(p_created_at, now());
     v_bad_key text;
+    v_red jsonb;
 BEGIN
     PERFORM mnemo_internal.enter_tenant(p_tenant_id);
     IF p_session_id IS NULL THEN
@@ -66,6 +69,15 @@ BEGIN
     IF p_message IS NULL OR jsonb_typeof(p_message) <> 'object' THEN
         RAISE EXCEPTION USING ERRCODE = 'MN004', MESSAGE = 'message must be a JSON object',
             HINT = 'e.g. {"role": "user", "content": "hello"}';
+    END IF;
+    -- Secrets never reach a table: strings of the message and its metadata are
+    -- redacted before anything else looks at them (mnemo_internal.redact).
+    IF mnemo_internal.redaction_enabled(p_tenant_id) THEN
+        v_red := mnemo_internal.redact(jsonb_build_object('m', p_message, 'md', p_metadata));
+        IF jsonb_array_length(v_red -> 'kinds') > 0 THEN
+            p_message := v_red #> '{value,m}';
+            p_metadata := (v_red #> '{value,md}') || jsonb_build_object('redactions', v_red -> 'kinds');
+        END IF;
     END IF;
     SELECT k INTO v_bad_key FROM jsonb_object_keys(p_message) AS k
     WHERE k NOT IN ('role', 'content', 'name', 'tool_calls', 'tool_call_id', 'refusal') LIMIT 1;
@@ -255,6 +267,9 @@ BEGIN
         PERFORM mnemo_internal.enqueue_job(p_tenant_id, 'embed',
             'message:' || v_message_id,
             jsonb_build_object('target', 'message', 'message_id', v_message_id, 'created_at', v_created_at));
+        -- Memory formation, one queued job per session (mnemo_internal.extract).
+        PERFORM mnemo_internal.enqueue_job(p_tenant_id, 'extract', 'session:' || p_session_id,
+            jsonb_build_object('session_id', p_session_id));
     END IF;
     RETURN v_message_id;
 END;

@@ -1,6 +1,25 @@
+-- The signature grew a p_options argument after release: drop the old version once
+-- (keeping both would make every 9-argument call ambiguous).
+DO $$
+BEGIN
+    IF to_regprocedure(
+        'mnemo_internal.insert_memory(text, uuid, text, text, text, jsonb, bigint[], text, text[])'
+    ) IS NOT NULL THEN
+        DROP FUNCTION mnemo_internal.insert_memory(text, uuid, text, text, text, jsonb, bigint[], text, text[]);
+    END IF;
+END
+$$;
+
 -- mnemo_internal.insert_memory(p_tenant_id, p_session_id, p_kind, p_content, ...) -> bigint
 -- Stores one memory at full fidelity with a one-line stub (lower fidelities and
--- declared losses are filled by the summarisation jobs) and queues its embedding.
+-- declared losses are filled by the summarisation jobs). The one insert path for
+-- memories: record_event, remember/correct and the extract job all come here.
+-- Secrets in the content are redacted first (when the tenant redacts; the memory's
+-- metadata.redactions then lists what was found).
+--   p_options: scope, tier, confidence, created_at / valid_from / valid_to /
+--   expires_at, source_key, key_entities (array), metadata (object), superseded_by,
+--   embedding (pgvector text; then no embed job is queued and the caller counts the
+--   memory into mnemo.lexicon, see formation.py), is_pinned.
 -- Callers validate their input first. Writes: memories, jobs.
 CREATE OR REPLACE FUNCTION mnemo_internal.insert_memory(
     p_tenant_id text,
@@ -11,7 +30,8 @@ CREATE OR REPLACE FUNCTION mnemo_internal.insert_memory(
     p_provenance jsonb DEFAULT '{}',
     p_source_message_ids bigint[] DEFAULT '{}',
     p_sensitivity text DEFAULT 'none',
-    p_tags text[] DEFAULT '{}'
+    p_tags text[] DEFAULT '{}',
+    p_options jsonb DEFAULT '{}'
 ) RETURNS bigint
 LANGUAGE plpgsql
 VOLATILE
@@ -19,22 +39,45 @@ SET search_path = pg_catalog, public, pg_temp
 AS $$
 DECLARE
     v_memory_id bigint;
-    v_stub text := left(split_part(btrim(p_content), E'\n', 1), 160);
+    v_content text := p_content;
+    v_stub text;
+    v_red jsonb;
+    v_meta jsonb := coalesce(p_options -> 'metadata', '{}');
+    v_at timestamptz := coalesce((p_options ->> 'created_at')::timestamptz, now());
 BEGIN
+    IF mnemo_internal.redaction_enabled(p_tenant_id) THEN
+        v_red := mnemo_internal.redact(to_jsonb(p_content));
+        IF jsonb_array_length(v_red -> 'kinds') > 0 THEN
+            v_content := v_red ->> 'value';
+            v_meta := v_meta || jsonb_build_object('redactions', v_red -> 'kinds');
+        END IF;
+    END IF;
+    v_stub := left(split_part(btrim(v_content), E'\n', 1), 160);
     INSERT INTO mnemo.memories (
         tenant_id, session_id, kind, content_full, content_stub, tokens_full, tokens_stub,
-        provenance_type, provenance, source_message_ids, sensitivity, tags, content_hash)
+        provenance_type, provenance, source_message_ids, sensitivity, tags, content_hash,
+        scope, tier, confidence, created_at, updated_at, valid_from, valid_to, expires_at,
+        source_key, key_entities, metadata, superseded_by, embedding, is_pinned)
     VALUES (
-        p_tenant_id, p_session_id, p_kind, p_content, v_stub, mnemo.count_tokens(p_content),
+        p_tenant_id, p_session_id, p_kind, v_content, v_stub, mnemo.count_tokens(v_content),
         mnemo.count_tokens(v_stub), p_provenance_type, p_provenance, p_source_message_ids,
-        p_sensitivity, p_tags,
-        sha256(convert_to(lower(regexp_replace(btrim(p_content), '\s+', ' ', 'g')), 'UTF8')))
+        p_sensitivity, p_tags, mnemo_internal.content_hash(v_content),
+        coalesce(p_options ->> 'scope', 'local'), coalesce(p_options ->> 'tier', 'session'),
+        coalesce((p_options ->> 'confidence')::real, 0.5), v_at, now(),
+        coalesce((p_options ->> 'valid_from')::timestamptz, v_at),
+        (p_options ->> 'valid_to')::timestamptz, (p_options ->> 'expires_at')::timestamptz,
+        p_options ->> 'source_key',
+        coalesce(ARRAY(SELECT jsonb_array_elements_text(p_options -> 'key_entities')), '{}'),
+        v_meta, (p_options ->> 'superseded_by')::bigint, (p_options ->> 'embedding')::vector,
+        coalesce((p_options ->> 'is_pinned')::boolean, false))
     RETURNING memory_id INTO v_memory_id;
-    PERFORM mnemo_internal.enqueue_job(p_tenant_id, 'embed', 'memory:' || v_memory_id,
-        jsonb_build_object('target', 'memory', 'memory_id', v_memory_id));
+    IF p_options ->> 'embedding' IS NULL THEN
+        PERFORM mnemo_internal.enqueue_job(p_tenant_id, 'embed', 'memory:' || v_memory_id,
+            jsonb_build_object('target', 'memory', 'memory_id', v_memory_id));
+    END IF;
     RETURN v_memory_id;
 END;
 $$;
 
-COMMENT ON FUNCTION mnemo_internal.insert_memory(text, uuid, text, text, text, jsonb, bigint[], text, text[]) IS
-'Stores a memory at full fidelity with its stub and queues its embedding.';
+COMMENT ON FUNCTION mnemo_internal.insert_memory(text, uuid, text, text, text, jsonb, bigint[], text, text[], jsonb) IS
+'Stores a memory at full fidelity with its stub (secrets redacted) and queues its embedding.';

@@ -12,6 +12,8 @@ BEGIN
     CASE p_kind
         WHEN 'noop' THEN
             NULL;  -- used by tests and health checks
+        WHEN 'extract' THEN
+            PERFORM mnemo_internal.extract(p_tenant_id, p_payload);
         WHEN 'record_access' THEN
             PERFORM mnemo_internal.record_access(p_tenant_id, (p_payload ->> 'session_id')::uuid);
         WHEN 'fail' THEN

@@ -87,6 +87,30 @@ class Client:
              "refs": refs or [], "at": created_at},
         )
 
+    # explicit memory API ------------------------------------------------------------
+    def remember(self, tenant_id: str, content: str, *, kind: str = "note",
+                 session_id: uuid.UUID | str | None = None, options: dict | None = None) -> int:
+        """Store a memory directly (idempotent by content hash): mnemo.remember."""
+        return self._call(
+            "SELECT mnemo.remember(%(t)s, %(c)s, %(k)s, %(s)s, %(o)s)",
+            {"t": tenant_id, "c": content, "k": kind, "s": session_id, "o": Jsonb(options or {})},
+        )
+
+    def correct(self, tenant_id: str, memory_id: int, content: str, reason: str | None = None) -> int:
+        """Supersede a memory with corrected content; returns the new id (mnemo.correct)."""
+        return self._call("SELECT mnemo.correct(%(t)s, %(m)s, %(c)s, %(r)s)",
+                          {"t": tenant_id, "m": memory_id, "c": content, "r": reason})
+
+    def forget(self, tenant_id: str, memory_id: int | None = None, *, filter: dict | None = None) -> int:
+        """Erase a memory or all matching a filter, with what derives from them (mnemo.forget)."""
+        return self._call("SELECT mnemo.forget(%(t)s, %(m)s, %(f)s)",
+                          {"t": tenant_id, "m": memory_id, "f": Jsonb(filter or {})})
+
+    def query_decisions(self, tenant_id: str, query: str | None = None, **options: Any) -> list[dict]:
+        """Decisions with rationale and alternatives, best match first (mnemo.query_decisions)."""
+        return self._call("SELECT mnemo.query_decisions(%(t)s, %(q)s, %(o)s)",
+                          {"t": tenant_id, "q": query, "o": Jsonb(options)})
+
     def get_artifact(self, tenant_id: str, artifact_id: int) -> bytes:
         return self._call("SELECT mnemo.get_artifact(%(t)s, %(a)s)",
                           {"t": tenant_id, "a": artifact_id})

@@ -39,7 +39,11 @@ def _drop_leftover_jobs(db, tenant):
 def run_jobs(db, *tenants: str) -> None:
     """Run queued jobs until these tenants' are done (embeddings, access statistics).
 
-    A separate worker number: pg_cron's runner (worker 0) may be running beside us."""
+    A separate worker number: pg_cron's runner (worker 0) may be running beside us.
+    Memory extraction is not run: these tests place the memories they need themselves
+    (extraction has its own tests in test_formation.py)."""
+    db._call("DELETE FROM mnemo.jobs WHERE tenant_id = ANY(%(t)s) AND kind = 'extract' AND status = 'queued'",
+             {"t": list(tenants)})
     for _ in range(600):
         db.run_jobs(worker=11)
         if not db._call("SELECT count(*) FROM mnemo.jobs WHERE tenant_id = ANY(%(t)s)"

@@ -25,7 +25,8 @@ def test_record_message_enqueues_embed_and_runner_embeds(db, tenant, session):
     ids = [db.record_message(tenant, session, {"role": "user", "content": f"fact number {i}"})
            for i in range(5)]
     jobs = _jobs(db, tenant)
-    assert [j[1] for j in jobs] == ["embed"] * 5 and {j[2] for j in jobs} == {"queued"}
+    # one embed job per message, and one extract job for the session (memory formation)
+    assert sorted(j[1] for j in jobs) == ["embed"] * 5 + ["extract"] and {j[2] for j in jobs} == {"queued"}
     db.run_jobs(batch_size=2, max_batches=100_000)  # drains the whole queue, 2 at a time
     assert {(j[2], j[3]) for j in _jobs(db, tenant)} == {("done", 1)}
     with db.conn.cursor() as cur:

@@ -2,7 +2,7 @@
 -- the API's signatures, volatility and privileges, and the hygiene of every routine.
 -- Catalog checks only; nothing is written (and the transaction is rolled back).
 BEGIN;
-SELECT plan(173);
+SELECT plan(198);
 
 -- The 21 tenant tables of 0001_schema.sql, all hash-partitioned by tenant_id.
 CREATE TEMP TABLE tap_tenant_tables ON COMMIT DROP AS
@@ -295,6 +295,50 @@ SELECT is_empty($$
 $$, 'PUBLIC cannot execute any mnemo routine');
 SELECT table_privs_are('mnemo_internal', 'settings', 'mnemo_app', ARRAY[]::text [],
     'mnemo_app cannot read mnemo_internal.settings directly');
+
+-- Memory formation (0004, issue 4) ------------------------------------------------ 25
+SELECT has_table('mnemo', 'extraction_state', 'table mnemo.extraction_state exists');
+SELECT has_table('mnemo_internal', 'helper_llm', 'table mnemo_internal.helper_llm exists');
+SELECT has_table('mnemo_internal', 'helper_llm_keys', 'table mnemo_internal.helper_llm_keys exists');
+SELECT is((SELECT partstrat::text FROM pg_partitioned_table WHERE partrelid = 'mnemo.extraction_state'::regclass),
+    'h', 'extraction_state is hash-partitioned');
+SELECT is((SELECT relrowsecurity FROM pg_class WHERE oid = 'mnemo.extraction_state'::regclass), true,
+    'extraction_state has row-level security');
+SELECT table_privs_are('mnemo_internal', t, 'mnemo_app', ARRAY[]::text [],
+    format('mnemo_app cannot touch mnemo_internal.%s (the helper LLM and its key)', t))
+FROM unnest(ARRAY['helper_llm', 'helper_llm_keys']) AS t ORDER BY t;
+SELECT has_function('mnemo', f, args::name [], format('mnemo.%s(%s)', f, array_to_string(args, ', ')))
+FROM (VALUES
+    ('remember', ARRAY['text', 'text', 'text', 'uuid', 'jsonb']),
+    ('correct', ARRAY['text', 'bigint', 'text', 'text']),
+    ('forget', ARRAY['text', 'bigint', 'jsonb']),
+    ('query_decisions', ARRAY['text', 'text', 'jsonb']),
+    ('set_helper_llm', ARRAY['text', 'text', 'text', 'real', 'integer', 'real', 'boolean', 'jsonb'])
+) AS v (f, args) ORDER BY f;
+SELECT function_privs_are('mnemo', f, args::name [], 'mnemo_app', ARRAY['EXECUTE'],
+    format('mnemo_app can EXECUTE mnemo.%s', f))
+FROM (VALUES
+    ('remember', ARRAY['text', 'text', 'text', 'uuid', 'jsonb']),
+    ('correct', ARRAY['text', 'bigint', 'text', 'text']),
+    ('forget', ARRAY['text', 'bigint', 'jsonb']),
+    ('query_decisions', ARRAY['text', 'text', 'jsonb'])
+) AS v (f, args) ORDER BY f;
+SELECT function_privs_are(s, f, args::name [], 'mnemo_app', ARRAY[]::text [],
+    format('mnemo_app cannot EXECUTE %s.%s', s, f))
+FROM (VALUES
+    ('mnemo', 'set_helper_llm', ARRAY['text', 'text', 'text', 'real', 'integer', 'real', 'boolean', 'jsonb']),
+    ('mnemo_internal', 'extract', ARRAY['text', 'jsonb'])
+) AS v (s, f, args) ORDER BY s, f;
+SELECT has_function('mnemo_internal', f, args::name [], format('mnemo_internal.%s(%s)', f, array_to_string(args, ', ')))
+FROM (VALUES
+    ('extract', ARRAY['text', 'jsonb']),
+    ('form_memory', ARRAY['text', 'text', 'jsonb']),
+    ('redact', ARRAY['jsonb']),
+    ('redaction_enabled', ARRAY['text']),
+    ('content_hash', ARRAY['text']),
+    ('subtract_from_lexicon', ARRAY['text[]', 'tsvector[]']),
+    ('insert_memory', ARRAY['text', 'uuid', 'text', 'text', 'text', 'jsonb', 'bigint[]', 'text', 'text[]', 'jsonb'])
+) AS v (f, args) ORDER BY f;
 
 -- Routine hygiene ------------------------------------------------------------------ 3
 SELECT is_empty($$

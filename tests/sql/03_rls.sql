@@ -67,7 +67,7 @@ SELECT results_eq($$SELECT tenant_id, count(*)::integer FROM mnemo.sessions GROU
 SELECT results_eq($$SELECT tenant_id, count(*)::integer FROM mnemo.messages GROUP BY 1$$,
     $$VALUES ('tap_rls_a', 2)$$, 'messages: only A''s two messages');
 SELECT results_eq($$SELECT tenant_id, count(*)::integer FROM mnemo.jobs GROUP BY 1$$,
-    $$VALUES ('tap_rls_a', 2)$$, 'jobs: only A''s two embed jobs');
+    $$VALUES ('tap_rls_a', 3)$$, 'jobs: only A''s two embed jobs and its session''s extract job');
 SELECT is_empty($$SELECT * FROM mnemo.tool_calls$$, 'tool_calls: none (B''s call is hidden)');
 SELECT is_empty($$SELECT * FROM mnemo.artifacts$$, 'artifacts: none (B''s artifact is hidden)');
 SELECT results_eq($$SELECT role_name = 'tap_role_a', tenant_id FROM mnemo_internal.role_tenants$$,

@@ -1,0 +1,521 @@
+"""Memory formation, database side (runs inside PL/Python).
+
+`Former.extract_job` is the body of the `extract` job: it loads a session's new
+messages, gets candidates from the helper LLM (when configured; retried, then
+falling back) or the offline rules (extract.py), and hands each to `form`:
+
+1. idempotence: a candidate (normalised-content hash + source message) that
+   admission control has already seen is skipped, so a re-run changes nothing;
+2. exact duplicate (same hash, current) -> merge: sources added, access bumped,
+   version recorded (seed 003 §5.4);
+3. conflict: a fact with a functional predicate (lives_in, works_at ...) whose
+   subject already has another current value -> recency, then provenance authority,
+   then confidence decide; the loser gets superseded_by and valid_to (§5.5). A file
+   read with the same source key supersedes the previous read, which drops to stub;
+4. near duplicate (cosine above dedup_threshold, same kind) -> merge;
+5. admission (admission.py) -> admitted candidates are written through
+   mnemo_internal.insert_memory with their typed payload, entities, mentions, edges
+   and a version; every decision goes to mnemo.admission_log.
+
+`remember` and `correct` (the explicit API) use the same steps 2-3 and 5's writes.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import UTC, datetime
+
+from . import admission, extract, helper_llm, redact
+
+AUTHORITY = {"user_stated": 6, "correction": 6, "instruction": 5, "preference": 4, "fact": 3,
+             "tool_output": 2, "system_inferred": 1}
+DURABLE_KINDS = ("fact", "preference", "instruction", "decision")
+SENSITIVITY_RANK = {"none": 0, "low": 1, "high": 2, "secret": 3}
+
+MESSAGES = """
+SELECT m.message_id, m.turn_index, m.role, m.name, m.content, m.session_id::text AS session_id,
+    m.sensitivity, extract(epoch FROM m.created_at)::float8 AS created_epoch,
+    tc.name AS tool_name,
+    (SELECT c #>> '{function,arguments}' FROM mnemo.messages AS a, jsonb_array_elements(a.tool_calls) AS c
+        WHERE a.tenant_id = m.tenant_id AND a.message_id = tc.message_id
+            AND c ->> 'id' = m.tool_call_id LIMIT 1) AS tool_args
+FROM mnemo.messages AS m
+LEFT JOIN mnemo.tool_calls AS tc
+    ON tc.tenant_id = m.tenant_id AND tc.session_id = m.session_id AND tc.tool_call_id = m.tool_call_id
+WHERE m.tenant_id = $1 AND m.session_id = $2 AND m.turn_index > $3 AND m.turn_index <= $4
+ORDER BY m.turn_index
+"""
+STATE = """
+SELECT coalesce((SELECT e.upto_turn FROM mnemo.extraction_state AS e
+        WHERE e.tenant_id = $1 AND e.session_id = $2), -1) AS upto,
+    (SELECT s.turn_count - 1 FROM mnemo.sessions AS s WHERE s.tenant_id = $1 AND s.session_id = $2) AS last,
+    (SELECT t.config -> 'formation' FROM mnemo.tenants AS t WHERE t.tenant_id = $1)::text AS config,
+    mnemo_internal.setting('extraction_method') #>> '{}' AS method,
+    (mnemo_internal.setting('dedup_threshold') #>> '{}')::float8 AS dedup,
+    (mnemo_internal.setting('admission_threshold') #>> '{}')::float8 AS admit,
+    (mnemo_internal.setting('extract_batch_messages') #>> '{}')::integer AS batch
+"""
+SAVE_STATE = """
+INSERT INTO mnemo.extraction_state AS e (tenant_id, session_id, upto_turn, method, runs)
+VALUES ($1, $2, $3, $4, 1)
+ON CONFLICT (tenant_id, session_id) DO UPDATE
+SET upto_turn = greatest(e.upto_turn, excluded.upto_turn), method = excluded.method,
+    runs = e.runs + 1, updated_at = now()
+"""
+HELPER = """
+SELECT h.base_url, h.model, h.timeout_s::float8 AS timeout_s, h.max_retries, h.backoff_s::float8 AS backoff_s,
+    h.options::text AS options, k.api_key
+FROM mnemo_internal.helper_llm AS h LEFT JOIN mnemo_internal.helper_llm_keys AS k ON k.name = h.name
+WHERE h.name = 'default' AND h.enabled
+"""
+HASH = "SELECT mnemo_internal.content_hash($1) AS h"
+SEEN = """
+SELECT EXISTS (SELECT FROM mnemo.admission_log AS a
+    WHERE a.tenant_id = $1 AND a.candidate_hash = $2 AND a.source_message_ids && $3) AS seen
+"""
+EXACT = """
+SELECT m.memory_id FROM mnemo.memories AS m
+WHERE m.tenant_id = $1 AND m.content_hash = $2 AND m.is_active AND m.superseded_by IS NULL
+ORDER BY m.memory_id LIMIT 1
+"""
+EMBED = "SELECT v::text AS v FROM unnest(mnemo.embed_batch($1)) WITH ORDINALITY AS e (v, i) ORDER BY i"
+NEAREST = """
+SELECT m.memory_id, m.kind, 1 - (m.embedding <=> $2::vector) AS cosine
+FROM mnemo.memories AS m
+WHERE m.tenant_id = $1 AND m.is_active AND m.superseded_by IS NULL AND m.embedding IS NOT NULL
+    AND (m.valid_to IS NULL OR m.valid_to > now())
+ORDER BY m.embedding <=> $2::vector LIMIT 5
+"""
+CURRENT_FACTS = """
+SELECT m.memory_id, f.object, extract(epoch FROM m.valid_from)::float8 AS valid_epoch,
+    m.provenance_type, m.confidence::float8 AS confidence
+FROM mnemo.memory_facts AS f
+JOIN mnemo.memories AS m ON m.tenant_id = f.tenant_id AND m.memory_id = f.memory_id
+WHERE f.tenant_id = $1 AND lower(f.subject) = lower($2) AND f.predicate = $3
+    AND m.is_active AND m.superseded_by IS NULL
+"""
+SAME_KEY = """
+SELECT m.memory_id FROM mnemo.memories AS m
+WHERE m.tenant_id = $1 AND m.source_key = $2 AND m.is_active AND m.superseded_by IS NULL
+    AND m.memory_id <> $3
+"""
+MERGE = """
+UPDATE mnemo.memories AS m
+SET access_count = m.access_count + 1, updated_at = now(),
+    source_message_ids = ARRAY(SELECT DISTINCT x FROM unnest(m.source_message_ids || $3) AS x ORDER BY x)
+WHERE m.tenant_id = $1 AND m.memory_id = $2
+RETURNING m.access_count
+"""
+VERSION = """
+INSERT INTO mnemo.memory_versions (tenant_id, memory_id, version, change, reason, old_value, new_value)
+SELECT $1, $2, coalesce(max(v.version), 0) + 1, $3, $4, $5::jsonb, $6::jsonb
+FROM mnemo.memory_versions AS v WHERE v.tenant_id = $1 AND v.memory_id = $2
+"""
+SUPERSEDE = """
+UPDATE mnemo.memories AS m
+SET superseded_by = $3, valid_to = least(coalesce(m.valid_to, $4), $4), updated_at = now(),
+    metadata = m.metadata || $5::jsonb
+WHERE m.tenant_id = $1 AND m.memory_id = $2
+RETURNING m.content_full
+"""
+SUPERSEDE_PAYLOADS = """
+WITH f AS (
+    UPDATE mnemo.memory_facts AS f SET valid_to = $3 WHERE f.tenant_id = $1 AND f.memory_id = $2
+), d AS (
+    UPDATE mnemo.memory_decisions AS d SET status = 'superseded' WHERE d.tenant_id = $1 AND d.memory_id = $2
+), e AS (
+    UPDATE mnemo.entity_edges AS e SET valid_to = $3 WHERE e.tenant_id = $1 AND e.memory_id = $2
+)
+INSERT INTO mnemo.memory_links (tenant_id, src_memory_id, relation, dst_memory_id, metadata)
+VALUES ($1, $4, 'supersedes', $2, $5::jsonb) ON CONFLICT DO NOTHING
+"""
+INSERT = """
+SELECT mnemo_internal.insert_memory($1, $2, $3, $4, $5, $6::jsonb, $7, $8, '{}', $9::jsonb) AS id
+"""
+FACT = """
+INSERT INTO mnemo.memory_facts (tenant_id, memory_id, subject, predicate, object,
+    subject_entity_id, object_entity_id, valid_from, valid_to)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+"""
+DECISION = """
+INSERT INTO mnemo.memory_decisions (tenant_id, memory_id, decision, status, rationale, alternatives)
+VALUES ($1, $2, $3, $4, $5, $6)
+"""
+TASK = """
+INSERT INTO mnemo.memory_tasks (tenant_id, memory_id, title, status, due_at, expires_at)
+VALUES ($1, $2, $3, $4, $5, $6)
+"""
+ENTITY = """
+WITH e AS (
+    INSERT INTO mnemo.entities AS e (tenant_id, kind, name, normalized) VALUES ($1, $2, $3, $4)
+    ON CONFLICT (tenant_id, kind, normalized) DO UPDATE SET name = e.name
+    RETURNING e.entity_id
+), a AS (
+    INSERT INTO mnemo.entity_aliases (tenant_id, alias_normalized, entity_id, alias)
+    SELECT $1, $4, e.entity_id, $3 FROM e ON CONFLICT DO NOTHING
+)
+SELECT e.entity_id FROM e
+"""
+MENTION = """
+INSERT INTO mnemo.entity_mentions (tenant_id, memory_id, entity_id, role)
+VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING
+"""
+EDGE = """
+INSERT INTO mnemo.entity_edges AS e (tenant_id, src_entity_id, relation, dst_entity_id, memory_id,
+    valid_from)
+VALUES ($1, $2, $3, $4, $5, $6)
+ON CONFLICT (tenant_id, src_entity_id, relation, dst_entity_id) DO UPDATE
+SET weight = e.weight + 1, memory_id = excluded.memory_id, valid_from = excluded.valid_from, valid_to = NULL
+"""
+ADMISSION = """
+INSERT INTO mnemo.admission_log (tenant_id, session_id, memory_id, admitted, score_total, score_type,
+    score_novelty, score_utility, score_recency, threshold, content_preview, kind, candidate_hash,
+    source_message_ids, decision, method)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, left($11, 200), $12, $13, $14, $15, $16)
+"""
+LEXICON = """
+SELECT mnemo_internal.add_to_lexicon(array_agg(m.tenant_id), array_agg(m.search_tsv))
+FROM mnemo.memories AS m WHERE m.tenant_id = $1 AND m.memory_id = ANY($2) AND m.embedding IS NOT NULL
+"""
+MEMORY = """
+SELECT m.memory_id, m.session_id::text AS session_id, m.kind, m.content_full, m.provenance_type,
+    m.sensitivity, m.scope, m.tier, m.tags, m.superseded_by, m.source_key, m.source_message_ids,
+    m.confidence::float8 AS confidence, f.subject, f.predicate, f.object
+FROM mnemo.memories AS m
+LEFT JOIN mnemo.memory_facts AS f ON f.tenant_id = m.tenant_id AND f.memory_id = m.memory_id
+WHERE m.tenant_id = $1 AND m.memory_id = $2
+FOR UPDATE OF m
+"""
+
+
+def _ts(epoch: float | None) -> datetime | None:
+    return datetime.fromtimestamp(epoch, UTC) if epoch is not None else None
+
+
+def _iso(ts: datetime | None) -> str | None:
+    return ts.isoformat() if ts else None
+
+
+class Former:
+    def __init__(self, plpy):
+        self.plpy = plpy
+        p = plpy.prepare
+        t = "text"
+        self.q = {
+            "messages": p(MESSAGES, [t, "uuid", "integer", "integer"]),
+            "state": p(STATE, [t, "uuid"]),
+            "lock": p("SELECT pg_advisory_xact_lock(hashtext('mnemo.extract'), hashtext($1 || '/' || $2))",
+                      [t, t]),
+            "save_state": p(SAVE_STATE, [t, "uuid", "integer", t]),
+            "helper": p(HELPER, []),
+            "hash": p(HASH, [t]),
+            "redacts": p("SELECT mnemo_internal.redaction_enabled($1) AS on", [t]),
+            "seen": p(SEEN, [t, "bytea", "bigint[]"]),
+            "exact": p(EXACT, [t, "bytea"]),
+            "embed": p(EMBED, ["text[]"]),
+            "nearest": p(NEAREST, [t, t]),
+            "current_facts": p(CURRENT_FACTS, [t, t, t]),
+            "same_key": p(SAME_KEY, [t, t, "bigint"]),
+            "merge": p(MERGE, [t, "bigint", "bigint[]"]),
+            "version": p(VERSION, [t, "bigint", t, t, t, t]),
+            "supersede": p(SUPERSEDE, [t, "bigint", "bigint", "timestamptz", t]),
+            "supersede_payloads": p(SUPERSEDE_PAYLOADS, [t, "bigint", "timestamptz", "bigint", t]),
+            "insert": p(INSERT, [t, "uuid", t, t, t, t, "bigint[]", t, t]),
+            "fact": p(FACT, [t, "bigint", t, t, t, "bigint", "bigint", "timestamptz", "timestamptz"]),
+            "decision": p(DECISION, [t, "bigint", t, t, "text[]", "text[]"]),
+            "task": p(TASK, [t, "bigint", t, t, "timestamptz", "timestamptz"]),
+            "entity": p(ENTITY, [t, t, t, t]),
+            "mention": p(MENTION, [t, "bigint", "bigint", t]),
+            "edge": p(EDGE, [t, "bigint", t, "bigint", "bigint", "timestamptz"]),
+            "admission": p(ADMISSION, [t, "uuid", "bigint", "boolean", "real", "real", "real", "real",
+                                       "real", "real", t, t, "bytea", "bigint[]", t, t]),
+            "lexicon": p(LEXICON, [t, "bigint[]"]),
+            "memory": p(MEMORY, [t, "bigint"]),
+        }
+        self.sleep = time.sleep
+
+    def x(self, name: str, args: list):
+        return self.plpy.execute(self.q[name], args)
+
+    # ------------------------------------------------------------------ the job
+    def extract_job(self, tenant: str, payload: dict) -> dict:
+        """Extracts a session's messages after its watermark (or payload's turn range)."""
+        session = payload.get("session_id")
+        if not session:
+            raise ValueError("extract job payload needs a session_id")
+        # One extraction per session at a time (a job and a manual run, two runners).
+        self.x("lock", [tenant, session])
+        st = self.x("state", [tenant, session])[0]
+        cfg = json.loads(st["config"]) if st["config"] else {}
+        method = cfg.get("method") or st["method"]
+        if method == "off" or st["last"] is None:
+            return {"method": "off", "messages": 0}
+        lo = int(payload["from_turn"]) - 1 if "from_turn" in payload else st["upto"]
+        hi = int(payload["to_turn"]) if "to_turn" in payload else st["last"]
+        rows = self.x("messages", [tenant, session, lo, hi])
+        msgs = [{"message_id": r["message_id"], "turn_index": r["turn_index"], "role": r["role"],
+                 "name": r["name"], "content": r["content"], "session_id": r["session_id"],
+                 "sensitivity": r["sensitivity"], "created_at": _ts(r["created_epoch"]),
+                 "tool_name": r["tool_name"], "tool_args": r["tool_args"]}
+                for r in rows if r["sensitivity"] != "secret"]
+        used, fallback, attempts = "offline", None, 0
+        cands: list[dict] = []
+        helper = self.helper_config() if method in ("auto", "helper_llm") else None
+        if method == "helper_llm" and helper is None:
+            fallback = "helper LLM not configured"
+        if helper is not None:
+            tools = [m for m in msgs if m["role"] == "tool"]
+            try:
+                step = max(int(st["batch"] or 40), 1)
+                for i in range(0, len(msgs), step):
+                    got, n = helper_llm.extract(helper, helper.get("api_key"), msgs[i:i + step], self.sleep)
+                    cands.extend(got)
+                    attempts += n
+                cands.extend(extract.extract(tools))
+                used = "helper_llm"
+            except helper_llm.HelperLLMError as e:
+                fallback, cands = str(e)[:300], []
+        if used == "offline":
+            cands = extract.extract(msgs)
+        sens = {m["message_id"]: m["sensitivity"] for m in msgs}
+        for c in cands:
+            c.setdefault("method", used)
+            c["sensitivity"] = max((sens.get(i, "none") for i in c["source_message_ids"]),
+                                   key=SENSITIVITY_RANK.get, default="none")
+        stats = self.form_all(tenant, cands, cfg.get("admission_threshold") or st["admit"], st["dedup"])
+        if rows:
+            self.x("save_state", [tenant, session, max(r["turn_index"] for r in rows), used])
+        stats.update({"method": used, "messages": len(msgs), "candidates": len(cands),
+                      "helper_attempts": attempts})
+        if fallback:
+            stats["fallback"] = fallback
+        return stats
+
+    def helper_config(self) -> dict | None:
+        rows = self.x("helper", [])
+        if not rows:
+            return None
+        h = dict(rows[0])
+        h["options"] = json.loads(h["options"] or "{}")
+        return h
+
+    # ---------------------------------------------------------------- formation
+    def form_all(self, tenant: str, cands: list[dict], threshold: float, dedup: float) -> dict:
+        stats = {"admitted": 0, "rejected": 0, "merged": 0, "superseded": 0, "skipped": 0}
+        if not cands:
+            return stats
+        for c in cands:
+            self.redact(tenant, c)
+        vecs = [r["v"] for r in self.x("embed", [[c["content"] for c in cands]])]
+        new_ids: list[int] = []
+        now = datetime.now(UTC)
+        for c, vec in zip(cands, vecs, strict=True):
+            c["embedding"] = vec
+            outcome, mid = self.form(tenant, c, threshold, dedup, now)
+            stats[outcome] = stats.get(outcome, 0) + 1
+            if outcome in ("admitted", "superseded") and mid:
+                new_ids.append(mid)
+        if new_ids:
+            self.x("lexicon", [tenant, new_ids])
+        return stats
+
+    def _log(self, tenant, c, h, memory_id, admitted, s, decision):
+        self.x("admission", [tenant, c.get("session_id"), memory_id, admitted, s["total"], s["type"],
+                             s["novelty"], s["utility"], s["recency"], s["threshold"], c["content"],
+                             c["kind"], h, c["source_message_ids"], decision, c.get("method")])
+
+    def redact(self, tenant: str, c: dict) -> None:
+        """Candidates are redacted before anything (log, version, payload) keeps them."""
+        if self.x("redacts", [tenant])[0]["on"]:
+            keys = [k for k in ("content", "decision", "rationale", "alternatives", "title", "subject",
+                                "object") if c.get(k)]
+            value, kinds = redact.redact_value({k: c[k] for k in keys})
+            if kinds:
+                c.update(value)
+                c["redactions"] = kinds
+
+    def form(self, tenant: str, c: dict, threshold: float, dedup: float, now: datetime,
+             explicit: bool = False) -> tuple[str, int | None]:
+        """One candidate through idempotence, dedup, conflicts and admission."""
+        self.redact(tenant, c)
+        h = self.x("hash", [c["content"]])[0]["h"]
+        src = c["source_message_ids"]
+        if src and self.x("seen", [tenant, h, src])[0]["seen"]:
+            return "skipped", None
+        exact = self.x("exact", [tenant, h])
+        if exact:
+            mid = exact[0]["memory_id"]
+            if not explicit:
+                self.merge(tenant, mid, c, "exact_duplicate")
+                s = admission.score(c, 1.0, now, threshold)
+                self._log(tenant, c, h, mid, True, s, "merged_exact")
+            return "merged", mid
+
+        # Conflicts: one current value per functional predicate; file re-reads.
+        losers: list[int] = []
+        winner_over_candidate = None
+        if c["kind"] == "fact" and c.get("functional") and c.get("subject") and c.get("predicate"):
+            for f in self.x("current_facts", [tenant, c["subject"], c["predicate"]]):
+                if (f["object"] or "").strip().lower() == (c.get("object") or "").strip().lower():
+                    if not explicit:
+                        self.merge(tenant, f["memory_id"], c, "same_fact")
+                        s = admission.score(c, 1.0, now, threshold)
+                        self._log(tenant, c, h, f["memory_id"], True, s, "merged_same_fact")
+                    return "merged", f["memory_id"]
+                if self.newer_wins(c, f):
+                    losers.append(f["memory_id"])
+                else:
+                    winner_over_candidate = f
+        near = self.x("nearest", [tenant, c["embedding"]]) if c.get("embedding") else []
+        best = max((r["cosine"] for r in near), default=None)
+        if not losers and winner_over_candidate is None and not explicit and c["kind"] != "file_context":
+            for r in near:
+                if r["cosine"] > dedup and r["kind"] == c["kind"]:
+                    self.merge(tenant, r["memory_id"], c, f"near_duplicate cosine={r['cosine']:.3f}")
+                    s = admission.score(c, r["cosine"], now, threshold)
+                    self._log(tenant, c, h, r["memory_id"], True, s, "merged_near")
+                    return "merged", r["memory_id"]
+        s = admission.score(c, best, now, threshold)
+        if not (explicit or s["admitted"] or losers):
+            self._log(tenant, c, h, None, False, s, "rejected")
+            return "rejected", None
+        options = {}
+        if winner_over_candidate is not None:
+            # an older statement arriving late: stored as already superseded
+            options = {"superseded_by": winner_over_candidate["memory_id"],
+                       "valid_to": _iso(_ts(winner_over_candidate["valid_epoch"]))}
+        mid = self.insert(tenant, c, options)
+        self._log(tenant, c, h, mid, True, s, "explicit" if explicit else "admitted")
+        if c.get("source_key"):
+            losers.extend(r["memory_id"] for r in self.x("same_key", [tenant, c["source_key"], mid]))
+        for old in losers:
+            self.supersede(tenant, old, mid, c.get("valid_from") or now,
+                           "file re-read" if c["kind"] == "file_context" else "contradicted by a newer statement")
+        return ("superseded" if losers else "admitted"), mid
+
+    @staticmethod
+    def newer_wins(c: dict, f: dict) -> bool:
+        """Seed 003 §5.5: recency, then provenance authority, then confidence."""
+        new_t, old_t = c.get("valid_from"), _ts(f["valid_epoch"])
+        if new_t and old_t and abs((new_t - old_t).total_seconds()) >= 1:
+            return new_t > old_t
+        a_new = AUTHORITY.get(c.get("provenance_type"), 1)
+        a_old = AUTHORITY.get(f["provenance_type"], 1)
+        if a_new != a_old:
+            return a_new > a_old
+        return (c.get("confidence") or 0.5) >= (f["confidence"] or 0.5)
+
+    def merge(self, tenant: str, mid: int, c: dict, reason: str) -> None:
+        self.x("merge", [tenant, mid, c["source_message_ids"]])
+        self.x("version", [tenant, mid, "merge", reason, None,
+                           json.dumps({"content": c["content"], "source_message_ids": c["source_message_ids"],
+                                       "method": c.get("method")})])
+
+    def supersede(self, tenant: str, old: int, new: int, at: datetime, reason: str) -> None:
+        meta = {"superseded_reason": reason}
+        if reason == "file re-read":
+            meta["max_fidelity"] = "stub"
+        rows = self.x("supersede", [tenant, old, new, at, json.dumps(meta)])
+        self.x("supersede_payloads", [tenant, old, at, new, json.dumps({"reason": reason})])
+        self.x("version", [tenant, old, "superseded", reason,
+                           json.dumps({"content": rows[0]["content_full"] if rows else None}),
+                           json.dumps({"superseded_by": new, "valid_to": _iso(at)})])
+
+    def insert(self, tenant: str, c: dict, extra: dict) -> int:
+        durable = c["kind"] in DURABLE_KINDS
+        ents = c.get("entities") or []
+        options = {
+            "scope": c.get("scope") or ("global" if durable else "local"),
+            "confidence": c.get("confidence", 0.5), "created_at": _iso(c.get("valid_from")),
+            "valid_from": _iso(c.get("valid_from")), "expires_at": _iso(c.get("expires_at")),
+            "source_key": c.get("source_key"), "key_entities": [e for e, _ in ents],
+            "embedding": c.get("embedding"), "is_pinned": c.get("is_pinned"),
+            "metadata": {k: c[k] for k in ("tool", "method", "predicate") if c.get(k)},
+        }
+        options.update(extra)
+        flagged = sorted(set(c.get("redactions") or []) | set(redact.MARKED.findall(c["content"])))
+        if flagged:
+            options["metadata"]["redactions"] = flagged
+        prov = {"method": c.get("method", "offline"), "extractor": "mnemo_db.extract"
+                if c.get("method", "offline") == "offline" else "mnemo_db.helper_llm"}
+        if c.get("model"):
+            prov["model"] = c["model"]
+        mid = self.x("insert", [tenant, c.get("session_id"), c["kind"], c["content"],
+                                c.get("provenance_type", "system_inferred"), json.dumps(prov),
+                                c["source_message_ids"], c.get("sensitivity", "none"),
+                                json.dumps({k: v for k, v in options.items() if v is not None})])[0]["id"]
+        ids = {}
+        for name, kind in ents:
+            norm = " ".join(name.lower().split())
+            ids[norm] = self.x("entity", [tenant, kind, name, norm])[0]["entity_id"]
+            self.x("mention", [tenant, mid, ids[norm], "mention"])
+        vf, vt = c.get("valid_from"), extra.get("valid_to")
+        if c["kind"] in ("fact", "preference") and c.get("subject") and c.get("predicate"):
+            subj = ids.get(" ".join(c["subject"].lower().split()))
+            if subj is None:
+                norm = " ".join(c["subject"].lower().split())
+                subj = self.x("entity", [tenant, "person", c["subject"], norm])[0]["entity_id"]
+                self.x("mention", [tenant, mid, subj, "subject"])
+            obj = ids.get(" ".join((c.get("object") or "").lower().split()))
+            if obj is None and c.get("functional") and c.get("object"):
+                norm = " ".join(c["object"].lower().split())
+                obj = self.x("entity", [tenant, "thing", c["object"], norm])[0]["entity_id"]
+                self.x("mention", [tenant, mid, obj, "object"])
+            self.x("fact", [tenant, mid, c["subject"], c["predicate"], c.get("object") or "",
+                            subj, obj, vf, vt])
+            if subj and obj and subj != obj:
+                self.x("edge", [tenant, subj, c["predicate"], obj, mid, vf])
+        elif c["kind"] == "decision":
+            self.x("decision", [tenant, mid, c.get("decision") or c["content"],
+                                "superseded" if extra.get("superseded_by") else "active",
+                                c.get("rationale") or [], c.get("alternatives") or []])
+        elif c["kind"] in ("task", "open_loop"):
+            self.x("task", [tenant, mid, c.get("title") or c["content"], c.get("status") or "open",
+                            c.get("due_at"), c.get("expires_at")])
+        self.x("version", [tenant, mid, "created", f"{c.get('method', 'offline')} {c['kind']}", None,
+                           json.dumps({"content": c["content"], "source_message_ids": c["source_message_ids"]})])
+        return mid
+
+    # -------------------------------------------------------------- explicit API
+    def remember(self, tenant: str, content: str, kind: str, session: str | None, o: dict) -> int:
+        c = {"kind": kind, "content": extract.clean(content), "session_id": session,
+             "source_message_ids": [int(x) for x in o.get("source_message_ids") or []],
+             "valid_from": datetime.now(UTC), "provenance_type": o.get("provenance_type") or "user_stated",
+             "confidence": float(o.get("confidence", 0.9)), "method": "explicit",
+             "entities": [(e, "thing") for e in o.get("entities") or []] or extract.entities_in(content),
+             "scope": o.get("scope"), "is_pinned": o.get("pinned"),
+             "rationale": o.get("rationale"), "alternatives": o.get("alternatives"),
+             "due_at": o.get("due_at"), "title": o.get("title")}
+        fact = o.get("fact") or {}
+        if fact:
+            c.update(subject=fact["subject"], predicate=fact["predicate"], object=fact["object"],
+                     functional=bool(fact.get("functional", True)))
+        _, mid = self.form(tenant, c, 0.0, 1.0, c["valid_from"], explicit=True)
+        if o.get("tags") or o.get("sensitivity"):
+            self.plpy.execute(self.plpy.prepare(
+                "UPDATE mnemo.memories SET tags = coalesce($3, tags), sensitivity = coalesce($4, sensitivity)"
+                " WHERE tenant_id = $1 AND memory_id = $2", ["text", "bigint", "text[]", "text"]),
+                [tenant, mid, o.get("tags"), o.get("sensitivity")])
+        return mid
+
+    def correct(self, tenant: str, memory_id: int, content: str, reason: str | None) -> int:
+        rows = self.x("memory", [tenant, memory_id])
+        if not rows:
+            return None
+        old = rows[0]
+        c = {"kind": old["kind"], "content": extract.clean(content), "session_id": old["session_id"],
+             "source_message_ids": list(old["source_message_ids"] or []),
+             "valid_from": datetime.now(UTC), "provenance_type": "correction", "confidence": 0.95,
+             "method": "correction", "entities": extract.entities_in(content),
+             "scope": old["scope"], "source_key": None}
+        if old["subject"] and old["predicate"]:
+            c.update(subject=old["subject"], predicate=old["predicate"], functional=False,
+                     object=extract.clean(content))
+        self.redact(tenant, c)
+        mid = self.insert(tenant, c, {"tier": old["tier"]})
+        h = self.x("hash", [c["content"]])[0]["h"]
+        s = admission.score(c, None, c["valid_from"], 0.0)
+        self._log(tenant, c, h, mid, True, s, "correction")
+        self.supersede(tenant, memory_id, mid, c["valid_from"], reason or "corrected")
+        return mid

@@ -1,0 +1,34 @@
+-- mnemo_internal.subtract_from_lexicon(p_tenant_ids, p_documents) -> void
+-- The inverse of add_to_lexicon, for erasure (mnemo.forget): removes documents that
+-- were counted into mnemo.lexicon — one document less for each of their distinct
+-- lexemes, and their count and length from the totals row (lexeme ''). Lexemes left
+-- in no document are deleted, so nothing of an erased text survives in the
+-- statistics. One statement in (tenant, lexeme) order, like add_to_lexicon.
+-- Writes: lexicon.
+CREATE OR REPLACE FUNCTION mnemo_internal.subtract_from_lexicon(p_tenant_ids text[], p_documents tsvector[])
+RETURNS void
+LANGUAGE sql
+VOLATILE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+    WITH d AS (
+        SELECT x.tenant_id, x.lexeme, count(*) AS docs, sum(x.len) AS len
+        FROM unnest(p_tenant_ids, p_documents) AS u (tenant_id, doc)
+        CROSS JOIN LATERAL (
+            SELECT u.tenant_id, '' AS lexeme, length(u.doc)::bigint AS len
+            UNION ALL
+            SELECT u.tenant_id, t.lexeme, 0 FROM unnest(tsvector_to_array(u.doc)) AS t (lexeme)
+        ) AS x
+        WHERE u.doc IS NOT NULL
+        GROUP BY x.tenant_id, x.lexeme
+        ORDER BY x.tenant_id, x.lexeme
+    )
+    UPDATE mnemo.lexicon AS l
+    SET doc_count = greatest(l.doc_count - d.docs, 0), total_length = greatest(l.total_length - d.len, 0)
+    FROM d WHERE l.tenant_id = d.tenant_id AND l.lexeme = d.lexeme;
+    DELETE FROM mnemo.lexicon AS l
+    WHERE l.tenant_id = ANY(p_tenant_ids) AND l.lexeme <> '' AND l.doc_count = 0;
+$$;
+
+COMMENT ON FUNCTION mnemo_internal.subtract_from_lexicon(text[], tsvector[]) IS
+'Removes erased documents from the per-tenant BM25 statistics (mnemo.lexicon).';
