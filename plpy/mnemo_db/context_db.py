@@ -16,14 +16,15 @@ import re
 import time
 from datetime import UTC, datetime
 
-from . import context
+from . import context, redact
 
 ENTER = "SELECT mnemo_internal.enter_tenant($1)"
 
 SESSION = """
 SELECT s.channel, s.agent_id, s.status, s.context_window, s.response_reserve, s.summary_text,
     sp.content AS system_prompt, t.config -> 'scoring' AS scoring,
-    extract(epoch FROM coalesce($3, now()))::float8 AS now_epoch
+    extract(epoch FROM coalesce($3, now()))::float8 AS now_epoch,
+    mnemo_internal.redaction_enabled($1) AS redact
 FROM mnemo.sessions AS s
 JOIN mnemo.tenants AS t ON t.tenant_id = s.tenant_id
 LEFT JOIN mnemo.system_prompts AS sp
@@ -302,6 +303,9 @@ class Compiler:
                                                  list(context.CHANNEL_SENSITIVITY[opts["channel"]])])
             query = last[0]["content"] if last else None
         query = query.strip() if query and query.strip() else None
+        if query and s["redact"]:
+            # the query is logged (context_log, report): no secret may reach a table
+            query = redact.redact(query)[0]
 
         watch.lap("history")
         task = opts["task_type"] or context.classify_task(query, history, True)

@@ -2,7 +2,8 @@
 -- Opens a conversation session for a tenant: agent, channel (private | team | public |
 -- agent, which drives privacy filtering), model, context window, response reserve,
 -- system prompt (stored once per tenant by SHA-256 in mnemo.system_prompts, with its
--- token count), config. Returns the session id (p_session_id if given).
+-- token count), config. Returns the session id (p_session_id if given). Secrets in the
+-- system prompt and metadata are redacted before they are stored (as record_message).
 -- Raises MN001 (bad argument), MN002 (unknown tenant), MN003 (unknown parent session),
 -- MN012 (session id already used). Writes: sessions, system_prompts.
 CREATE OR REPLACE FUNCTION mnemo.start_session(
@@ -26,6 +27,7 @@ DECLARE
     v_session_id uuid := coalesce(p_session_id, gen_random_uuid());
     v_prompt_hash bytea;
     v_prompt_tokens integer := 0;
+    v_red jsonb;
 BEGIN
     PERFORM mnemo_internal.enter_tenant(p_tenant_id);
     IF p_agent_id IS NULL OR p_agent_id = '' THEN
@@ -57,6 +59,13 @@ BEGIN
             MESSAGE = format('unknown parent session %s', p_parent_session_id);
     END IF;
 
+    IF mnemo_internal.redaction_enabled(p_tenant_id) THEN
+        v_red := mnemo_internal.redact(jsonb_build_object('p', p_system_prompt, 'md', p_metadata));
+        IF jsonb_array_length(v_red -> 'kinds') > 0 THEN
+            p_system_prompt := v_red #>> '{value,p}';
+            p_metadata := (v_red #> '{value,md}') || jsonb_build_object('redactions', v_red -> 'kinds');
+        END IF;
+    END IF;
     IF p_system_prompt IS NOT NULL THEN
         v_prompt_hash := sha256(convert_to(p_system_prompt, 'UTF8'));
         SELECT sp.token_count INTO v_prompt_tokens FROM mnemo.system_prompts AS sp

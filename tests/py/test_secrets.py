@@ -71,7 +71,10 @@ def _all_text(db, tenant: str) -> str:
 def test_planted_secrets_are_not_retrievable_anywhere(db, tenant):
     db._call("UPDATE mnemo_internal.settings SET value = '2000' WHERE key = 'artifact_threshold_bytes'", {})
     try:
-        s = db.start_session(tenant, context_window=8192)
+        # the system prompt and session metadata are stored too
+        s = db.start_session(tenant, context_window=8192,
+                             system_prompt=f"You are ops. Call the API with {SECRETS['openai_key']}.",
+                             metadata={"deploy": f"token={SECRETS['github_token']}"})
         now = datetime.now(UTC)
         m1 = db.record_message(tenant, s, {"role": "user", "content": TEXT}, created_at=now,
                                metadata={"note": f"token={SECRETS['github_token']}"})
@@ -92,7 +95,9 @@ def test_planted_secrets_are_not_retrievable_anywhere(db, tenant):
             time.sleep(0.1)
         assert db._call("SELECT count(*) FROM mnemo.memories WHERE tenant_id = %(t)s", {"t": tenant}) >= 3
         contexts = [db.compile_context(tenant, s, q, budget=3000) for q in (
-            "what are the AWS credentials?", "what is the database password?", "private key", None)]
+            "what are the AWS credentials?", "what is the database password?", "private key", None,
+            # a query is logged (context_log.query, the report's provenance)
+            f"is {SECRETS['aws_access_key_id']} still the live key?")]
         for name in ("sk-proj", "AKIA", "ghp_", "hunter2"):
             contexts.append(db._call(
                 "SELECT coalesce(jsonb_agg(content_full), '[]') FROM mnemo.memories WHERE tenant_id = %(t)s"
