@@ -20,6 +20,13 @@ REVOKE EXECUTE ON FUNCTION mnemo_internal.run_job(text, text, jsonb) FROM mnemo_
 REVOKE EXECUTE ON FUNCTION mnemo_internal.store_embedding(text, jsonb, vector) FROM mnemo_app;
 REVOKE EXECUTE ON FUNCTION mnemo_internal.add_to_lexicon(text[], tsvector[]) FROM mnemo_app;
 REVOKE EXECUTE ON FUNCTION mnemo_internal.record_access(text, uuid) FROM mnemo_app;
+-- Lifecycle sweeps and their admin view (issue 5).
+REVOKE EXECUTE ON PROCEDURE mnemo.run_sweep(text, timestamptz, text, integer, integer) FROM mnemo_app;
+REVOKE EXECUTE ON FUNCTION mnemo.lifecycle_status() FROM mnemo_app;
+REVOKE EXECUTE ON FUNCTION mnemo_internal.sweep_py(text, timestamptz, text, integer, jsonb) FROM mnemo_app;
+REVOKE EXECUTE ON FUNCTION mnemo_internal.sweep_partitions(timestamptz, text, integer, jsonb) FROM mnemo_app;
+REVOKE EXECUTE ON FUNCTION mnemo_internal.sweep_working_memory(timestamptz, text, integer, jsonb) FROM mnemo_app;
+REVOKE EXECUTE ON FUNCTION mnemo_internal.sweep_prune(timestamptz, text, integer, jsonb) FROM mnemo_app;
 
 -- Tables: the parents only, never the partitions, so no one reads around the policies.
 DO $$
