@@ -236,7 +236,8 @@ def stub_line(kind: str, when: str | None, headline: str, related: int = 0,
     """One-line stub in the seed 002 §6.1 format: [type | time | description | N related].
 
     With max_tokens the description is shortened (whole words, then dropped, then
-    the time) until the line fits, so a stub is never longer than the level above."""
+    the time) until the line fits, so a stub is never longer than the level above; a
+    text too short for even "[kind]" is its own stub."""
     headline = " ".join(headline.split())
     if len(headline) > STUB_MAX_CHARS:
         headline = headline[:STUB_MAX_CHARS].rsplit(" ", 1)[0] + " …"
@@ -264,7 +265,7 @@ def stub_line(kind: str, when: str | None, headline: str, related: int = 0,
                       line(None, with_when=False, with_related=False)):
         if tokens.count(candidate) <= max_tokens:
             return candidate
-    return candidate
+    return headline  # a text shorter than "[kind]" is its own stub
 
 
 @dataclass

@@ -25,6 +25,7 @@ DECLARE
     v_part record;
     v_busy boolean;
     v_rows bigint;
+    v_target text;
     v_detached integer := 0;
     v_seen integer := 0;
     v_after text := coalesce(p_state ->> 'after', '');
@@ -59,10 +60,16 @@ BEGIN
             (SELECT count(*) FROM mnemo.%I)', v_part.name, v_part.name) INTO v_busy, v_rows;
         CONTINUE WHEN v_busy;
         EXECUTE format('ALTER TABLE mnemo.%I DETACH PARTITION mnemo.%I', v_part.parent, v_part.name);
-        EXECUTE format('ALTER TABLE mnemo.%I SET SCHEMA mnemo_archive', v_part.name);
+        -- A partition of the same name archived earlier (the month was re-created): suffix.
+        v_target := v_part.name;
+        IF to_regclass(format('mnemo_archive.%I', v_target)) IS NOT NULL THEN
+            v_target := v_part.name || '_' || to_char(clock_timestamp(), 'YYYYMMDDHH24MISSUS');
+            EXECUTE format('ALTER TABLE mnemo.%I RENAME TO %I', v_part.name, v_target);
+        END IF;
+        EXECUTE format('ALTER TABLE mnemo.%I SET SCHEMA mnemo_archive', v_target);
         INSERT INTO mnemo_internal.archived_partitions (partition_name, parent, range_from, range_to, row_count,
             detached_at)
-        VALUES (v_part.name, 'mnemo.' || v_part.parent, v_part.range_from,
+        VALUES (v_target, 'mnemo.' || v_part.parent, v_part.range_from,
             (v_part.range_from + interval '1 month')::date, v_rows, p_now)
         ON CONFLICT (partition_name) DO NOTHING;
         v_detached := v_detached + 1;
