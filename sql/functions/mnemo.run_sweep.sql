@@ -94,5 +94,5 @@ BEGIN
 END;
 $$;
 
-COMMENT ON PROCEDURE mnemo.run_sweep(text, timestamptz, text, integer, integer) IS
+COMMENT ON PROCEDURE mnemo.run_sweep (text, timestamptz, text, integer, integer) IS
 'Runs a lifecycle sweep in committed batches under an advisory lock; recorded in lifecycle_runs.';

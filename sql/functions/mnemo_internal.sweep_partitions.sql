@@ -26,6 +26,9 @@ DECLARE
     v_busy boolean;
     v_rows bigint;
     v_target text;
+    v_suffix text;
+    v_index name;
+    v_n bigint;
     v_detached integer := 0;
     v_seen integer := 0;
     v_after text := coalesce(p_state ->> 'after', '');
@@ -60,10 +63,19 @@ BEGIN
             (SELECT count(*) FROM mnemo.%I)', v_part.name, v_part.name) INTO v_busy, v_rows;
         CONTINUE WHEN v_busy;
         EXECUTE format('ALTER TABLE mnemo.%I DETACH PARTITION mnemo.%I', v_part.parent, v_part.name);
-        -- A partition of the same name archived earlier (the month was re-created): suffix.
+        -- A partition of the same name archived earlier (the month was re-created): the
+        -- table and its indexes get a suffix, so the names in mnemo_archive stay unique.
         v_target := v_part.name;
         IF to_regclass(format('mnemo_archive.%I', v_target)) IS NOT NULL THEN
-            v_target := v_part.name || '_' || to_char(clock_timestamp(), 'YYYYMMDDHH24MISSUS');
+            v_suffix := to_char(clock_timestamp(), 'YYMMDDHH24MISSUS');
+            v_target := v_part.name || '_' || v_suffix;
+            FOR v_index, v_n IN
+                SELECT ci.relname, row_number() OVER (ORDER BY ci.relname)
+                FROM pg_index AS x JOIN pg_class AS ci ON ci.oid = x.indexrelid
+                WHERE x.indrelid = format('mnemo.%I', v_part.name)::regclass
+            LOOP
+                EXECUTE format('ALTER INDEX mnemo.%I RENAME TO %I', v_index, left(v_target, 55) || '_' || v_n);
+            END LOOP;
             EXECUTE format('ALTER TABLE mnemo.%I RENAME TO %I', v_part.name, v_target);
         END IF;
         EXECUTE format('ALTER TABLE mnemo.%I SET SCHEMA mnemo_archive', v_target);

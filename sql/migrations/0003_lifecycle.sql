@@ -38,12 +38,16 @@ CREATE TABLE mnemo.memory_archive (
 COMMENT ON TABLE mnemo.memory_archive IS
 'Snapshots of memories deactivated by the expiry sweep (cold storage).';
 
-SELECT mnemo_internal.create_hash_partitions(
-    t.tab::regclass,
-    (SELECT value::integer FROM mnemo_internal.settings WHERE key = 'hash_partitions'),
-    NULL,
-    false
-)
+SELECT
+    mnemo_internal.create_hash_partitions(
+        t.tab::regclass,
+        (
+            SELECT value::integer FROM mnemo_internal.settings
+            WHERE key = 'hash_partitions'
+        ),
+        NULL,
+        false
+    )
 FROM unnest(ARRAY['mnemo.compaction_log', 'mnemo.memory_archive']) AS t (tab);
 
 ALTER TABLE mnemo.compaction_log ENABLE ROW LEVEL SECURITY;

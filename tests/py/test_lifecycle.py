@@ -167,9 +167,10 @@ def test_summaries_sweep_fills_the_ladder(db, tenant, session):
 
 # -------------------------------------------------------------------------- compaction
 def _log_output(i: int, lines: int = 30) -> str:
-    return "\n".join([f"2031-02-01 09:{i % 60:02d}:{k:02d} INFO build step {k} of job-{i} ok ({k * 3} ms)"
-                      for k in range(lines)] + [f"2031-02-01 09:{i % 60:02d}:59 ERROR job-{i} failed: "
-                                                f"E_TEST_{i} in tests/test_mod_{i}.py:{10 + i}"])
+    steps = [f"2031-02-01 09:{i % 60:02d}:{k:02d} INFO build step {k} of job-{i} ok ({k * 3} ms)"
+             for k in range(lines)]
+    error = f"2031-02-01 09:{i % 60:02d}:59 ERROR job-{i} failed: E_TEST_{i} in tests/test_mod_{i}.py:{10 + i}"
+    return "\n".join([*steps, error])
 
 
 def _turns(db, tenant, sid, start: int, cycles: int, lines: int = 30) -> None:
@@ -370,7 +371,7 @@ def test_partitions_created_ahead_and_detached_when_compacted(db, tenant, sessio
     assert c.execute("SELECT to_regclass(%s)", (home,)).fetchone()[0] is None
     archived = row(c, "SELECT partition_name, range_from::text, range_to::text, row_count"
                       " FROM mnemo_internal.archived_partitions WHERE parent = %s AND range_from = '2001-01-01'"
-                      " ORDER BY detached_at DESC LIMIT 1", home.rsplit("_", 1)[0])
+                      " ORDER BY detached_at DESC, partition_name DESC LIMIT 1", home.rsplit("_", 1)[0])
     assert archived["range_to"] == "2001-02-01" and archived["row_count"] >= 3
     moved = c.execute(f"SELECT count(*) FROM mnemo_archive.{archived['partition_name']}"
                       " WHERE tenant_id = %s", (tenant,)).fetchone()[0]
@@ -446,7 +447,7 @@ def test_long_session_replay_with_jobs_running(db, tenant):
                 while not stop.is_set():
                     bg.execute(statement, args)
                     time.sleep(pause)
-        except Exception as e:  # surfaced in the test below
+        except psycopg.Error as e:  # surfaced in the test below
             errors.append(e)
 
     threads = [threading.Thread(target=loop, args=a) for a in (
