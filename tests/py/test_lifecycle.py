@@ -20,7 +20,8 @@ import pytest
 from conftest import DSN
 from lifecycle_checks import check_levels
 from mnemo_db import tokens
-from test_context import assert_tool_pairs_whole
+# queued jobs a test leaves (embeddings of its messages) are dropped, as in test_context
+from test_context import _drop_leftover_jobs, assert_tool_pairs_whole  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[2]
 
