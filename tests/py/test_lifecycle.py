@@ -20,8 +20,7 @@ import pytest
 from conftest import DSN
 from lifecycle_checks import check_levels
 from mnemo_db import tokens
-# queued jobs a test leaves (embeddings of its messages) are dropped, as in test_context
-from test_context import _drop_leftover_jobs, assert_tool_pairs_whole  # noqa: F401
+from test_context import _drop_leftover_jobs, assert_tool_pairs_whole  # noqa: F401 (autouse fixture)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -425,6 +424,7 @@ def test_working_memory_rebuilt_after_crash(db, tenant, session):
     env = dict(os.environ)
     subprocess.run([str(ROOT / "scripts" / "cluster.sh"), "crash-restart"], check=True, env=env,
                    capture_output=True, timeout=120)
+    db.conn = psycopg.connect(DSN, autocommit=True)  # the old connection died with the server
     with psycopg.connect(DSN, autocommit=True) as fresh:
         assert fresh.execute("SELECT count(*) FROM mnemo.messages WHERE tenant_id = %s",
                              (tenant,)).fetchone()[0] == 1  # durable data survived
