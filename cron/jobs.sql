@@ -1,5 +1,7 @@
 -- pg_cron jobs of Mnemosyne. cron.schedule() with a job name is an upsert, so this
--- file is run again by every deploy. Each command is idempotent and safe to overlap.
+-- file is run again by every deploy. Each command is idempotent and safe to overlap:
+-- every sweep is a CALL of mnemo.run_sweep, which takes an advisory lock per sweep,
+-- works in batches and commits per batch (see mnemo.lifecycle_status() for the runs).
 
 -- Job runner: embeddings and other async work, in committed batches. pg_cron 1.4
 -- schedules by the minute, so each run keeps polling for 55 s; runs never overlap.
@@ -7,14 +9,28 @@ SELECT cron.schedule(
     'mnemo-run-jobs', '* * * * *', 'CALL mnemo.run_jobs(p_max_batches => 100000, p_max_seconds => 55)'
 );
 
--- History partitions for the coming months, created well ahead of time.
-SELECT cron.schedule(
-    'mnemo-message-partitions', '17 3 * * *',
-    $$SELECT mnemo.create_message_partitions(current_date, 3)$$
-);
+-- Working memory (UNLOGGED) rebuilt from durable data after a crash or a change.
+SELECT cron.schedule('mnemo-working-memory', '* * * * *', $$CALL mnemo.run_sweep('working_memory')$$);
 
--- pg_cron's own run history grows without bound; keep a week.
-SELECT cron.schedule(
-    'mnemo-prune-cron-history', '43 3 * * *',
-    $$DELETE FROM cron.job_run_details WHERE end_time < now() - interval '7 days'$$
-);
+-- Lower fidelities and declared losses for new memories.
+SELECT cron.schedule('mnemo-summaries', '*/5 * * * *', $$CALL mnemo.run_sweep('summaries')$$);
+
+-- History compaction of sessions past 2x their context window (seed 003 §9.3).
+SELECT cron.schedule('mnemo-compaction', '*/10 * * * *', $$CALL mnemo.run_sweep('compaction')$$);
+
+-- Promotion session -> episodic -> semantic / procedural (seed 003 §9.1).
+SELECT cron.schedule('mnemo-promotion', '*/15 * * * *', $$CALL mnemo.run_sweep('promotion')$$);
+
+-- Session expiry, memory TTLs, demotion by activity (seed 003 §9.2).
+SELECT cron.schedule('mnemo-expiry', '7 * * * *', $$CALL mnemo.run_sweep('expiry')$$);
+
+-- History partitions: months ahead created, fully compacted months past retention detached.
+SELECT cron.schedule('mnemo-partitions', '17 3 * * *', $$CALL mnemo.run_sweep('partitions')$$);
+
+-- pg_cron's own run history and the sweep ledger grow without bound; keep a week.
+SELECT cron.schedule('mnemo-prune', '43 3 * * *', $$CALL mnemo.run_sweep('prune')$$);
+
+-- Jobs of earlier versions, replaced by the sweeps above.
+SELECT cron.unschedule(j.jobname)
+FROM cron.job AS j
+WHERE j.jobname IN ('mnemo-message-partitions', 'mnemo-prune-cron-history');

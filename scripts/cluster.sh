@@ -51,6 +51,13 @@ start)
     log "created database mnemo"
   fi
   ;;
+crash-restart)
+  # Immediate-mode restart (no checkpoint: crash recovery on start, UNLOGGED tables
+  # come back empty). Used by the working-memory crash test.
+  as_pg "$PGBIN/pg_ctl" -D "$DATA" -m immediate -w stop >/dev/null
+  as_pg "$PGBIN/pg_ctl" -D "$DATA" -l "$LOG" -w -t 60 start >/dev/null
+  log "restarted after an immediate stop"
+  ;;
 stop)
   if [ -f "$DATA/PG_VERSION" ] && as_pg "$PGBIN/pg_ctl" -D "$DATA" status >/dev/null 2>&1; then
     as_pg "$PGBIN/pg_ctl" -D "$DATA" -m fast -w stop >/dev/null

@@ -23,6 +23,13 @@ REVOKE EXECUTE ON FUNCTION mnemo_internal.record_access(text, uuid) FROM mnemo_a
 REVOKE EXECUTE ON FUNCTION mnemo.set_helper_llm(text, text, text, real, integer, real, boolean, jsonb)
 FROM mnemo_app;
 REVOKE EXECUTE ON FUNCTION mnemo_internal.extract(text, jsonb) FROM mnemo_app;
+-- Lifecycle sweeps and their admin view (issue 5).
+REVOKE EXECUTE ON PROCEDURE mnemo.run_sweep(text, timestamptz, text, integer, integer) FROM mnemo_app;
+REVOKE EXECUTE ON FUNCTION mnemo.lifecycle_status() FROM mnemo_app;
+REVOKE EXECUTE ON FUNCTION mnemo_internal.sweep_py(text, timestamptz, text, integer, jsonb) FROM mnemo_app;
+REVOKE EXECUTE ON FUNCTION mnemo_internal.sweep_partitions(timestamptz, text, integer, jsonb) FROM mnemo_app;
+REVOKE EXECUTE ON FUNCTION mnemo_internal.sweep_working_memory(timestamptz, text, integer, jsonb) FROM mnemo_app;
+REVOKE EXECUTE ON FUNCTION mnemo_internal.sweep_prune(timestamptz, text, integer, jsonb) FROM mnemo_app;
 
 -- Tables: the parents only, never the partitions, so no one reads around the policies.
 DO $$

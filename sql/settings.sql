@@ -27,3 +27,35 @@ INSERT INTO mnemo_internal.settings AS s (key, value, description) VALUES
 ('admission_threshold', '0.5', 'Admission score a memory candidate needs to be stored (seed 002 §9).'),
 ('extract_batch_messages', '40', 'Messages sent to the helper LLM per request by the extract job.')
 ON CONFLICT (key) DO UPDATE SET description = excluded.description;
+
+-- Lifecycle (issue 5; seed 003 §5.1-5.3, §7.3, §9). Read by plpy/mnemo_db/lifecycle_db.py.
+INSERT INTO mnemo_internal.settings AS s (key, value, description) VALUES
+(
+    'promotion',
+    '{"session": {"to": "episodic", "lambda": 0.01, "theta": 0.3, "min_access": 3},
+      "episodic": {"to": "semantic", "lambda": 0.001, "theta": 0.5, "min_access": 10},
+      "procedural_kinds": ["preference", "instruction", "plan"]}',
+    'Promotion by utility U = mean relevance * log2(1 + accesses) / (1 + lambda * age hours) > theta.'
+),
+(
+    'demotion',
+    '{"session": {"phi": 0.05, "min_idle_hours": 24}, "episodic": {"phi": 0.01, "min_idle_hours": 168},
+      "semantic": {"phi": 0, "min_idle_hours": 720}, "procedural": {"phi": 0, "min_idle_hours": 720}}',
+    'Demotion/expiry when accesses per idle hour < phi after min_idle_hours (phi 0: never).'
+),
+('episodic_ttl_days', '90', 'Episodic memories expire this many days after promotion.'),
+('session_idle_hours', '168', 'An active or paused session without activity for this long expires.'),
+('session_memory_grace_hours', '24', 'Session-tier memories expire this long after their session ends.'),
+('compaction_factor', '2', 'Compact a session when its active history exceeds this many context windows.'),
+('compaction_keep_recent', '2', 'Newest active messages never compacted.'),
+(
+    'compaction_max_span_tokens', '131072',
+    'Largest span compacted at once (a longer overflow takes several summaries).'
+),
+(
+    'message_retention_months', '12',
+    'History partitions older than this are detached once all their rows are compacted or pruned.'
+),
+('lifecycle_batch_size', '200', 'Rows (or sessions) per committed batch of a sweep.'),
+('lifecycle_history_days', '7', 'Days of cron.job_run_details and sweep runs kept.')
+ON CONFLICT (key) DO UPDATE SET description = excluded.description;

@@ -203,79 +203,226 @@ def _present(entity: str, text: str) -> bool:
     return re.search(r"(?<![\w.])" + re.escape(entity) + r"(?![\w])", text) is not None
 
 
-def _declare(source_entities: list[str], text: str, structure: str, what: str) -> Level:
+OMITTED_HINT = {"prose": "the wording of the omitted sentences",
+                "transcript": "the wording of the omitted messages and tool outputs"}
+
+
+def _declare(source_entities: list[str], text: str, structure: str, what: str,
+             above: Level | None = None) -> Level:
+    """A level's declared losses, computed against the source (seed 002 §6.2):
+    `key_entities` are the source's entities present in the text, `dropped` the ones
+    absent from it. Losses accumulate down the ladder (§6.3): `dropped` and
+    `fault_when` start with what the level above declared, `can_answer` only narrows."""
     kept = [e for e in source_entities if _present(e, text)]
-    dropped = [e for e in source_entities if not _present(e, text)]
+    absent = [e for e in source_entities if not _present(e, text)]
+    inherited = [e for e in (above.dropped if above else []) if not _present(e, text)]
+    dropped = list(dict.fromkeys(inherited + absent))
     level = Level(text=text, tokens=tokens.count(text))
     level.key_entities = kept[:MAX_DECLARED]
     level.dropped = dropped[:MAX_DECLARED]
     level.dropped_count = len(dropped)
-    level.can_answer = [f"what the {what} is about"] + (
-        [f"questions about {', '.join(kept[:6])}"] if kept else []
-    )
-    level.fault_when = (
-        [f"the exact value or text of: {', '.join(dropped[:8])}"] if dropped else []
-    ) + ([f"the exact {structure} lines that were omitted"] if structure != "prose" else
-         ["the wording of the omitted sentences"])
+    own_answer = [f"what the {what} is about"] + (
+        [f"questions about {', '.join(kept[:6])}"] if kept else [])
+    level.can_answer = own_answer if above is None else [
+        a for a in own_answer if a in above.can_answer or a.startswith("what the ")]
+    own_fault = ([f"the exact value or text of: {', '.join(dropped[:8])}"] if dropped else []) + [
+        OMITTED_HINT.get(structure, f"the exact {structure} lines that were omitted")]
+    level.fault_when = list(dict.fromkeys((above.fault_when if above else []) + own_fault))
     return level
 
 
-def stub_line(kind: str, when: str | None, headline: str, related: int = 0) -> str:
-    """One-line stub in the seed 002 §6.1 format: [type | time | description | N related]."""
+def stub_line(kind: str, when: str | None, headline: str, related: int = 0,
+              max_tokens: int | None = None) -> str:
+    """One-line stub in the seed 002 §6.1 format: [type | time | description | N related].
+
+    With max_tokens the description is shortened (whole words, then dropped, then
+    the time) until the line fits, so a stub is never longer than the level above; a
+    text too short for even "[kind]" is its own stub."""
     headline = " ".join(headline.split())
     if len(headline) > STUB_MAX_CHARS:
-        cut = headline[:STUB_MAX_CHARS].rsplit(" ", 1)[0]
-        headline = cut + " …"
-    parts = [kind] + ([when] if when else []) + [headline]
-    if related:
-        parts.append(f"{related} related")
-    return "[" + " | ".join(parts) + "]"
+        headline = headline[:STUB_MAX_CHARS].rsplit(" ", 1)[0] + " …"
+
+    def line(head: str | None, with_when: bool = True, with_related: bool = True) -> str:
+        parts = [kind] + ([when] if when and with_when else []) + ([head] if head else [])
+        if related and with_related:
+            parts.append(f"{related} related")
+        return "[" + " | ".join(parts) + "]"
+
+    out = line(headline)
+    if max_tokens is None or tokens.count(out) <= max_tokens:
+        return out
+    words = headline.split()
+    lo, hi = 0, len(words) - 1  # longest prefix of words that fits
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if tokens.count(line(" ".join(words[:mid]) + " …")) <= max_tokens:
+            lo = mid
+        else:
+            hi = mid - 1
+    if lo > 0:
+        return line(" ".join(words[:lo]) + " …")
+    for candidate in (line(None), line(None, with_related=False),
+                      line(None, with_when=False, with_related=False)):
+        if tokens.count(candidate) <= max_tokens:
+            return candidate
+    return headline  # a text shorter than "[kind]" is its own stub
+
+
+@dataclass
+class _Source:
+    """What the ladder is built from: selectable units with scores, and how to join them."""
+    units: list[str]
+    scores: list[float]
+    structure: str
+    what: str
+    entities: list[str]
+    full_tokens: int
+    join: object  # (chosen indices) -> text
+    headline: object  # (chosen indices) -> str
+
+
+def _ladder(src: _Source, kind: str, when: str | None, related: int = 0) -> dict[str, Level]:
+    """detail (~30 %), compact (~5 %) selected from the level above, then the stub.
+
+    Invariants (tested): each level is strictly shorter than the level above (a level
+    that would not be is left out), every key entity occurs in the text, no dropped
+    entity does, and losses accumulate downwards."""
+    levels: dict[str, Level] = {}
+    n = len(src.units)
+    chosen = list(range(n))
+    above: Level | None = None
+    above_tokens = src.full_tokens
+    if src.full_tokens >= MIN_TOKENS_FOR_SUMMARY and n > 1:
+        unit_tokens = [tokens.count(u) for u in src.units]
+        for name in ("detail", "compact"):
+            budget = max(int(src.full_tokens * TARGET_RATIO[name]), 12)
+            sub = _select([src.units[i] for i in chosen], [src.scores[i] for i in chosen],
+                          [unit_tokens[i] for i in chosen], budget)
+            picked = [chosen[i] for i in sub]
+            lv = _declare(src.entities, src.join(picked), src.structure, src.what, above)
+            if lv.tokens >= above_tokens:
+                continue  # selection saved nothing: no separate level
+            chosen, levels[name], above, above_tokens = picked, lv, lv, lv.tokens
+    headline = src.headline(chosen) if n else ""
+    stub = stub_line(kind, when, headline, related, max_tokens=above_tokens)
+    levels["stub"] = _declare(src.entities, stub, src.structure, src.what, above)
+    return levels
 
 
 def summarize(text: str, kind: str = "note", when: str | None = None) -> dict[str, Level]:
     """The detail, compact and stub levels of a text, with declared losses.
 
-    Short texts (< MIN_TOKENS_FOR_SUMMARY tokens) get no detail/compact level.
+    Short texts (< MIN_TOKENS_FOR_SUMMARY tokens) get a stub only.
     """
     text = text or ""
     structure = detect_structure(text)
     units = _units(text, structure)
-    source_entities = entities(text)
-    full_tokens = tokens.count(text)
     what = {"code": "code", "log": "log", "lines": "listing"}.get(structure, kind.replace("_", " "))
-    levels: dict[str, Level] = {}
-    chosen = list(range(len(units)))
-    if full_tokens >= MIN_TOKENS_FOR_SUMMARY and len(units) > 1:
-        unit_tokens = [tokens.count(u) for u in units]
-        scores = _score_units(units, structure)
-        for name in ("detail", "compact"):
-            # Each level selects from the units the level above kept.
-            budget = max(int(full_tokens * TARGET_RATIO[name]), 12)
-            sub = _select([units[i] for i in chosen], [scores[i] for i in chosen],
-                          [unit_tokens[i] for i in chosen], budget)
-            chosen = [chosen[i] for i in sub]
-            body = _join(units, chosen, structure, len(units))
-            levels[name] = _declare(source_entities, body, structure, what)
-    # The stub's headline: the first kept unit that says something (not a bare title).
-    headline = next((units[i] for i in chosen if len(units[i].split()) >= 4),
-                    units[chosen[0]] if units else "")
-    stub = stub_line(kind, when, headline)
-    levels["stub"] = _declare(source_entities, stub, structure, what)
-    # Losses accumulate: a lower level declares at least what the level above dropped.
-    above: Level | None = None
-    for name in LEVELS:
-        lv = levels.get(name)
-        if lv is None:
-            continue
-        if above is not None:
-            lv.fault_when = list(dict.fromkeys(above.fault_when + lv.fault_when))
-        above = lv
-    return levels
+    src = _Source(
+        units=units, scores=_score_units(units, structure) if units else [],
+        structure=structure, what=what, entities=entities(text), full_tokens=tokens.count(text),
+        join=lambda chosen: _join(units, chosen, structure, len(units)),
+        # the first kept unit that says something (not a bare title)
+        headline=lambda chosen: next((units[i] for i in chosen if len(units[i].split()) >= 4),
+                                     units[chosen[0]] if chosen else ""),
+    )
+    return _ladder(src, kind, when)
+
+
+# Compacted history (seed 003 §7.3): a span of messages becomes one summary --------------
+
+ROLE_WEIGHT = {"user": 0.6, "system": 0.8, "developer": 0.6, "assistant": 0.3, "tool": 0.0}
+CALL_ARGS_CHARS = 160
+
+
+def message_label(m: dict) -> str:
+    """How a message is introduced in a transcript: `user:`, `assistant:`, `tool shell:`."""
+    if m.get("role") == "tool":
+        return f"tool {m.get('name') or m.get('tool_name') or m.get('tool_call_id') or ''}".rstrip() + ":"
+    return f"{m.get('role', 'message')}:"
+
+
+def _message_units(m: dict) -> tuple[list[str], list[float], str]:
+    text = m.get("content") or ""
+    structure = detect_structure(text)
+    units = _units(text, structure)
+    scores = _score_units(units, structure) if units else []
+    for tc in m.get("tool_calls") or []:
+        fn = tc.get("function") or {}
+        args = " ".join(str(fn.get("arguments") or "").split())
+        if len(args) > CALL_ARGS_CHARS:
+            args = args[:CALL_ARGS_CHARS].rsplit(" ", 1)[0] + " …"
+        units.append(f"calls {fn.get('name', '?')}({args})")
+        scores.append(1.0)
+    return units, scores, structure
+
+
+def transcript(messages: list[dict]) -> str:
+    """The span as one text, a block per message: what `full` of the summary is."""
+    blocks = []
+    for m in messages:
+        units, _, structure = _message_units(m)
+        body = ("\n" if structure in ("code", "log", "lines") else " ").join(units)
+        blocks.append(f"{message_label(m)} {body}".rstrip())
+    return "\n\n".join(blocks)
+
+
+def summarize_transcript(messages: list[dict], when: str | None = None,
+                         kind: str = "summary") -> tuple[str, dict[str, Level]]:
+    """The full transcript of a span of history and its detail / compact / stub levels.
+
+    Structure-aware per message (code keeps declarations, logs their errors and first
+    and last lines, prose its central sentences), with user and system turns (an
+    earlier summary) weighted up; each kept message keeps its role label and says how
+    many of its units were left out. Returns (full text, levels)."""
+    full = transcript(messages)
+    units: list[str] = []
+    scores: list[float] = []
+    owner: list[int] = []  # message index of each unit
+    per_msg: list[tuple[int, str]] = []  # (unit count, structure)
+    for k, m in enumerate(messages):
+        mu, ms, structure = _message_units(m)
+        weight = ROLE_WEIGHT.get(m.get("role"), 0.0)
+        units += mu
+        scores += [s + weight for s in ms]
+        owner += [k] * len(mu)
+        per_msg.append((len(mu), structure))
+
+    def join(chosen: list[int]) -> str:
+        by_msg: dict[int, list[int]] = {}
+        for i in chosen:
+            by_msg.setdefault(owner[i], []).append(i)
+        blocks = []
+        for k, idx in by_msg.items():
+            count, structure = per_msg[k]
+            sep = "\n" if structure in ("code", "log", "lines") else " "
+            body = sep.join(units[i] for i in idx)
+            if len(idx) < count:
+                body += f"{sep}[{count - len(idx)} of {count} omitted]"
+            blocks.append(f"{message_label(messages[k])} {body}")
+        left_out = len(messages) - len(by_msg)
+        if left_out:
+            blocks.append(f"[{left_out} of {len(messages)} messages omitted]")
+        return "\n".join(blocks)
+
+    def headline(chosen: list[int]) -> str:
+        firsts = [units[i] for i in chosen if messages[owner[i]].get("role") == "user"
+                  and len(units[i].split()) >= 4]
+        return firsts[0] if firsts else next(
+            (units[i] for i in chosen if len(units[i].split()) >= 4), units[chosen[0]] if chosen else "")
+
+    src = _Source(units=units, scores=scores, structure="transcript", what="conversation",
+                  entities=entities(full), full_tokens=tokens.count(full), join=join,
+                  headline=headline)
+    return full, _ladder(src, kind, when, related=len(messages))
+
+
+def levels_json(levels: dict[str, Level]) -> dict:
+    """Levels as plain JSON: {level: {text, tokens, losses}}."""
+    return {name: {"text": lv.text, "tokens": lv.tokens, "losses": lv.losses()}
+            for name, lv in levels.items()}
 
 
 def summarize_json(text: str, kind: str = "note", when: str | None = None) -> dict:
     """summarize() as plain JSON: {level: {text, tokens, losses}}."""
-    return {
-        name: {"text": lv.text, "tokens": lv.tokens, "losses": lv.losses()}
-        for name, lv in summarize(text, kind, when).items()
-    }
+    return levels_json(summarize(text, kind, when))

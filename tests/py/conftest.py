@@ -19,26 +19,38 @@ from mnemosyne import connect
 DSN = os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:55432/mnemo")
 
 
-def _cron_runner(conn: psycopg.Connection, active: bool) -> None:
+def _cron_jobs(conn: psycopg.Connection, active: bool) -> None:
+    """Pauses (or resumes) Mnemosyne's pg_cron jobs: the job runner and the lifecycle
+    sweeps, whose real-clock runs would otherwise change other tests' data midway."""
     has_cron = conn.execute("SELECT to_regclass('cron.job') IS NOT NULL").fetchone()[0]
     if has_cron:
-        conn.execute("UPDATE cron.job SET active = %s WHERE jobname = 'mnemo-run-jobs'", (active,))
+        conn.execute("UPDATE cron.job SET active = %s WHERE jobname LIKE 'mnemo-%%'", (active,))
+
+
+def _wait_for_lock(conn: psycopg.Connection, key: str, sub: str) -> None:
+    """Waits until a run holding an advisory lock (started by pg_cron) has finished."""
+    for _ in range(240):
+        if conn.execute(f"SELECT pg_try_advisory_lock(hashtext('{key}'), {sub})").fetchone()[0]:
+            conn.execute(f"SELECT pg_advisory_unlock(hashtext('{key}'), {sub})")
+            return
+        time.sleep(0.5)
 
 
 @pytest.fixture(scope="session", autouse=True)
 def paused_cron_runner():
     with psycopg.connect(DSN, autocommit=True) as conn:
-        _cron_runner(conn, False)
-        # Wait for a run already in progress to finish (it holds worker 0's lock).
-        for _ in range(240):
-            if conn.execute("SELECT pg_try_advisory_lock(hashtext('mnemo.run_jobs'), 0)").fetchone()[0]:
-                conn.execute("SELECT pg_advisory_unlock(hashtext('mnemo.run_jobs'), 0)")
-                break
-            time.sleep(0.5)
-        try:
-            yield
-        finally:
-            _cron_runner(conn, True)
+        _cron_jobs(conn, False)
+        # Wait for runs already in progress to finish (they hold their locks).
+        _wait_for_lock(conn, "mnemo.run_jobs", "0")
+        for sweep in ("promotion", "expiry", "summaries", "compaction", "partitions",
+                      "working_memory", "prune"):
+            _wait_for_lock(conn, "mnemo.run_sweep", f"hashtext('{sweep}')")
+    try:
+        yield
+    finally:
+        # a fresh connection: a test may have restarted the local cluster
+        with psycopg.connect(DSN, autocommit=True) as conn:
+            _cron_jobs(conn, True)
 
 
 @pytest.fixture()

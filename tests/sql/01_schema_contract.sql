@@ -2,22 +2,24 @@
 -- the API's signatures, volatility and privileges, and the hygiene of every routine.
 -- Catalog checks only; nothing is written (and the transaction is rolled back).
 BEGIN;
-SELECT plan(198);
+SELECT plan(221);
 
--- The 21 tenant tables of 0001_schema.sql, all hash-partitioned by tenant_id.
+-- The tenant tables of 0001_schema.sql (21) and 0003_lifecycle.sql (2), all
+-- hash-partitioned by tenant_id.
 CREATE TEMP TABLE tap_tenant_tables ON COMMIT DROP AS
 SELECT t AS tab FROM unnest(ARRAY[
     'system_prompts', 'sessions', 'messages', 'tool_calls', 'artifacts', 'memories',
     'working_memory', 'memory_facts', 'memory_decisions', 'memory_tasks', 'memory_versions',
     'entities', 'entity_aliases', 'entity_mentions', 'entity_edges', 'memory_links',
-    'jobs', 'context_log', 'fault_log', 'fidelity_log', 'admission_log'
+    'jobs', 'context_log', 'fault_log', 'fidelity_log', 'admission_log',
+    'compaction_log', 'memory_archive'
 ]::name []) AS t;
 
 -- Schemas ------------------------------------------------------------------------ 2
 SELECT has_schema('mnemo');
 SELECT has_schema('mnemo_internal');
 
--- Tables --------------------------------------------------------------------- 21 + 5
+-- Tables --------------------------------------------------------------------- 23 + 5
 SELECT has_table('mnemo', tab, format('table mnemo.%s exists', tab))
 FROM tap_tenant_tables ORDER BY tab;
 SELECT has_table('mnemo', 'tenants', 'table mnemo.tenants exists');
@@ -26,7 +28,7 @@ SELECT has_table('mnemo_internal', 'settings', 'table mnemo_internal.settings ex
 SELECT has_table('mnemo_internal', 'error_codes', 'table mnemo_internal.error_codes exists');
 SELECT has_table('mnemo_internal', 'schema_migrations', 'table mnemo_internal.schema_migrations exists');
 
--- Partitioning ---------------------------------------------------------------- 21 x 2
+-- Partitioning ---------------------------------------------------------------- 23 x 2
 -- Each tenant table is partitioned BY HASH on exactly (tenant_id) ...
 SELECT ok(
     EXISTS (
@@ -339,6 +341,33 @@ FROM (VALUES
     ('subtract_from_lexicon', ARRAY['text[]', 'tsvector[]']),
     ('insert_memory', ARRAY['text', 'uuid', 'text', 'text', 'text', 'jsonb', 'bigint[]', 'text', 'text[]', 'jsonb'])
 ) AS v (f, args) ORDER BY f;
+-- Lifecycle (issue 5): the sweep driver, its batch functions, the admin view, the
+-- UNLOGGED working-memory marker, and privileges.                                   15
+SELECT has_function('mnemo', 'run_sweep', ARRAY['text', 'timestamp with time zone', 'text', 'integer',
+    'integer']::name [], 'mnemo.run_sweep(text, timestamptz, text, integer, integer)');
+SELECT is_procedure('mnemo', 'run_sweep', ARRAY['text', 'timestamp with time zone', 'text', 'integer',
+    'integer']::name [], 'mnemo.run_sweep is a procedure');
+SELECT has_function('mnemo', 'lifecycle_status', ARRAY[]::name [], 'mnemo.lifecycle_status()');
+SELECT has_function('mnemo_internal', f, ARRAY['timestamp with time zone', 'text', 'integer', 'jsonb']::name [],
+    format('mnemo_internal.%s(timestamptz, text, integer, jsonb)', f))
+FROM unnest(ARRAY['sweep_partitions', 'sweep_working_memory', 'sweep_prune']) AS f ORDER BY f;
+SELECT has_function('mnemo_internal', 'sweep_py', ARRAY['text', 'timestamp with time zone', 'text', 'integer',
+    'jsonb']::name [], 'mnemo_internal.sweep_py(text, timestamptz, text, integer, jsonb)');
+SELECT is((SELECT relpersistence::text FROM pg_class WHERE oid = 'mnemo_internal.working_memory_built'::regclass),
+    'u', 'mnemo_internal.working_memory_built is UNLOGGED (emptied with working memory by a crash)');
+SELECT has_table('mnemo_internal', 'lifecycle_runs', 'table mnemo_internal.lifecycle_runs exists');
+SELECT has_schema('mnemo_archive');
+SELECT function_privs_are(s, f, args::name [], 'mnemo_app', ARRAY[]::text [],
+    format('mnemo_app cannot EXECUTE %s.%s', s, f))
+FROM (VALUES
+    ('mnemo', 'run_sweep', ARRAY['text', 'timestamp with time zone', 'text', 'integer', 'integer']),
+    ('mnemo', 'lifecycle_status', ARRAY[]::text []),
+    ('mnemo_internal', 'sweep_py', ARRAY['text', 'timestamp with time zone', 'text', 'integer', 'jsonb']),
+    ('mnemo_internal', 'sweep_partitions', ARRAY['timestamp with time zone', 'text', 'integer', 'jsonb']),
+    ('mnemo_internal', 'sweep_working_memory', ARRAY['timestamp with time zone', 'text', 'integer', 'jsonb']),
+    ('mnemo_internal', 'sweep_prune', ARRAY['timestamp with time zone', 'text', 'integer', 'jsonb'])
+) AS v (s, f, args)
+ORDER BY s, f;
 
 -- Routine hygiene ------------------------------------------------------------------ 3
 SELECT is_empty($$
@@ -349,12 +378,16 @@ $$, 'every routine in mnemo and mnemo_internal has a comment');
 SELECT is_empty($$
     SELECT p.oid::regprocedure::text FROM pg_proc AS p
     WHERE p.pronamespace IN ('mnemo'::regnamespace, 'mnemo_internal'::regnamespace)
-        AND p.oid <> 'mnemo.run_jobs(integer, integer, integer, numeric)'::regprocedure
+        AND p.oid NOT IN ('mnemo.run_jobs(integer, integer, integer, numeric)'::regprocedure,
+            'mnemo.run_sweep(text, timestamptz, text, integer, integer)'::regprocedure)
         AND NOT EXISTS (SELECT FROM unnest(p.proconfig) AS c WHERE c LIKE 'search\_path=%')
-$$, 'every routine (but mnemo.run_jobs) pins its search_path');
--- run_jobs COMMITs, so it must not have a SET clause at all.
+$$, 'every routine (but the procedures that commit) pins its search_path');
+-- run_jobs and run_sweep COMMIT, so they must not have a SET clause at all.
 SELECT is((SELECT proconfig FROM pg_proc WHERE oid = 'mnemo.run_jobs(integer, integer, integer, numeric)'::regprocedure),
     NULL, 'mnemo.run_jobs has no SET clause (it commits)');
+SELECT is((SELECT proconfig FROM pg_proc
+    WHERE oid = 'mnemo.run_sweep(text, timestamptz, text, integer, integer)'::regprocedure),
+    NULL, 'mnemo.run_sweep has no SET clause (it commits)');
 
 -- The project's SQLSTATEs are registered. --------------------------------------- 1
 SELECT set_eq($$SELECT sqlstate FROM mnemo_internal.error_codes WHERE sqlstate BETWEEN 'MN001' AND 'MN012'$$,

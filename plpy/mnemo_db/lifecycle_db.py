@@ -1,0 +1,480 @@
+"""The lifecycle sweeps' database side: statements run inside PL/Python.
+
+Each `*_batch` method is the body of one mnemo_internal.sweep_<name> function and does
+one batch: it reads a bounded set of rows after the cursor in `state`, asks
+lifecycle.py (decisions) or summarize.py (summaries) what to do, writes the answer
+and returns {"rows": touched, "done": bool, "state": {...}, "counts": {...}}.
+mnemo.run_sweep calls it in a loop and commits after each batch, so a sweep that
+is killed keeps every finished batch and redoes nothing twice (each batch is one
+transaction and every write checks the state it expects).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+from . import lifecycle, summarize
+
+SETTINGS = """
+SELECT key, value::text AS value FROM mnemo_internal.settings WHERE key = ANY($1)
+"""
+LIFECYCLE_KEYS = [
+    "promotion", "demotion", "episodic_ttl_days", "session_idle_hours", "session_memory_grace_hours",
+    "compaction_factor", "compaction_keep_recent", "compaction_max_span_tokens",
+]
+
+# Promotion -------------------------------------------------------------------------------
+PROMOTION_CANDIDATES = """
+SELECT m.tenant_id, m.memory_id, m.tier, m.kind, m.access_count, m.relevance_accumulator,
+    extract(epoch FROM m.created_at)::float8 AS created_epoch
+FROM mnemo.memories AS m
+WHERE m.is_active AND m.superseded_by IS NULL AND m.tier = ANY($1) AND m.access_count >= $2
+    AND ($3::text IS NULL OR m.tenant_id = $3)
+    AND (m.tenant_id, m.memory_id) > ($4, $5)
+ORDER BY m.tenant_id, m.memory_id
+LIMIT $6
+"""
+PROMOTE = """
+WITH p AS (
+    SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::float8[], $6::float8[])
+        AS p (tenant_id, memory_id, old_tier, tier, utility, expires_epoch)
+), u AS (
+    UPDATE mnemo.memories AS m
+    SET tier = p.tier, scope = 'global', is_validated = true, updated_at = $7,
+        expires_at = to_timestamp(p.expires_epoch)
+    FROM p
+    WHERE m.tenant_id = p.tenant_id AND m.memory_id = p.memory_id AND m.is_active AND m.tier = p.old_tier
+    RETURNING m.tenant_id, m.memory_id, p.old_tier, p.tier, p.utility
+)
+INSERT INTO mnemo.memory_versions (tenant_id, memory_id, version, change, reason, old_value, new_value,
+    created_at)
+SELECT u.tenant_id, u.memory_id,
+    coalesce((SELECT max(v.version) FROM mnemo.memory_versions AS v
+        WHERE v.tenant_id = u.tenant_id AND v.memory_id = u.memory_id), 0) + 1,
+    'promote', format('utility %s above the %s threshold', round(u.utility::numeric, 4), u.old_tier),
+    jsonb_build_object('tier', u.old_tier),
+    jsonb_build_object('tier', u.tier, 'scope', 'global', 'is_validated', true), $7
+FROM u
+RETURNING memory_id
+"""
+
+# Expiry and demotion -----------------------------------------------------------------
+EXPIRE_SESSIONS = """
+WITH s AS (
+    SELECT x.tenant_id, x.session_id FROM mnemo.sessions AS x
+    WHERE x.status IN ('active', 'paused') AND ($2::text IS NULL OR x.tenant_id = $2)
+        AND (x.expires_at <= $1 OR x.updated_at <= $1 - $3 * interval '1 hour')
+    ORDER BY x.tenant_id, x.session_id
+    LIMIT $4
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE mnemo.sessions AS x SET status = 'expired', expires_at = least(coalesce(x.expires_at, $1), $1)
+FROM s WHERE x.tenant_id = s.tenant_id AND x.session_id = s.session_id
+RETURNING x.session_id
+"""
+# Session-tier memories live on for a grace period after their session ends (§5.1).
+SESSION_MEMORY_TTL = """
+WITH m AS (
+    SELECT mm.tenant_id, mm.memory_id FROM mnemo.memories AS mm
+    JOIN mnemo.sessions AS s ON s.tenant_id = mm.tenant_id AND s.session_id = mm.session_id
+    WHERE mm.is_active AND mm.tier = 'session' AND mm.expires_at IS NULL
+        AND s.status IN ('closed', 'expired') AND ($2::text IS NULL OR mm.tenant_id = $2)
+    LIMIT $4
+)
+UPDATE mnemo.memories AS x SET expires_at = $1 + $3 * interval '1 hour', updated_at = $1
+FROM m WHERE x.tenant_id = m.tenant_id AND x.memory_id = m.memory_id
+RETURNING x.memory_id
+"""
+DUE_MEMORIES = """
+SELECT coalesce(array_agg(x.tenant_id), '{}') AS tenants, coalesce(array_agg(x.memory_id), '{}') AS ids
+FROM (
+    SELECT m.tenant_id, m.memory_id FROM mnemo.memories AS m
+    WHERE m.is_active AND NOT m.is_pinned AND m.expires_at <= $1 AND ($2::text IS NULL OR m.tenant_id = $2)
+    ORDER BY m.tenant_id, m.memory_id
+    LIMIT $3
+) AS x
+"""
+# Deactivate and archive (a snapshot of the row as it was), with a version entry.
+ARCHIVE = """
+WITH p AS (
+    SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[]) AS p (tenant_id, memory_id, reason)
+), a AS (
+    INSERT INTO mnemo.memory_archive (tenant_id, memory_id, archived_at, reason, snapshot)
+    SELECT m.tenant_id, m.memory_id, $4, p.reason, to_jsonb(m) - 'embedding' - 'search_tsv'
+    FROM mnemo.memories AS m JOIN p ON p.tenant_id = m.tenant_id AND p.memory_id = m.memory_id
+    WHERE m.is_active
+    RETURNING tenant_id, memory_id, reason
+), d AS (
+    UPDATE mnemo.memories AS m SET is_active = false, updated_at = $4
+    FROM a WHERE m.tenant_id = a.tenant_id AND m.memory_id = a.memory_id
+    RETURNING m.tenant_id, m.memory_id, m.tier, a.reason
+)
+INSERT INTO mnemo.memory_versions (tenant_id, memory_id, version, change, reason, old_value, new_value,
+    created_at)
+SELECT d.tenant_id, d.memory_id,
+    coalesce((SELECT max(v.version) FROM mnemo.memory_versions AS v
+        WHERE v.tenant_id = d.tenant_id AND v.memory_id = d.memory_id), 0) + 1,
+    'expire', d.reason, jsonb_build_object('is_active', true, 'tier', d.tier),
+    jsonb_build_object('is_active', false, 'archived', true), $4
+FROM d
+RETURNING memory_id
+"""
+DEMOTION_CANDIDATES = """
+SELECT m.tenant_id, m.memory_id, m.tier, m.access_count, m.is_pinned,
+    extract(epoch FROM m.created_at)::float8 AS created_epoch,
+    extract(epoch FROM m.last_accessed_at)::float8 AS last_epoch
+FROM mnemo.memories AS m
+WHERE m.is_active AND NOT m.is_pinned AND m.tier = ANY($1)
+    AND coalesce(m.last_accessed_at, m.created_at) <= $2 - $3 * interval '1 hour'
+    AND ($4::text IS NULL OR m.tenant_id = $4)
+    AND (m.tenant_id, m.memory_id) > ($5, $6)
+ORDER BY m.tenant_id, m.memory_id
+LIMIT $7
+"""
+DEMOTE = """
+WITH p AS (
+    SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::float8[], $6::float8[])
+        AS p (tenant_id, memory_id, old_tier, tier, activity, expires_epoch)
+), u AS (
+    UPDATE mnemo.memories AS m SET tier = p.tier, expires_at = to_timestamp(p.expires_epoch), updated_at = $7
+    FROM p
+    WHERE m.tenant_id = p.tenant_id AND m.memory_id = p.memory_id AND m.is_active AND m.tier = p.old_tier
+    RETURNING m.tenant_id, m.memory_id, p.old_tier, p.tier, p.activity
+)
+INSERT INTO mnemo.memory_versions (tenant_id, memory_id, version, change, reason, old_value, new_value,
+    created_at)
+SELECT u.tenant_id, u.memory_id,
+    coalesce((SELECT max(v.version) FROM mnemo.memory_versions AS v
+        WHERE v.tenant_id = u.tenant_id AND v.memory_id = u.memory_id), 0) + 1,
+    'demote', format('activity %s below the %s floor', round(u.activity::numeric, 5), u.old_tier),
+    jsonb_build_object('tier', u.old_tier), jsonb_build_object('tier', u.tier), $7
+FROM u
+RETURNING memory_id
+"""
+
+# Summaries of memories ---------------------------------------------------------------
+UNSUMMARISED = """
+SELECT m.tenant_id, m.memory_id, m.kind, m.content_full,
+    to_char(m.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI') AS created
+FROM mnemo.memories AS m
+WHERE m.is_active AND m.losses = '{}' AND m.tokens_full >= $1
+    AND ($2::text IS NULL OR m.tenant_id = $2)
+    AND (m.tenant_id, m.memory_id) > ($3, $4)
+ORDER BY m.tenant_id, m.memory_id
+LIMIT $5
+"""
+STORE_LEVELS = """
+UPDATE mnemo.memories AS m
+SET content_detail = l.detail, tokens_detail = l.detail_tokens,
+    content_compact = l.compact, tokens_compact = l.compact_tokens,
+    content_stub = l.stub, tokens_stub = l.stub_tokens, losses = l.losses,
+    key_entities = l.key_entities
+FROM (
+    SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::integer[], $5::text[], $6::integer[],
+        $7::text[], $8::integer[], $9::jsonb[])
+        AS u (tenant_id, memory_id, detail, detail_tokens, compact, compact_tokens, stub, stub_tokens, losses)
+    CROSS JOIN LATERAL (SELECT coalesce(array_agg(DISTINCT e), '{}') AS key_entities
+        FROM jsonb_array_elements_text(u.losses -> 'detail' -> 'key_entities'
+            || coalesce(u.losses -> 'stub' -> 'key_entities', '[]')) AS e) AS k
+) AS l
+WHERE m.tenant_id = l.tenant_id AND m.memory_id = l.memory_id
+RETURNING m.memory_id
+"""
+
+# History compaction --------------------------------------------------------------------
+COMPACTION_CANDIDATES = """
+SELECT s.tenant_id, s.session_id, s.context_window,
+    (SELECT coalesce(sum(m.token_count), 0) FROM mnemo.messages AS m
+        WHERE m.tenant_id = s.tenant_id AND m.session_id = s.session_id
+            AND NOT m.is_compacted AND NOT m.is_pruned)::bigint AS active_tokens
+FROM mnemo.sessions AS s
+WHERE s.status = 'active' AND ($1::text IS NULL OR s.tenant_id = $1)
+    AND (s.tenant_id, s.session_id) > ($2, $3::uuid)
+ORDER BY s.tenant_id, s.session_id
+LIMIT $4
+"""
+SESSION_LOCK = "SELECT pg_try_advisory_xact_lock(hashtext('mnemo.compact'), hashtext($1 || '/' || $2)) AS ok"
+ACTIVE_HISTORY = """
+SELECT m.message_id, m.turn_index, m.role, m.content, m.name, m.tool_calls::text AS tool_calls,
+    m.tool_call_id, m.token_count, m.sensitivity, m.metadata::text AS metadata,
+    to_char(m.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI') AS created,
+    (SELECT tc.name FROM mnemo.tool_calls AS tc
+        WHERE tc.tenant_id = m.tenant_id AND tc.session_id = m.session_id
+            AND tc.tool_call_id = m.tool_call_id) AS tool_name
+FROM mnemo.messages AS m
+WHERE m.tenant_id = $1 AND m.session_id = $2 AND NOT m.is_compacted AND NOT m.is_pruned
+ORDER BY m.turn_index, m.message_id
+"""
+INSERT_SUMMARY_MESSAGE = """
+INSERT INTO mnemo.messages (tenant_id, session_id, turn_index, role, content, token_count, content_hash,
+    sensitivity, metadata, created_at)
+VALUES ($1, $2, -1, 'system', $3, mnemo_internal.message_tokens(jsonb_build_object('role', 'system', 'content', $3)),
+    sha256(convert_to($3, 'UTF8')), $4, $5::jsonb, $6)
+RETURNING message_id, token_count
+"""
+FLAG_COMPACTED = """
+UPDATE mnemo.messages AS m SET is_compacted = true, compacted_into = $3
+WHERE m.tenant_id = $1 AND m.session_id = $2 AND m.message_id = ANY($4) AND NOT m.is_compacted
+RETURNING m.message_id
+"""
+INSERT_SUMMARY_MEMORY = """
+SELECT mnemo_internal.insert_memory($1, $2, 'summary', $3, 'system_inferred', $4::jsonb, $5, $6,
+    ARRAY['compaction']) AS memory_id
+"""
+UPDATE_SESSION_SUMMARY = """
+UPDATE mnemo.sessions AS s
+SET summary_text = $3, summary_tokens = mnemo.count_tokens($3), summary_upto_turn = $4,
+    summary_embedding = mnemo.embed($3)
+WHERE s.tenant_id = $1 AND s.session_id = $2
+"""
+LOG_COMPACTION = """
+INSERT INTO mnemo.compaction_log (tenant_id, session_id, summary_message_id, summary_memory_id,
+    first_turn, last_turn, messages_compacted, tokens_removed, summary_tokens, ratio,
+    active_tokens_before, active_tokens_after, method, created_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'extractive', $13)
+"""
+
+SENSITIVITY_ORDER = ("none", "low", "high")
+
+
+def _epoch(dt: float | None) -> datetime | None:
+    return None if dt is None else datetime.fromtimestamp(dt, UTC)
+
+
+def _result(rows: int, done: bool, state: dict, counts: dict | None = None) -> str:
+    return json.dumps({"rows": rows, "done": done, "state": state, "counts": counts or {}})
+
+
+class Sweeps:
+    """Prepared statements, once per backend."""
+
+    def __init__(self, plpy):
+        self.plpy = plpy
+        self.plans: dict[str, object] = {}
+
+    def _plan(self, name: str, sql: str, types: list[str]):
+        plan = self.plans.get(name)
+        if plan is None:
+            plan = self.plans[name] = self.plpy.prepare(sql, types)
+        return plan
+
+    def _run(self, name: str, sql: str, types: list[str], args: list) -> list:
+        return self.plpy.execute(self._plan(name, sql, types), args)
+
+    def settings(self) -> dict:
+        rows = self._run("settings", SETTINGS, ["text[]"], [LIFECYCLE_KEYS])
+        return {r["key"]: json.loads(r["value"]) for r in rows}
+
+    def now(self, p_now: str) -> datetime:
+        r = self._run("now", "SELECT extract(epoch FROM $1::timestamptz)::float8 AS e", ["text"], [p_now])
+        return _epoch(r[0]["e"])
+
+    # -- promotion --------------------------------------------------------------------
+    def promotion_batch(self, p_now: str, tenant: str | None, batch: int, state: dict) -> str:
+        cfg = self.settings()
+        params = cfg.get("promotion") or lifecycle.DEFAULT_PROMOTION
+        ttl = float(cfg.get("episodic_ttl_days", lifecycle.EPISODIC_TTL_DAYS))
+        tiers = [t for t in lifecycle.TIERS if isinstance(params.get(t), dict)]
+        min_access = min(params[t]["min_access"] for t in tiers)
+        now = self.now(p_now)
+        rows = self._run("promo_cand", PROMOTION_CANDIDATES,
+                         ["text[]", "integer", "text", "text", "bigint", "integer"],
+                         [tiers, min_access, tenant, state.get("t", ""), state.get("m", 0), batch])
+        ups = []
+        for r in rows:
+            p = lifecycle.promotion(dict(r, created_at=_epoch(r["created_epoch"])), now, params, ttl)
+            if p:
+                ups.append((r["tenant_id"], p, r["tier"]))
+        done_ids = []
+        if ups:
+            done_ids = self._run("promote", PROMOTE,
+                                 ["text[]", "bigint[]", "text[]", "text[]", "float8[]", "float8[]",
+                                  "timestamptz"],
+                                 [[t for t, _, _ in ups], [p.memory_id for _, p, _ in ups],
+                                  [old for _, _, old in ups], [p.tier for _, p, _ in ups],
+                                  [p.utility for _, p, _ in ups],
+                                  [p.expires_at.timestamp() if p.expires_at else None for _, p, _ in ups],
+                                  p_now])
+        last = rows[len(rows) - 1] if rows.nrows() else None
+        state = {"t": last["tenant_id"], "m": last["memory_id"]} if last else state
+        return _result(len(done_ids), rows.nrows() < batch, state, {"promoted": len(done_ids)})
+
+    # -- expiry and demotion -------------------------------------------------------------
+    def expiry_batch(self, p_now: str, tenant: str | None, batch: int, state: dict) -> str:
+        cfg = self.settings()
+        phase = state.get("phase", "sessions")
+        if phase == "sessions":
+            n = self._run("exp_sessions", EXPIRE_SESSIONS, ["timestamptz", "text", "float8", "integer"],
+                          [p_now, tenant, float(cfg.get("session_idle_hours", 168)), batch]).nrows()
+            k = self._run("session_ttl", SESSION_MEMORY_TTL, ["timestamptz", "text", "float8", "integer"],
+                          [p_now, tenant, float(cfg.get("session_memory_grace_hours", 24)), batch]).nrows()
+            nxt = state if n == batch or k == batch else {"phase": "ttl"}
+            return _result(n + k, False, nxt, {"sessions_expired": n, "session_memories_ttl": k})
+        if phase == "ttl":
+            due = self._run("due", DUE_MEMORIES, ["timestamptz", "text", "integer"], [p_now, tenant, batch])[0]
+            ids = list(due["ids"])
+            n = 0
+            if ids:
+                n = self._archive(list(due["tenants"]), ids, ["expired: expires_at passed"] * len(ids), p_now)
+            nxt = state if len(ids) == batch else {"phase": "demotion"}
+            return _result(n, False, nxt, {"expired": n})
+        # phase demotion: D(m) < phi
+        params = cfg.get("demotion") or lifecycle.DEFAULT_DEMOTION
+        ttl = float(cfg.get("episodic_ttl_days", lifecycle.EPISODIC_TTL_DAYS))
+        tiers = [t for t in lifecycle.TIERS if (params.get(t) or {}).get("phi")]
+        if not tiers:
+            return _result(0, True, state)
+        min_idle = min(float(params[t].get("min_idle_hours", 0)) for t in tiers)
+        now = self.now(p_now)
+        rows = self._run("dem_cand", DEMOTION_CANDIDATES,
+                         ["text[]", "timestamptz", "float8", "text", "text", "bigint", "integer"],
+                         [tiers, p_now, min_idle, tenant, state.get("t", ""), state.get("m", 0), batch])
+        expire, demote = [], []
+        for r in rows:
+            d = lifecycle.demotion(dict(r, created_at=_epoch(r["created_epoch"]),
+                                        last_accessed_at=_epoch(r["last_epoch"])), now, params, ttl)
+            if d and d.action == "expire":
+                expire.append((r["tenant_id"], d))
+            elif d:
+                demote.append((r["tenant_id"], d, r["tier"]))
+        n_exp = self._archive([t for t, _ in expire], [d.memory_id for _, d in expire],
+                              [f"expired: activity {d.activity:.5f}/h below the floor" for _, d in expire],
+                              p_now) if expire else 0
+        n_dem = 0
+        if demote:
+            n_dem = self._run("demote", DEMOTE,
+                              ["text[]", "bigint[]", "text[]", "text[]", "float8[]", "float8[]", "timestamptz"],
+                              [[t for t, _, _ in demote], [d.memory_id for _, d, _ in demote],
+                               [old for _, _, old in demote], [d.tier for _, d, _ in demote],
+                               [d.activity for _, d, _ in demote],
+                               [d.expires_at.timestamp() for _, d, _ in demote], p_now]).nrows()
+        last = rows[len(rows) - 1] if rows.nrows() else None
+        nxt = dict(state, t=last["tenant_id"], m=last["memory_id"]) if last else state
+        return _result(n_exp + n_dem, rows.nrows() < batch, nxt,
+                       {"expired_inactive": n_exp, "demoted": n_dem})
+
+    def _archive(self, tenants: list, ids: list, reasons: list, p_now: str) -> int:
+        return self._run("archive", ARCHIVE, ["text[]", "bigint[]", "text[]", "timestamptz"],
+                         [tenants, ids, reasons, p_now]).nrows()
+
+    # -- summaries of memories -----------------------------------------------------------
+    def summaries_batch(self, p_now: str, tenant: str | None, batch: int, state: dict) -> str:
+        rows = self._run("unsummarised", UNSUMMARISED, ["integer", "text", "text", "bigint", "integer"],
+                         [summarize.MIN_TOKENS_FOR_SUMMARY, tenant, state.get("t", ""), state.get("m", 0),
+                          batch])
+        items = [(r["tenant_id"], r["memory_id"],
+                  summarize.summarize(r["content_full"], r["kind"], r["created"])) for r in rows]
+        n = self.store_levels(items) if items else 0
+        last = rows[len(rows) - 1] if rows.nrows() else None
+        nxt = {"t": last["tenant_id"], "m": last["memory_id"]} if last else state
+        return _result(n, rows.nrows() < batch, nxt, {"summarised": n})
+
+    def store_levels(self, items: list) -> int:
+        """Writes the detail / compact / stub levels and declared losses of memories."""
+        def col(name, attr):
+            return [getattr(lv.get(name), attr) if lv.get(name) else None for _, _, lv in items]
+        return self._run("store_levels", STORE_LEVELS,
+                         ["text[]", "bigint[]", "text[]", "integer[]", "text[]", "integer[]", "text[]",
+                          "integer[]", "jsonb[]"],
+                         [[t for t, _, _ in items], [m for _, m, _ in items],
+                          col("detail", "text"), col("detail", "tokens"),
+                          col("compact", "text"), col("compact", "tokens"),
+                          col("stub", "text"), col("stub", "tokens"),
+                          [json.dumps({k: v.losses() for k, v in lv.items()}) for _, _, lv in items]]).nrows()
+
+    # -- history compaction --------------------------------------------------------------
+    def compaction_batch(self, p_now: str, tenant: str | None, batch: int, state: dict) -> str:
+        cfg = self.settings()
+        factor = float(cfg.get("compaction_factor", 2))
+        rows = self._run("comp_cand", COMPACTION_CANDIDATES, ["text", "text", "text", "integer"],
+                         [tenant, state.get("t", ""), state.get("s", "00000000-0000-0000-0000-000000000000"),
+                          batch])
+        n_sessions = n_messages = 0
+        ratios = []
+        for r in rows:
+            if r["active_tokens"] <= factor * r["context_window"]:
+                continue
+            out = self.compact_session(r["tenant_id"], r["session_id"], r["context_window"], p_now, cfg)
+            if out:
+                n_sessions += 1
+                n_messages += sum(o["messages"] for o in out)
+                ratios += [o["ratio"] for o in out]
+        last = rows[len(rows) - 1] if rows.nrows() else None
+        nxt = {"t": last["tenant_id"], "s": last["session_id"]} if last else state
+        counts = {"sessions_compacted": n_sessions, "messages_compacted": n_messages,
+                  "compactions": len(ratios)}
+        if ratios:
+            counts["min_ratio"] = round(min(ratios), 2)
+        return _result(n_messages, rows.nrows() < batch, nxt, counts)
+
+    def compact_session(self, tenant: str, session: str, window: int, p_now: str, cfg: dict) -> list[dict]:
+        """Compacts one session's oldest active history until it is within the target
+        (possibly in several spans when a span is capped). Skips a session another
+        sweep is compacting. Returns one entry per compaction."""
+        if not self._run("sess_lock", SESSION_LOCK, ["text", "text"], [tenant, session])[0]["ok"]:
+            return []
+        factor = float(cfg.get("compaction_factor", 2))
+        keep = int(cfg.get("compaction_keep_recent", 2))
+        cap = cfg.get("compaction_max_span_tokens")
+        out = []
+        for _ in range(100):
+            hist = list(self._run("active", ACTIVE_HISTORY, ["text", "uuid"], [tenant, session]))
+            before = sum(m["token_count"] for m in hist)
+            k = lifecycle.compaction_span(hist, window, factor, keep, int(cap) if cap else None)
+            if k == 0:
+                break
+            out.append(self._compact_span(tenant, session, hist, k, before, p_now))
+            if out[-1]["active_after"] <= factor * window:  # a capped span: go on while over
+                break
+        return out
+
+    def _compact_span(self, tenant, session, hist, k, before, p_now) -> dict:
+        span = hist[:k]
+        msgs = []
+        for m in span:
+            meta = json.loads(m["metadata"] or "{}")
+            secret = m["sensitivity"] == "secret"
+            msgs.append({
+                "role": m["role"], "name": m["name"] or m["tool_name"], "tool_call_id": m["tool_call_id"],
+                "content": "[withheld: secret]" if secret else m["content"],
+                "tool_calls": None if secret else json.loads(m["tool_calls"] or "null"),
+                "first_turn": (meta.get("compaction") or {}).get("first_turn", m["turn_index"]),
+            })
+        first_turn = min(m["first_turn"] for m in msgs)
+        last_turn = max(m["turn_index"] for m in span)
+        sens = max((m["sensitivity"] for m in span if m["sensitivity"] in SENSITIVITY_ORDER),
+                   key=SENSITIVITY_ORDER.index, default="none")
+        when = f"{span[0]['created']} to {span[-1]['created']}"
+        full, levels = summarize.summarize_transcript(msgs, when)
+        body = (levels.get("compact") or levels.get("detail") or levels["stub"]).text
+        removed = sum(m["token_count"] for m in span)
+        header = f"[Conversation summary: turns {first_turn}-{last_turn}, {k} messages, {removed} tokens]"
+        content = f"{header}\n{body}"
+        ids = [m["message_id"] for m in span]
+        meta = {"compaction": {"first_turn": first_turn, "last_turn": last_turn, "messages": k,
+                               "tokens_removed": removed}}
+        msg = self._run("ins_summary", INSERT_SUMMARY_MESSAGE,
+                        ["text", "uuid", "text", "text", "text", "timestamptz"],
+                        [tenant, session, content, sens, json.dumps(meta), p_now])[0]
+        flagged = self._run("flag", FLAG_COMPACTED, ["text", "uuid", "bigint", "bigint[]"],
+                            [tenant, session, msg["message_id"], ids]).nrows()
+        if flagged != k:
+            self.plpy.error(f"compaction of session {session}: {flagged} of {k} messages could be flagged",
+                            sqlstate="40001")
+        provenance = {"method": "extractive", "compaction_message_id": msg["message_id"],
+                      "first_turn": first_turn, "last_turn": last_turn}
+        memory_id = self._run("ins_memory", INSERT_SUMMARY_MEMORY,
+                              ["text", "uuid", "text", "text", "bigint[]", "text"],
+                              [tenant, session, full, json.dumps(provenance), ids, sens])[0]["memory_id"]
+        self.store_levels([(tenant, memory_id, levels)])
+        self._run("sess_summary", UPDATE_SESSION_SUMMARY, ["text", "uuid", "text", "integer"],
+                  [tenant, session, content, last_turn])
+        ratio = lifecycle.compaction_ratio(removed, msg["token_count"])
+        after = before - removed + msg["token_count"]
+        self._run("log_compaction", LOG_COMPACTION,
+                  ["text", "uuid", "bigint", "bigint", "integer", "integer", "integer", "integer", "integer",
+                   "float8", "integer", "integer", "timestamptz"],
+                  [tenant, session, msg["message_id"], memory_id, first_turn, last_turn, k, removed,
+                   msg["token_count"], ratio, before, after, p_now])
+        return {"messages": k, "ratio": ratio, "active_after": after}

@@ -1,0 +1,98 @@
+-- CALL mnemo.run_sweep(p_sweep, p_now, p_tenant_id, p_batch_size, p_max_batches)
+-- Runs one lifecycle sweep (DESIGN.md "Lifecycle"): promotion, expiry, summaries,
+-- compaction, partitions, working_memory or prune. Every pg_cron job of the lifecycle
+-- is a CALL of this procedure (cron/jobs.sql); it can also be called by hand, at top
+-- level (it commits), e.g. CALL mnemo.run_sweep('compaction');
+--   p_now: the sweep's clock (default now()), so tests and back-fills control time.
+--   p_tenant_id: only this tenant's rows (default: all tenants).
+-- Takes an advisory lock per sweep (a second run of the same sweep returns at once),
+-- calls its batch function (mnemo_internal.sweep_py for the Python sweeps, else
+-- mnemo_internal.sweep_<name>) batch after batch and COMMITs after each, so a
+-- run that is killed keeps its finished batches and the next run goes on. Each run is
+-- recorded in mnemo_internal.lifecycle_runs (see mnemo.lifecycle_status()); a failing
+-- batch is rolled back, recorded with its SQLSTATE, and re-raised.
+-- No SET search_path here: a procedure with a SET clause cannot COMMIT, so every name
+-- is schema-qualified instead. Raises MN001 for an unknown sweep or bad sizes.
+CREATE OR REPLACE PROCEDURE mnemo.run_sweep(
+    p_sweep text,
+    p_now timestamptz DEFAULT now(),
+    p_tenant_id text DEFAULT NULL,
+    p_batch_size integer DEFAULT NULL,
+    p_max_batches integer DEFAULT 100000
+)
+LANGUAGE plpgsql
+AS $$
+DECLARE
+    v_sweeps constant text[] := ARRAY[
+        'promotion', 'expiry', 'summaries', 'compaction', 'partitions', 'working_memory', 'prune'];
+    v_python constant text[] := ARRAY['promotion', 'expiry', 'summaries', 'compaction'];
+    v_batch integer;
+    v_run bigint;
+    v_state jsonb := '{}';
+    v_result jsonb;
+    v_counts jsonb := '{}';
+    v_batches integer := 0;
+    v_rows bigint := 0;
+    v_error text;
+    v_sqlstate text;
+BEGIN
+    IF p_sweep IS NULL OR NOT p_sweep = ANY(v_sweeps) THEN
+        RAISE EXCEPTION USING ERRCODE = 'MN001', MESSAGE = pg_catalog.format('unknown sweep %L', p_sweep),
+            HINT = 'one of ' || pg_catalog.array_to_string(v_sweeps, ', ');
+    END IF;
+    v_batch := coalesce(p_batch_size, (mnemo_internal.setting('lifecycle_batch_size') #>> '{}')::integer);
+    IF v_batch < 1 OR p_max_batches IS NULL OR p_max_batches < 1 OR p_now IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'MN001', MESSAGE = 'run_sweep needs a clock and positive batch sizes';
+    END IF;
+    IF NOT pg_catalog.pg_try_advisory_lock(pg_catalog.hashtext('mnemo.run_sweep'), pg_catalog.hashtext(p_sweep)) THEN
+        RAISE NOTICE 'mnemo.run_sweep: % is already running; nothing to do', p_sweep;
+        RETURN;
+    END IF;
+    -- We hold the lock: an earlier run still marked running died with its backend.
+    UPDATE mnemo_internal.lifecycle_runs SET status = 'aborted', finished_at = pg_catalog.clock_timestamp()
+    WHERE sweep = p_sweep AND status = 'running';
+    INSERT INTO mnemo_internal.lifecycle_runs (sweep, tenant_id, clock)
+    VALUES (p_sweep, p_tenant_id, p_now) RETURNING run_id INTO v_run;
+    COMMIT;
+    LOOP
+        BEGIN
+            IF p_sweep = ANY(v_python) THEN
+                v_result := mnemo_internal.sweep_py(p_sweep, p_now, p_tenant_id, v_batch, v_state);
+            ELSE
+                EXECUTE pg_catalog.format('SELECT mnemo_internal.%I($1, $2, $3, $4)', 'sweep_' || p_sweep)
+                INTO v_result USING p_now, p_tenant_id, v_batch, v_state;
+            END IF;
+        EXCEPTION WHEN OTHERS THEN
+            GET STACKED DIAGNOSTICS v_error = MESSAGE_TEXT, v_sqlstate = RETURNED_SQLSTATE;
+        END;
+        EXIT WHEN v_error IS NOT NULL;
+        v_batches := v_batches + 1;
+        v_rows := v_rows + coalesce((v_result ->> 'rows')::bigint, 0);
+        v_state := coalesce(v_result -> 'state', '{}');
+        SELECT coalesce(pg_catalog.jsonb_object_agg(k.key, coalesce((v_counts ->> k.key)::numeric, 0)
+            + coalesce((v_result -> 'counts' ->> k.key)::numeric, 0)), '{}')
+        INTO v_counts
+        FROM (SELECT pg_catalog.jsonb_object_keys(v_counts) AS key
+            UNION SELECT pg_catalog.jsonb_object_keys(coalesce(v_result -> 'counts', '{}'))) AS k;
+        UPDATE mnemo_internal.lifecycle_runs
+        SET batches = v_batches, rows_touched = v_rows, counts = v_counts
+        WHERE run_id = v_run;
+        COMMIT;
+        EXIT WHEN coalesce((v_result ->> 'done')::boolean, true) OR v_batches >= p_max_batches;
+    END LOOP;
+    UPDATE mnemo_internal.lifecycle_runs
+    SET status = CASE WHEN v_error IS NULL THEN 'done' ELSE 'failed' END,
+        finished_at = pg_catalog.clock_timestamp(), error = v_error, sqlstate = v_sqlstate
+    WHERE run_id = v_run;
+    COMMIT;
+    PERFORM pg_catalog.pg_advisory_unlock(pg_catalog.hashtext('mnemo.run_sweep'), pg_catalog.hashtext(p_sweep));
+    IF v_error IS NOT NULL THEN
+        RAISE EXCEPTION USING ERRCODE = v_sqlstate,
+            MESSAGE = pg_catalog.format('sweep %s failed in batch %s: %s', p_sweep, v_batches + 1, v_error);
+    END IF;
+    RAISE NOTICE 'mnemo.run_sweep: % touched % rows in % batches %', p_sweep, v_rows, v_batches, v_counts;
+END;
+$$;
+
+COMMENT ON PROCEDURE mnemo.run_sweep (text, timestamptz, text, integer, integer) IS
+'Runs a lifecycle sweep in committed batches under an advisory lock; recorded in lifecycle_runs.';

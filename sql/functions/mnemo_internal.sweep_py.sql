@@ -1,0 +1,52 @@
+-- mnemo_internal.sweep_py(p_sweep, p_now, p_tenant_id, p_batch_size, p_state) -> jsonb
+-- One batch of a lifecycle sweep whose decisions live in Python
+-- (plpy/mnemo_db/lifecycle_db.py for the statements, lifecycle.py for the rules,
+-- summarize.py for the summaries):
+--   promotion   memories whose utility U(m) passes their tier's threshold move up
+--               (session -> episodic -> semantic / procedural), become global and
+--               validated, with a memory_versions entry (seed 003 §5.2, §9.1).
+--   expiry      phase by phase: sessions idle too long or past expires_at expire;
+--               session-tier memories of ended sessions get their grace TTL; memories
+--               past expires_at are deactivated and archived (memory_archive); idle
+--               memories whose activity D(m) is below their tier's floor expire or go
+--               back to episodic (seed 003 §5.3, §9.2).
+--   summaries   memories without declared losses get detail / compact / stub levels
+--               with token counts and declared losses from the offline extractive
+--               summariser. A helper-LLM summariser (seed 002 §6.1 prompt, JSON out)
+--               plugs in here once issue 4 adds the helper LLM configuration; there is
+--               none yet, so the offline summariser always runs.
+--   compaction  a session whose active history exceeds compaction_factor x its
+--               context window has its oldest span (down to one window, tool results
+--               kept with their calls) replaced by one summary message (role system,
+--               turn -1); the span's messages are flagged is_compacted with
+--               compacted_into = that message; a 'summary' memory holds the span at
+--               four fidelities with declared losses; the session summary is updated;
+--               compaction_log records rho (seed 003 §7.3, §9.3).
+-- Called by mnemo.run_sweep, which commits after each batch. Returns {"rows", "done",
+-- "state" (the cursor for the next batch), "counts"}. Writes: memories,
+-- memory_versions, memory_archive, sessions, messages, compaction_log, jobs.
+CREATE OR REPLACE FUNCTION mnemo_internal.sweep_py(
+    p_sweep text,
+    p_now timestamptz,
+    p_tenant_id text,
+    p_batch_size integer,
+    p_state jsonb
+) RETURNS jsonb
+LANGUAGE plpython3u
+VOLATILE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+sweeps = GD.get('mnemo_sweeps')
+if sweeps is None:
+    plpy.execute('SELECT mnemo_internal.py_bootstrap()')
+    from mnemo_db.lifecycle_db import Sweeps
+    sweeps = GD['mnemo_sweeps'] = Sweeps(plpy)
+import json
+if p_sweep not in ('promotion', 'expiry', 'summaries', 'compaction'):
+    plpy.error(f'sweep_py has no sweep {p_sweep!r}', sqlstate='MN001')
+batch = getattr(sweeps, p_sweep + '_batch')
+return batch(p_now, p_tenant_id, p_batch_size, json.loads(p_state or '{}'))
+$$;
+
+COMMENT ON FUNCTION mnemo_internal.sweep_py(text, timestamptz, text, integer, jsonb) IS
+'One batch of the promotion, expiry, summaries or compaction sweep (see mnemo.run_sweep).';
