@@ -27,6 +27,24 @@ def _cron_jobs(conn: psycopg.Connection, active: bool) -> None:
         conn.execute("UPDATE cron.job SET active = %s WHERE jobname LIKE 'mnemo-%%'", (active,))
 
 
+def _wait_for_cron_runs(conn: psycopg.Connection) -> None:
+    """Waits until pg_cron runs no Mnemosyne job. A run that pg_cron launched just as
+    the jobs were paused (it reads cron.job asynchronously) starts a moment later, so
+    the check must see no run for a few seconds in a row, not once."""
+    if not conn.execute("SELECT to_regclass('cron.job_run_details') IS NOT NULL").fetchone()[0]:
+        return
+    quiet = 0
+    for _ in range(300):
+        running = conn.execute(
+            "SELECT count(*) FROM cron.job_run_details AS d JOIN cron.job AS j USING (jobid)"
+            " WHERE j.jobname LIKE 'mnemo-%' AND d.status IN ('starting', 'running')"
+            " AND d.start_time > now() - interval '10 minutes'").fetchone()[0]
+        quiet = quiet + 1 if running == 0 else 0
+        if quiet >= 6:
+            return
+        time.sleep(0.5)
+
+
 def _wait_for_lock(conn: psycopg.Connection, key: str, sub: str) -> None:
     """Waits until a run holding an advisory lock (started by pg_cron) has finished."""
     for _ in range(240):
@@ -40,6 +58,7 @@ def _wait_for_lock(conn: psycopg.Connection, key: str, sub: str) -> None:
 def paused_cron_runner():
     with psycopg.connect(DSN, autocommit=True) as conn:
         _cron_jobs(conn, False)
+        _wait_for_cron_runs(conn)
         # Wait for runs already in progress to finish (they hold their locks).
         _wait_for_lock(conn, "mnemo.run_jobs", "0")
         for sweep in ("promotion", "expiry", "summaries", "compaction", "partitions",
