@@ -638,7 +638,8 @@ def explain_candidates(conn, tenant: str, session: str, query: str) -> None:
     params = [tenant, session, query, list(tr[0] or []), idfs, avgdl, None,
               list(ctx.CHANNEL_SENSITIVITY[channel]), list(ctx.CHANNEL_SOURCES[channel]),
               agent_id, exclude, w["lexical"], w["tag_bonus"],
-              list(ctx.CHANNEL_EXCLUDED_KINDS.get(channel, ())), w["neighbour"], words, limit]
+              list(ctx.CHANNEL_EXCLUDED_KINDS.get(channel, ())), w["neighbour"], words, limit,
+              conn.execute("SELECT mnemo.embed(%s)::text", (query,)).fetchone()[0]]
     conn.execute("DEALLOCATE ALL")
     conn.execute(f"PREPARE bench_candidates ({', '.join(types)}) AS {context_db.CANDIDATES}")
     args_sql = sql.SQL(", ").join(sql.Literal(p) for p in params)

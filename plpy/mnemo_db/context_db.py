@@ -2,9 +2,9 @@
 
 `Compiler.compile` is the body of mnemo.compile_context_bundle. It runs five
 statements (prepared once per backend): tenant check, session, history, term
-statistics plus previous context, and one candidate query that embeds the query,
-scans the tenant's memories and messages exactly (vector cosine, BM25, tags and
-entities) and fuses the signals. Then context.compile_bundle decides, and the
+statistics plus previous context, and one candidate query that scans the tenant's
+memories and messages exactly (vector cosine, BM25, tags and entities) and fuses the
+signals. The query is embedded on a thread meanwhile. Then context.compile_bundle decides, and the
 context is logged. The decisions live in context.py; nothing here decides.
 """
 
@@ -13,10 +13,12 @@ from __future__ import annotations
 import json
 import math
 import re
+import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
 
-from . import context, redact
+from . import context, embedding, redact
 
 ENTER = "SELECT mnemo_internal.enter_tenant($1)"
 
@@ -85,7 +87,7 @@ SELECT
 # Messages in the session's verbatim history window are excluded ($11).
 CANDIDATES = """
 WITH q AS MATERIALIZED (
-    SELECT CASE WHEN coalesce($3, '') <> '' THEN mnemo.embed($3) END AS e,
+    SELECT $18::vector AS e,
         CASE WHEN cardinality($4::text[]) > 0 THEN array_to_string(
             ARRAY(SELECT quote_literal(x) FROM unnest($4::text[]) AS x), ' | ')::tsquery END AS tsq
 ),
@@ -179,6 +181,7 @@ WHERE p.source IN (SELECT top.source FROM top) OR p.is_pinned OR p.trgm >= 0.6
 CANDIDATE_TYPES = [
     "text", "uuid", "text", "text[]", "float8[]", "float8", "timestamptz", "text[]",
     "text[]", "text", "bigint[]", "float8", "float8", "text[]", "float8", "text[]", "integer",
+    "vector",
 ]
 
 LOG = """
@@ -246,6 +249,37 @@ class Compiler:
                           ["text"])
         self.raise_error = p("SELECT mnemo_internal.raise_error($1, $2, $3)",
                              ["text", "text", "text"])
+        # The query is embedded on a thread while the statements before the candidate
+        # query run (onnxruntime and tokenizers release the GIL): the embedding is the
+        # largest single cost of a compile, and this way it mostly hides behind them.
+        plpy.execute("SELECT mnemo.embed('')")  # loads the model in this backend
+        self.embedder = embedding.loaded()
+        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mnemo-embed")
+
+    def _embed_async(self, query: str | None) -> Future | None:
+        """Starts embedding the query on the pool's thread. PL/Python keeps the GIL
+        during SPI calls, so this waits until the thread has started (it then runs
+        into onnxruntime, which releases the GIL) instead of leaving it queued until
+        the statements are done."""
+        if not query:
+            return None
+        started = threading.Event()
+
+        def run():
+            started.set()
+            return self.embedder.embed([query])
+
+        future = self.pool.submit(run)
+        started.wait()
+        return future
+
+    @staticmethod
+    def _clean_query(query: str | None, redacting: bool) -> str | None:
+        query = query.strip() if query and query.strip() else None
+        if query and redacting:
+            # the query is logged (context_log, report): no secret may reach a table
+            query = redact.redact(query)[0]
+        return query
 
     def error(self, message: str, code: str = "MN001", hint: str | None = None):
         self.plpy.execute(self.raise_error, [code, message, hint])
@@ -294,6 +328,8 @@ class Compiler:
         # fetching.
         available = context.budget_for(session, opts)[3]
         max_rows, limit = fetch_bounds(available)
+        query = self._clean_query(query, s["redact"])
+        embedding_of_query = self._embed_async(query)
         watch.lap("session")
         history = [self._history_row(r) for r in plpy.execute(self.history,
                                                                 [tenant_id, session_id, as_of, max_rows])]
@@ -301,11 +337,8 @@ class Compiler:
             # the default query: the last user message the channel may see
             last = plpy.execute(self.last_user, [tenant_id, session_id, as_of,
                                                  list(context.CHANNEL_SENSITIVITY[opts["channel"]])])
-            query = last[0]["content"] if last else None
-        query = query.strip() if query and query.strip() else None
-        if query and s["redact"]:
-            # the query is logged (context_log, report): no secret may reach a table
-            query = redact.redact(query)[0]
+            query = self._clean_query(last[0]["content"] if last else None, s["redact"])
+            embedding_of_query = self._embed_async(query)
 
         watch.lap("history")
         task = opts["task_type"] or context.classify_task(query, history, True)
@@ -323,6 +356,9 @@ class Compiler:
         previous = [i["source"] for i in json.loads(t["previous_items"] or "[]")
                     if i.get("section") == "memory"]
         watch.lap("terms")
+        vector = (embedding.to_pgvector(embedding_of_query.result()[0])
+                  if embedding_of_query else None)
+        watch.lap("embedding_wait")
         channel = opts["channel"]
         words = sorted({w.lower().strip(".-") for w in _WORD_RE.findall(query or "")} - {""})
         rows = plpy.execute(self.candidates, [
@@ -330,7 +366,7 @@ class Compiler:
             list(context.CHANNEL_SENSITIVITY[channel]), list(context.CHANNEL_SOURCES[channel]),
             s["agent_id"], exclude, weights["lexical"], weights["tag_bonus"],
             list(context.CHANNEL_EXCLUDED_KINDS.get(channel, ())), weights["neighbour"], words,
-            limit,
+            limit, vector,
         ])
         watch.lap("candidates_sql")
         candidates = [self._candidate(r, limit) for r in rows]

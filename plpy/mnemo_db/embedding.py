@@ -80,6 +80,11 @@ def get_embedder(model_dir: str, threads: int = 1) -> Embedder:
     return _model
 
 
+def loaded() -> Embedder | None:
+    """The model, if this process has loaded it."""
+    return _model
+
+
 def to_pgvector(vec: np.ndarray) -> str:
     """Text form of a vector that PostgreSQL casts to pgvector's vector type."""
     return "[" + ",".join(f"{x:.7g}" for x in vec.tolist()) + "]"
