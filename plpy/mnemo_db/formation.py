@@ -63,12 +63,6 @@ ON CONFLICT (tenant_id, session_id) DO UPDATE
 SET upto_turn = greatest(e.upto_turn, excluded.upto_turn), method = excluded.method,
     runs = e.runs + 1, updated_at = now()
 """
-HELPER = """
-SELECT h.base_url, h.model, h.timeout_s::float8 AS timeout_s, h.max_retries, h.backoff_s::float8 AS backoff_s,
-    h.options::text AS options, k.api_key
-FROM mnemo_internal.helper_llm AS h LEFT JOIN mnemo_internal.helper_llm_keys AS k ON k.name = h.name
-WHERE h.name = 'default' AND h.enabled
-"""
 HASH = "SELECT mnemo_internal.content_hash($1) AS h"
 SEEN = """
 SELECT EXISTS (SELECT FROM mnemo.admission_log AS a
@@ -208,7 +202,7 @@ class Former:
             "lock": p("SELECT pg_advisory_xact_lock(hashtext('mnemo.extract'), hashtext($1 || '/' || $2))",
                       [t, t]),
             "save_state": p(SAVE_STATE, [t, "uuid", "integer", t]),
-            "helper": p(HELPER, []),
+            "helper": p(helper_llm.CONFIG, []),
             "hash": p(HASH, [t]),
             "redacts": p("SELECT mnemo_internal.redaction_enabled($1) AS on", [t]),
             "seen": p(SEEN, [t, "bytea", "bigint[]"]),
@@ -293,12 +287,7 @@ class Former:
         return stats
 
     def helper_config(self) -> dict | None:
-        rows = self.x("helper", [])
-        if not rows:
-            return None
-        h = dict(rows[0])
-        h["options"] = json.loads(h["options"] or "{}")
-        return h
+        return helper_llm.config_from_rows(self.x("helper", []))
 
     # ---------------------------------------------------------------- formation
     def form_all(self, tenant: str, cands: list[dict], threshold: float, dedup: float) -> dict:

@@ -37,11 +37,39 @@ SYSTEM = (
 
 
 class HelperLLMError(Exception):
-    """The endpoint did not give a usable answer after all retries."""
+    """The endpoint did not give a usable answer after all retries. `errors` lists
+    what each attempt got; `unreachable` says whether any attempt failed for want of an
+    answer (timeout, connection, HTTP error) rather than with a malformed one."""
+
+    def __init__(self, message: str, errors: list[str] | None = None):
+        super().__init__(message)
+        self.errors = errors or []
+
+    @property
+    def unreachable(self) -> bool:
+        return any(not e.startswith("malformed reply") for e in self.errors)
 
 
 class MalformedReply(ValueError):
     """A reply that is not the JSON asked for (retried like a timeout)."""
+
+
+# The configuration (enabled only) and its key; the key table is readable by the owner only.
+CONFIG = """
+SELECT h.base_url, h.model, h.timeout_s::float8 AS timeout_s, h.max_retries, h.backoff_s::float8 AS backoff_s,
+    h.options::text AS options, k.api_key
+FROM mnemo_internal.helper_llm AS h LEFT JOIN mnemo_internal.helper_llm_keys AS k ON k.name = h.name
+WHERE h.name = 'default' AND h.enabled
+"""
+
+
+def config_from_rows(rows) -> dict | None:
+    """The helper configuration from CONFIG's result, None when none is enabled."""
+    if not rows:
+        return None
+    h = dict(rows[0])
+    h["options"] = json.loads(h["options"] or "{}")
+    return h
 
 
 def _post(url: str, body: dict, api_key: str | None, timeout: float) -> dict:
@@ -93,7 +121,7 @@ def chat_json(config: dict, api_key: str | None, messages: list[dict],
             errors.append(f"{type(e).__name__}: {e}"[:200])
         except (ValueError, KeyError, IndexError, TypeError) as e:  # malformed replies
             errors.append(f"malformed reply: {e}"[:200])
-    raise HelperLLMError("; ".join(errors) or "no attempt made")
+    raise HelperLLMError("; ".join(errors) or "no attempt made", errors)
 
 
 def _transcript(messages: list[dict]) -> str:

@@ -2,8 +2,9 @@
 
 Each `*_batch` method is the body of one mnemo_internal.sweep_<name> function and does
 one batch: it reads a bounded set of rows after the cursor in `state`, asks
-lifecycle.py (decisions) or summarize.py (summaries) what to do, writes the answer
-and returns {"rows": touched, "done": bool, "state": {...}, "counts": {...}}.
+lifecycle.py (decisions), llm_summarize.py (summaries by the helper LLM, when one is
+configured and enabled) or summarize.py (offline summaries, and the fallback) what to
+do, writes the answer and returns {"rows": touched, "done": bool, "state": {...}, "counts": {...}}.
 mnemo.run_sweep calls it in a loop and commits after each batch, so a sweep that
 is killed keeps every finished batch and redoes nothing twice (each batch is one
 transaction and every write checks the state it expects).
@@ -12,9 +13,10 @@ transaction and every write checks the state it expects).
 from __future__ import annotations
 
 import json
+import time
 from datetime import UTC, datetime
 
-from . import lifecycle, summarize
+from . import helper_llm, lifecycle, llm_summarize, summarize
 
 SETTINGS = """
 SELECT key, value::text AS value FROM mnemo_internal.settings WHERE key = ANY($1)
@@ -155,7 +157,7 @@ RETURNING memory_id
 
 # Summaries of memories ---------------------------------------------------------------
 UNSUMMARISED = """
-SELECT m.tenant_id, m.memory_id, m.kind, m.content_full,
+SELECT m.tenant_id, m.memory_id, m.kind, m.content_full, m.sensitivity,
     to_char(m.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI') AS created
 FROM mnemo.memories AS m
 WHERE m.is_active AND m.losses = '{}' AND m.tokens_full >= $1
@@ -169,11 +171,12 @@ UPDATE mnemo.memories AS m
 SET content_detail = l.detail, tokens_detail = l.detail_tokens,
     content_compact = l.compact, tokens_compact = l.compact_tokens,
     content_stub = l.stub, tokens_stub = l.stub_tokens, losses = l.losses,
-    key_entities = l.key_entities
+    key_entities = l.key_entities, metadata = m.metadata || jsonb_build_object('summary', l.summary)
 FROM (
     SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::integer[], $5::text[], $6::integer[],
-        $7::text[], $8::integer[], $9::jsonb[])
-        AS u (tenant_id, memory_id, detail, detail_tokens, compact, compact_tokens, stub, stub_tokens, losses)
+        $7::text[], $8::integer[], $9::jsonb[], $10::jsonb[])
+        AS u (tenant_id, memory_id, detail, detail_tokens, compact, compact_tokens, stub, stub_tokens, losses,
+            summary)
     CROSS JOIN LATERAL (SELECT coalesce(array_agg(DISTINCT e), '{}') AS key_entities
         FROM jsonb_array_elements_text(u.losses -> 'detail' -> 'key_entities'
             || coalesce(u.losses -> 'stub' -> 'key_entities', '[]')) AS e) AS k
@@ -232,7 +235,7 @@ LOG_COMPACTION = """
 INSERT INTO mnemo.compaction_log (tenant_id, session_id, summary_message_id, summary_memory_id,
     first_turn, last_turn, messages_compacted, tokens_removed, summary_tokens, ratio,
     active_tokens_before, active_tokens_after, method, created_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'extractive', $13)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $14, $13)
 """
 
 SENSITIVITY_ORDER = ("none", "low", "high")
@@ -252,6 +255,7 @@ class Sweeps:
     def __init__(self, plpy):
         self.plpy = plpy
         self.plans: dict[str, object] = {}
+        self.sleep = time.sleep
 
     def _plan(self, name: str, sql: str, types: list[str]):
         plan = self.plans.get(name)
@@ -358,30 +362,80 @@ class Sweeps:
         return self._run("archive", ARCHIVE, ["text[]", "bigint[]", "text[]", "timestamptz"],
                          [tenants, ids, reasons, p_now]).nrows()
 
+    # -- summaries by the helper LLM, else offline -------------------------------------
+    def helper(self, state: dict) -> dict | None:
+        """The helper LLM's configuration when one is enabled and this run has not found
+        it unreachable (state["helper_down"]), else None."""
+        if state.get("helper_down"):
+            return None
+        return helper_llm.config_from_rows(self._run("helper", helper_llm.CONFIG, [], []))
+
+    def llm_levels(self, helper: dict | None, content: str, kind: str, when: str | None, related: int,
+                   counts: dict, state: dict) -> tuple[dict | None, dict]:
+        """(levels, metadata) from the helper LLM, or (None, metadata) when there is no
+        helper or it gave no valid reply after its retries (the caller then summarises
+        offline). Never raises for the helper's sake: a sweep does not fail because the
+        helper did. An unreachable helper (timeouts, connection or HTTP errors) is not
+        asked again in this run (state["helper_down"]); a reply that breaks the rules is
+        a failure of that item only."""
+        if helper is None:
+            return None, {"method": "offline"}
+        try:
+            levels, attempts = llm_summarize.summarize_llm(helper, helper.get("api_key"), content, kind, when,
+                                                           related, self.sleep)
+        except helper_llm.HelperLLMError as e:
+            counts["helper_fallbacks"] = counts.get("helper_fallbacks", 0) + 1
+            if e.unreachable:
+                state["helper_down"] = 1
+            return None, {"method": "offline", "fallback": str(e)[:300]}
+        counts["helper_attempts"] = counts.get("helper_attempts", 0) + attempts
+        return levels, {"method": "helper_llm", "model": helper["model"], "attempts": attempts}
+
+    @staticmethod
+    def _count_method(counts: dict, meta: dict) -> None:
+        counts[meta["method"]] = counts.get(meta["method"], 0) + 1
+
     # -- summaries of memories -----------------------------------------------------------
     def summaries_batch(self, p_now: str, tenant: str | None, batch: int, state: dict) -> str:
         rows = self._run("unsummarised", UNSUMMARISED, ["integer", "text", "text", "bigint", "integer"],
                          [summarize.MIN_TOKENS_FOR_SUMMARY, tenant, state.get("t", ""), state.get("m", 0),
                           batch])
-        items = [(r["tenant_id"], r["memory_id"],
-                  summarize.summarize(r["content_full"], r["kind"], r["created"])) for r in rows]
+        helper = self.helper(state) if rows.nrows() else None
+        counts = {"helper_llm": 0, "offline": 0}
+        items = []
+        for r in rows:
+            # secrets never leave the database
+            levels, meta = self.llm_levels(helper if r["sensitivity"] != "secret" else None, r["content_full"],
+                                           r["kind"], r["created"], 0, counts, state)
+            if state.get("helper_down"):
+                helper = None
+            if levels is None:
+                levels = summarize.summarize(r["content_full"], r["kind"], r["created"])
+            self._count_method(counts, meta)
+            items.append((r["tenant_id"], r["memory_id"], levels, meta))
         n = self.store_levels(items) if items else 0
         last = rows[len(rows) - 1] if rows.nrows() else None
-        nxt = {"t": last["tenant_id"], "m": last["memory_id"]} if last else state
-        return _result(n, rows.nrows() < batch, nxt, {"summarised": n})
+        nxt = {"t": last["tenant_id"], "m": last["memory_id"]} if last else {"t": state.get("t", ""),
+                                                                            "m": state.get("m", 0)}
+        if state.get("helper_down"):
+            nxt["helper_down"] = 1
+        return _result(n, rows.nrows() < batch, nxt, dict(counts, summarised=n))
 
     def store_levels(self, items: list) -> int:
-        """Writes the detail / compact / stub levels and declared losses of memories."""
+        """Writes the detail / compact / stub levels, declared losses and how they were
+        made (metadata.summary: method, model, attempts, fallback) of memories.
+        items: (tenant, memory_id, levels, summary metadata)."""
         def col(name, attr):
-            return [getattr(lv.get(name), attr) if lv.get(name) else None for _, _, lv in items]
+            return [getattr(lv.get(name), attr) if lv.get(name) else None for _, _, lv, _ in items]
         return self._run("store_levels", STORE_LEVELS,
                          ["text[]", "bigint[]", "text[]", "integer[]", "text[]", "integer[]", "text[]",
-                          "integer[]", "jsonb[]"],
-                         [[t for t, _, _ in items], [m for _, m, _ in items],
+                          "integer[]", "jsonb[]", "jsonb[]"],
+                         [[t for t, _, _, _ in items], [m for _, m, _, _ in items],
                           col("detail", "text"), col("detail", "tokens"),
                           col("compact", "text"), col("compact", "tokens"),
                           col("stub", "text"), col("stub", "tokens"),
-                          [json.dumps({k: v.losses() for k, v in lv.items()}) for _, _, lv in items]]).nrows()
+                          [json.dumps({k: v.losses() for k, v in lv.items()}) for _, _, lv, _ in items],
+                          [json.dumps(meta) for _, _, _, meta in items]]).nrows()
 
     # -- history compaction --------------------------------------------------------------
     def compaction_batch(self, p_now: str, tenant: str | None, batch: int, state: dict) -> str:
@@ -392,26 +446,35 @@ class Sweeps:
                           batch])
         n_sessions = n_messages = 0
         ratios = []
+        summ = {"helper_llm": 0, "offline": 0, "state": state}
         for r in rows:
             if r["active_tokens"] <= factor * r["context_window"]:
                 continue
-            out = self.compact_session(r["tenant_id"], r["session_id"], r["context_window"], p_now, cfg)
+            if "helper" not in summ:
+                summ["helper"] = self.helper(state)
+            out = self.compact_session(r["tenant_id"], r["session_id"], r["context_window"], p_now, cfg, summ)
             if out:
                 n_sessions += 1
                 n_messages += sum(o["messages"] for o in out)
                 ratios += [o["ratio"] for o in out]
         last = rows[len(rows) - 1] if rows.nrows() else None
-        nxt = {"t": last["tenant_id"], "s": last["session_id"]} if last else state
+        nxt = {"t": last["tenant_id"], "s": last["session_id"]} if last else {
+            k: state[k] for k in ("t", "s") if k in state}
+        if state.get("helper_down"):
+            nxt["helper_down"] = 1
         counts = {"sessions_compacted": n_sessions, "messages_compacted": n_messages,
-                  "compactions": len(ratios)}
+                  "compactions": len(ratios), **{k: v for k, v in summ.items() if k not in ("state", "helper")}}
         if ratios:
             counts["min_ratio"] = round(min(ratios), 2)
         return _result(n_messages, rows.nrows() < batch, nxt, counts)
 
-    def compact_session(self, tenant: str, session: str, window: int, p_now: str, cfg: dict) -> list[dict]:
+    def compact_session(self, tenant: str, session: str, window: int, p_now: str, cfg: dict,
+                        summ: dict | None = None) -> list[dict]:
         """Compacts one session's oldest active history until it is within the target
         (possibly in several spans when a span is capped). Skips a session another
-        sweep is compacting. Returns one entry per compaction."""
+        sweep is compacting. Returns one entry per compaction. summ: the helper LLM's
+        configuration ("helper") and the run's state and counters (see llm_levels)."""
+        summ = summ if summ is not None else {"state": {}}
         if not self._run("sess_lock", SESSION_LOCK, ["text", "text"], [tenant, session])[0]["ok"]:
             return []
         factor = float(cfg.get("compaction_factor", 2))
@@ -424,12 +487,12 @@ class Sweeps:
             k = lifecycle.compaction_span(hist, window, factor, keep, int(cap) if cap else None)
             if k == 0:
                 break
-            out.append(self._compact_span(tenant, session, hist, k, before, p_now))
+            out.append(self._compact_span(tenant, session, hist, k, before, p_now, summ))
             if out[-1]["active_after"] <= factor * window:  # a capped span: go on while over
                 break
         return out
 
-    def _compact_span(self, tenant, session, hist, k, before, p_now) -> dict:
+    def _compact_span(self, tenant, session, hist, k, before, p_now, summ) -> dict:
         span = hist[:k]
         msgs = []
         for m in span:
@@ -446,7 +509,13 @@ class Sweeps:
         sens = max((m["sensitivity"] for m in span if m["sensitivity"] in SENSITIVITY_ORDER),
                    key=SENSITIVITY_ORDER.index, default="none")
         when = f"{span[0]['created']} to {span[-1]['created']}"
-        full, levels = summarize.summarize_transcript(msgs, when)
+        full = summarize.transcript(msgs)
+        helper = None if summ["state"].get("helper_down") else summ.get("helper")
+        levels, smeta = self.llm_levels(helper, full, "summary", when, k, summ, summ["state"])
+        if levels is None:
+            full, levels = summarize.summarize_transcript(msgs, when)
+        self._count_method(summ, smeta)
+        method = "helper_llm" if smeta["method"] == "helper_llm" else "extractive"
         body = (levels.get("compact") or levels.get("detail") or levels["stub"]).text
         removed = sum(m["token_count"] for m in span)
         header = f"[Conversation summary: turns {first_turn}-{last_turn}, {k} messages, {removed} tokens]"
@@ -462,19 +531,19 @@ class Sweeps:
         if flagged != k:
             self.plpy.error(f"compaction of session {session}: {flagged} of {k} messages could be flagged",
                             sqlstate="40001")
-        provenance = {"method": "extractive", "compaction_message_id": msg["message_id"],
+        provenance = {"method": method, "compaction_message_id": msg["message_id"],
                       "first_turn": first_turn, "last_turn": last_turn}
         memory_id = self._run("ins_memory", INSERT_SUMMARY_MEMORY,
                               ["text", "uuid", "text", "text", "bigint[]", "text"],
                               [tenant, session, full, json.dumps(provenance), ids, sens])[0]["memory_id"]
-        self.store_levels([(tenant, memory_id, levels)])
+        self.store_levels([(tenant, memory_id, levels, smeta)])
         self._run("sess_summary", UPDATE_SESSION_SUMMARY, ["text", "uuid", "text", "integer"],
                   [tenant, session, content, last_turn])
         ratio = lifecycle.compaction_ratio(removed, msg["token_count"])
         after = before - removed + msg["token_count"]
         self._run("log_compaction", LOG_COMPACTION,
                   ["text", "uuid", "bigint", "bigint", "integer", "integer", "integer", "integer", "integer",
-                   "float8", "integer", "integer", "timestamptz"],
+                   "float8", "integer", "integer", "timestamptz", "text"],
                   [tenant, session, msg["message_id"], memory_id, first_turn, last_turn, k, removed,
-                   msg["token_count"], ratio, before, after, p_now])
+                   msg["token_count"], ratio, before, after, p_now, method])
         return {"messages": k, "ratio": ratio, "active_after": after}

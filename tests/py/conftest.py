@@ -13,6 +13,7 @@ import uuid
 
 import psycopg
 import pytest
+from fake_llm import responder, serve
 
 from mnemosyne import connect
 
@@ -88,3 +89,25 @@ def tenant(db):
 @pytest.fixture()
 def session(db, tenant):
     return db.start_session(tenant, context_window=8192)
+
+
+@pytest.fixture()
+def fake_llm(db):
+    """start(mode or respond, good=None, timeout=0.5, retries=2, enabled=True): a fake
+    OpenAI-compatible server (fake_llm.py) configured as the helper LLM, with short
+    timeouts and backoff; the configuration is removed afterwards."""
+    servers = []
+
+    def start(mode, good=None, timeout=0.5, retries=2, enabled=True):
+        srv = serve(responder(mode, good) if isinstance(mode, str) else mode)
+        servers.append(srv)
+        db._call("SELECT mnemo.set_helper_llm(%(u)s, 'tiny-model', 'sk-test-key-0123456789abcdefghij',"
+                 " %(to)s::real, %(r)s::integer, 0.05, %(e)s)",
+                 {"u": f"http://127.0.0.1:{srv.server_address[1]}/v1", "to": timeout, "r": retries,
+                  "e": enabled})
+        return srv
+
+    yield start
+    db._call("SELECT mnemo.set_helper_llm(NULL)", {})
+    for srv in servers:
+        srv.shutdown()

@@ -6,10 +6,8 @@ local server that speaks the OpenAI chat-completions protocol."""
 from __future__ import annotations
 
 import json
-import threading
 import time
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import psycopg
 import pytest
@@ -276,58 +274,19 @@ def test_explicit_api_errors(db, tenant):
 
 
 # ------------------------------------------------------------------ helper LLM
-class FakeLLM(BaseHTTPRequestHandler):
-    """OpenAI chat completions. `mode` per server: good, malformed-then-good, malformed, hang."""
-
-    def log_message(self, *args):
-        pass
-
-    def do_POST(self):
-        srv = self.server
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        srv.requests.append({"body": body, "auth": self.headers.get("Authorization")})
-        n = len(srv.requests)
-        if srv.mode == "hang":
-            time.sleep(2)
-            return
-        if srv.mode == "malformed" or (srv.mode == "malformed-then-good" and n == 1):
-            content = "Sure! Here are the memories: not json at all"
-        else:
-            content = json.dumps({"memories": [
-                {"kind": "fact", "content": "Ana lives in Lisbon.", "source": [1], "subject": "Ana",
-                 "predicate": "lives_in", "object": "Lisbon", "functional": True, "entities": ["Ana", "Lisbon"],
-                 "utility": 0.9},
-                {"kind": "preference", "content": "Ana prefers green tea over coffee.", "source": [2],
-                 "subject": "Ana", "predicate": "prefers", "object": "green tea", "utility": 0.8},
-            ]})
-        out = json.dumps({"id": "x", "object": "chat.completion", "model": body["model"],
-                          "choices": [{"index": 0, "finish_reason": "stop",
-                                       "message": {"role": "assistant", "content": content}}]}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(out)))
-        self.end_headers()
-        self.wfile.write(out)
+EXTRACTION = {"memories": [
+    {"kind": "fact", "content": "Ana lives in Lisbon.", "source": [1], "subject": "Ana",
+     "predicate": "lives_in", "object": "Lisbon", "functional": True, "entities": ["Ana", "Lisbon"],
+     "utility": 0.9},
+    {"kind": "preference", "content": "Ana prefers green tea over coffee.", "source": [2],
+     "subject": "Ana", "predicate": "prefers", "object": "green tea", "utility": 0.8},
+]}
 
 
 @pytest.fixture()
-def llm(db):
-    servers = []
-
-    def start(mode, timeout=0.5, retries=2):
-        srv = ThreadingHTTPServer(("127.0.0.1", 0), FakeLLM)
-        srv.mode, srv.requests, srv.daemon_threads = mode, [], True
-        threading.Thread(target=srv.serve_forever, daemon=True).start()
-        servers.append(srv)
-        db._call("SELECT mnemo.set_helper_llm(%(u)s, 'tiny-model', 'sk-test-key-0123456789abcdefghij',"
-                 " %(to)s::real, %(r)s::integer, 0.05)",
-                 {"u": f"http://127.0.0.1:{srv.server_address[1]}/v1", "to": timeout, "r": retries})
-        return srv
-
-    yield start
-    db._call("SELECT mnemo.set_helper_llm(NULL)", {})
-    for srv in servers:
-        srv.shutdown()
+def llm(fake_llm):
+    """start(mode, timeout, retries): the fake helper LLM (fake_llm.py) answering EXTRACTION."""
+    return lambda mode, **kw: fake_llm(mode, EXTRACTION, **kw)
 
 
 @pytest.fixture()
