@@ -4,7 +4,9 @@
 -- http://localhost:11434/v1 for Ollama). The extract job then asks it for memories
 -- (when extraction_method is auto or helper_llm), with p_timeout_s per request,
 -- p_max_retries retries after timeouts and malformed replies (backoff p_backoff_s,
--- doubling), then falls back to the offline rules. The key goes to
+-- doubling), then falls back to the offline rules. The summaries and compaction
+-- sweeps ask it for multi-fidelity summaries the same way (offline summariser as the
+-- fallback). The key goes to
 -- mnemo_internal.helper_llm_keys, readable by the owner only; p_api_key NULL keeps
 -- the stored key ('' removes it). p_base_url NULL removes the configuration.
 -- Owner only (not granted to mnemo_app). Bad input raises MN001.
@@ -58,4 +60,4 @@ END;
 $$;
 
 COMMENT ON FUNCTION mnemo.set_helper_llm(text, text, text, real, integer, real, boolean, jsonb) IS
-'Configures the OpenAI-compatible helper LLM used by extraction (owner only).';
+'Configures the OpenAI-compatible helper LLM used by extraction and summaries (owner only).';

@@ -1,7 +1,7 @@
 -- mnemo_internal.sweep_py(p_sweep, p_now, p_tenant_id, p_batch_size, p_state) -> jsonb
 -- One batch of a lifecycle sweep whose decisions live in Python
 -- (plpy/mnemo_db/lifecycle_db.py for the statements, lifecycle.py for the rules,
--- summarize.py for the summaries):
+-- llm_summarize.py and summarize.py for the summaries):
 --   promotion   memories whose utility U(m) passes their tier's threshold move up
 --               (session -> episodic -> semantic / procedural), become global and
 --               validated, with a memory_versions entry (seed 003 §5.2, §9.1).
@@ -11,17 +11,23 @@
 --               memories whose activity D(m) is below their tier's floor expire or go
 --               back to episodic (seed 003 §5.3, §9.2).
 --   summaries   memories without declared losses get detail / compact / stub levels
---               with token counts and declared losses from the offline extractive
---               summariser. A helper-LLM summariser (seed 002 §6.1 prompt, JSON out)
---               plugs in here once issue 4 adds the helper LLM configuration; there is
---               none yet, so the offline summariser always runs.
+--               with token counts and declared losses, written by the helper LLM
+--               (mnemo.set_helper_llm; seed 002 §6.1 prompt, JSON out, validated:
+--               levels no longer than the one above, stub format, kept entities
+--               present, declared losses absent) when one is configured and enabled,
+--               else by the offline extractive summariser. An invalid reply is retried,
+--               then that item is summarised offline; an unreachable helper is not
+--               asked again in the run; secret memories are never sent; a helper
+--               failure never fails the sweep. metadata.summary records the method
+--               (helper_llm / offline); counts: helper_llm, offline, helper_fallbacks.
 --   compaction  a session whose active history exceeds compaction_factor x its
 --               context window has its oldest span (down to one window, tool results
 --               kept with their calls) replaced by one summary message (role system,
 --               turn -1); the span's messages are flagged is_compacted with
 --               compacted_into = that message; a 'summary' memory holds the span at
---               four fidelities with declared losses; the session summary is updated;
---               compaction_log records rho (seed 003 §7.3, §9.3).
+--               four fidelities with declared losses (helper LLM or offline, as for
+--               summaries; compaction_log.method helper_llm / extractive); the session
+--               summary is updated; compaction_log records rho (seed 003 §7.3, §9.3).
 -- Called by mnemo.run_sweep, which commits after each batch. Returns {"rows", "done",
 -- "state" (the cursor for the next batch), "counts"}. Writes: memories,
 -- memory_versions, memory_archive, sessions, messages, compaction_log, jobs.
