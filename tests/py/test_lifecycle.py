@@ -27,6 +27,17 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def sweep(conn, name: str, now: datetime | None = None, tenant: str | None = None,
           batch: int | None = None) -> None:
+    """Runs a sweep to the end. A run of the same sweep elsewhere (a background loop
+    still finishing) would make this one return at once without doing anything, so
+    wait for its lock first."""
+    for _ in range(240):
+        if conn.execute("SELECT pg_try_advisory_lock(hashtext('mnemo.run_sweep'), hashtext(%s))",
+                        (name,)).fetchone()[0]:
+            conn.execute("SELECT pg_advisory_unlock(hashtext('mnemo.run_sweep'), hashtext(%s))", (name,))
+            break
+        time.sleep(0.5)
+    else:
+        raise AssertionError(f"the {name} sweep's lock stayed taken for 120 s")
     conn.execute("CALL mnemo.run_sweep(%s, coalesce(%s, now()), %s, %s)", (name, now, tenant, batch))
 
 
