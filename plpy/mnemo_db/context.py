@@ -17,6 +17,7 @@ Invariants (checked by tests/py/test_context_properties.py):
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import math
@@ -212,6 +213,13 @@ class Item:
     chosen: int | None = None  # index into options
 
 
+# The extractive levels of a text, memoised per backend: stored messages never change,
+# and an agent compiles the same session before every model call, so without this the
+# same older turns are summarised again at every compile. The levels are read, never
+# modified, by the callers.
+summary_levels = functools.lru_cache(maxsize=2048)(summarize.summarize_json)
+
+
 def _when(ts: datetime | None) -> str:
     return ts.strftime("%Y-%m-%d %H:%M") if ts else ""
 
@@ -248,7 +256,7 @@ def candidate_item(c: dict, s: float, weights: dict, best_relevance: float) -> I
     short = full.tokens < (MESSAGE_SUMMARY_MIN_TOKENS if is_message else summarize.MIN_TOKENS_FOR_SUMMARY)
     levels = c.get("levels") or {}
     if not short and not levels.get("stub"):
-        levels = summarize.summarize_json(c["text"], c["kind"], _when(c.get("created_at")))
+        levels = summary_levels(c["text"], c["kind"], _when(c.get("created_at")))
     for name in () if short else ("detail", "compact", "stub"):
         lv = levels.get(name)
         if lv and lv.get("text"):
@@ -398,7 +406,7 @@ def history_versions(m: dict, allowed: tuple[str, ...]) -> dict[str, dict]:
     calls_only = m["role"] == "assistant" and m.get("tool_calls") and not text
     if levels is None and not calls_only and tokens.count(text) >= summarize.MIN_TOKENS_FOR_SUMMARY:
         kind = "tool_result" if m["role"] == "tool" else "message"
-        levels = summarize.summarize_json(text, kind, _when(m.get("created_at")))
+        levels = summary_levels(text, kind, _when(m.get("created_at")))
     ref = f"msg:{m['message_id']}"
     above = out["full"]
     for name in ("detail", "compact", "stub"):
