@@ -182,9 +182,9 @@ def score(c: dict, w: dict, now: datetime, max_access: int) -> float:
     authority = (c.get("confidence") or 0.0) * AUTHORITY.get(c.get("provenance_type"), 0.6)
     s = (w["w_relevance"] * relevance + w["w_freshness"] * freshness
          + w["w_frequency"] * frequency + w["w_authority"] * authority)
-    if c.get("was_included"):
-        s *= 1 + w["stickiness"]
-    return round(s, 6)
+    # Not rounded: ordering by a rounded score would flip near-ties as the clock moves
+    # (freshness) and break "no new data, same context". The report rounds.
+    return s
 
 
 # --------------------------------------------------------------------------- items
@@ -211,6 +211,12 @@ class Item:
     value: float = 0.0
     meta: dict = field(default_factory=dict)
     chosen: int | None = None  # index into options
+    # Stickiness: an item of the previous context is worth (1 + stickiness) times more
+    # at its previous fidelity and below, not above. Boosting its fuller options too
+    # would let the next compile upgrade it and push others out: no new data must
+    # give the same context again (provider prompt caches).
+    sticky_from: int | None = None
+    stickiness: float = 0.0
 
 
 # The extractive levels of a text, memoised per backend: stored messages never change,
@@ -265,17 +271,22 @@ def candidate_item(c: dict, s: float, weights: dict, best_relevance: float) -> I
             if o.tokens <= LOWER_FIDELITY_MAX_SHARE * out[-1].tokens:
                 out.append(o)
     likelihood = math.exp((relevance_of(c, weights) - best_relevance) / weights["temperature"])
+    sticky = next((k for k, o in enumerate(out) if o.fidelity == c.get("previous_fidelity")), None)
     return Item(source=c["source"], kind=c["kind"], score=s, options=out, value=s * likelihood,
-                pinned=bool(c.get("is_pinned")), meta={"created_at": c.get("created_at")})
+                pinned=bool(c.get("is_pinned")), meta={"created_at": c.get("created_at")},
+                sticky_from=sticky, stickiness=weights["stickiness"])
 
 
 def _value(it: Item, k: int) -> float:
     """Value of an item at option k: its score times the share of the full content
     that fidelity keeps (square root of the token share, at least that of 5 %)."""
-    if k == 0:
-        return it.value
-    share = min(it.options[k].tokens / it.options[0].tokens, 1.0)
-    return it.value * max(share, 0.05) ** 0.5
+    value = it.value
+    if k > 0:
+        share = min(it.options[k].tokens / it.options[0].tokens, 1.0)
+        value *= max(share, 0.05) ** 0.5
+    if it.sticky_from is not None and k >= it.sticky_from:
+        value *= 1 + it.stickiness
+    return value
 
 
 def pack_items(items: list[Item], budget: int) -> int:
@@ -632,7 +643,7 @@ def memory_block(items: list[Item]) -> dict:
 
 
 def compile_bundle(session: dict, history: list[dict], candidates: list[dict], opts: dict,
-                   now: datetime, weights: dict, previous: list[str],
+                   now: datetime, weights: dict, previous: list[tuple[str, str]],
                    query: str | None) -> dict:
     """The context bundle: messages, phantom tools and the report (without ids)."""
     channel = opts["channel"]
@@ -650,7 +661,9 @@ def compile_bundle(session: dict, history: list[dict], candidates: list[dict], o
 
     # 2. Candidates: privacy, scoring ----------------------------------------------
     excluded_kinds = CHANNEL_EXCLUDED_KINDS.get(channel, ())
-    prev_rank = {s: i for i, s in enumerate(previous)}
+    # the previous context's memory items, in their order, with their fidelities
+    prev_rank = {src: i for i, (src, _) in enumerate(previous)}
+    prev_fidelity = dict(previous)
     visible = []
     for c in candidates:
         if c["sensitivity"] not in allowed:
@@ -658,7 +671,7 @@ def compile_bundle(session: dict, history: list[dict], candidates: list[dict], o
         elif c["kind"] in excluded_kinds:
             omissions.append({"source": c["source"], "reason": f"kind_not_on_{channel}_channel"})
         else:
-            c["was_included"] = c["source"] in prev_rank
+            c["previous_fidelity"] = prev_fidelity.get(c["source"])
             visible.append(c)
     max_access = max((c.get("access_count") or 0 for c in visible), default=0)
     scored = sorted(((score(c, weights, now, max_access), c) for c in visible),
@@ -742,7 +755,7 @@ def compile_bundle(session: dict, history: list[dict], candidates: list[dict], o
     used = mem_tokens + summary_tokens + pick.tokens
     for it in items:
         if it.chosen is None and it.source not in in_history:
-            omissions.append({"source": it.source, "reason": "budget", "score": it.score})
+            omissions.append({"source": it.source, "reason": "budget", "score": round(it.score, 6)})
     if pick.dropped_units:
         omissions.append({"source": "history", "reason": "budget",
                           "units_dropped": pick.dropped_units,
@@ -754,7 +767,7 @@ def compile_bundle(session: dict, history: list[dict], candidates: list[dict], o
     report_items = (
         [{"section": "memory", "source": i.source, "kind": i.kind,
           "fidelity": i.options[i.chosen].fidelity, "tokens": i.options[i.chosen].tokens,
-          "score": i.score, "pinned": i.pinned} for i in chosen]
+          "score": round(i.score, 6), "pinned": i.pinned} for i in chosen]
         + [{"section": "history", "source": f"msg:{mid}", "fidelity": fid, "tokens": t}
            for mid, fid, t in pick.fidelities]
     )

@@ -353,7 +353,7 @@ class Compiler:
         lexemes = list(t["lexemes"] or [])
         idfs = [_idf(n_docs, df) for df in (t["dfs"] or [])]
         avgdl = (t["total_length"] / n_docs) if t["total_length"] else 8.0
-        previous = [i["source"] for i in json.loads(t["previous_items"] or "[]")
+        previous = [(i["source"], i.get("fidelity")) for i in json.loads(t["previous_items"] or "[]")
                     if i.get("section") == "memory"]
         watch.lap("terms")
         vector = (embedding.to_pgvector(embedding_of_query.result()[0])

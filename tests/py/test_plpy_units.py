@@ -42,3 +42,26 @@ def test_excerpt_never_splits_multibyte_characters():
     out = excerpt.make_excerpt(text, 1001, 1)
     out.encode("utf-8")  # valid UTF-8
     assert "omitted" in out
+
+
+def test_stickiness_boosts_an_item_at_its_previous_fidelity_and_below_only():
+    """The next compile must not upgrade an item of the previous context (it would push
+    others out): only its previous fidelity and lower ones are worth more."""
+    from mnemo_db.context import Item, Option, _value, pack_items
+
+    def item(source, value, sticky=None):
+        opts = [Option("full", source, 100), Option("detail", source, 40), Option("stub", source, 10)]
+        return Item(source=source, kind="fact", score=value, options=opts, value=value,
+                    sticky_from=sticky, stickiness=0.10)
+
+    x = item("mem:1", 1.0, sticky=1)  # was sent at detail
+    assert _value(x, 1) == _value(item("mem:1", 1.0), 1) * 1.10
+    assert _value(x, 2) == _value(item("mem:1", 1.0), 2) * 1.10
+    assert _value(x, 0) == _value(item("mem:1", 1.0), 0)  # full: no boost
+    # a previous context packed again with its fidelities marked: the same choice
+    first = [item("mem:1", 1.0), item("mem:2", 0.9), item("mem:3", 0.5)]
+    pack_items(first, 120)
+    chosen = {i.source: i.chosen for i in first}
+    again = [item(i.source, i.value, sticky=i.chosen) for i in first]
+    pack_items(again, 120)
+    assert {i.source: i.chosen for i in again} == chosen
