@@ -493,10 +493,6 @@ class PreparedHistory:
         return sum(c[FIDELITIES[z]] for c in self.costs(u))
 
 
-def prepare_history(history: list[dict], allowed: tuple[str, ...]) -> PreparedHistory:
-    return PreparedHistory(history, allowed)
-
-
 def pack_history(h: PreparedHistory, budget: int) -> HistoryPick:
     """A contiguous suffix of the history within the budget.
 
@@ -690,7 +686,7 @@ def compile_bundle(session: dict, history: list[dict], candidates: list[dict], o
         pinned_reserve = MEMORY_HEADER_TOKENS + sum(i.options[-1].tokens + DAY_LINE_TOKENS
                                                     for i in pinned)
     b_hist = max(min(b_hist, available - pinned_reserve), 0)
-    prepared = prepare_history(history, allowed)
+    prepared = PreparedHistory(history, allowed)
     summary_msgs: list[dict] = []
 
     def with_summary(p: HistoryPick, limit: int) -> tuple[HistoryPick, list[dict]]:

@@ -213,8 +213,11 @@ class Stopwatch:
     """Milliseconds spent in each phase of a compile (the report's timings_ms)."""
 
     def __init__(self):
-        self.last = time.perf_counter()
+        self.started = self.last = time.perf_counter()
         self.laps: dict[str, float] = {}
+
+    def elapsed_ms(self) -> float:
+        return (time.perf_counter() - self.started) * 1000.0
 
     def lap(self, phase: str) -> None:
         now = time.perf_counter()
@@ -285,7 +288,6 @@ class Compiler:
         self.plpy.execute(self.raise_error, [code, message, hint])
 
     def compile(self, tenant_id: str, session_id: str, query: str | None, options_json: str | None):
-        started = time.perf_counter()
         watch = Stopwatch()
         plpy = self.plpy
         if session_id is None:
@@ -375,7 +377,7 @@ class Compiler:
                                         previous, query)
         watch.lap("pack")
         report = bundle["report"]
-        latency = (time.perf_counter() - started) * 1000.0
+        latency = watch.elapsed_ms()
         context_id = None
         if opts["log"]:
             context_id = plpy.execute(self.log, [
