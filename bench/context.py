@@ -12,7 +12,9 @@
    an interrupted load resumes where it stopped. With a large load the HNSW indexes
    are dropped first and built again afterwards, with the definitions of 0001_schema.
 
-2. Measurement, on warm connections, interleaved per sample (round robin) so that
+2. Measurement, warm: Mnemosyne's tables and indexes are first loaded into shared
+   buffers (pg_prewarm; the local cluster sizes shared_buffers to a quarter of RAM),
+   then, on warm connections, interleaved per sample (round robin) so that
    noise on this shared machine hits every figure alike, each sample with a distinct
    real question (LoCoMo qa) on a random (tenant, session):
    (a) SELECT mnemo.compile_context(t, s, q, '{"budget": 4000}') -- with its
@@ -478,9 +480,36 @@ def short_plan(lines: list[str]) -> str:
     return " > ".join(nodes)
 
 
+def prewarm(conn) -> None:
+    """Warm latency means warm caches: load Mnemosyne's tables, their TOAST and their
+    indexes into shared buffers (pg_prewarm), as on a server that has been serving
+    these tenants. Says so when they do not fit (the figures then include disk reads)."""
+    conn.execute("CREATE EXTENSION IF NOT EXISTS pg_prewarm")
+    rels = conn.execute("""
+        SELECT r.oid::regclass::text, pg_relation_size(r.oid)
+        FROM pg_class AS c JOIN pg_namespace AS n ON n.oid = c.relnamespace
+        JOIN LATERAL (SELECT c.oid UNION ALL SELECT c.reltoastrelid WHERE c.reltoastrelid <> 0
+                      UNION ALL SELECT i.indexrelid FROM pg_index AS i WHERE i.indrelid = c.oid) AS r (oid)
+            ON true
+        WHERE n.nspname = 'mnemo' AND c.relkind = 'r' AND pg_relation_size(r.oid) > 0
+        ORDER BY 2 DESC""").fetchall()
+    total = sum(size for _, size in rels)
+    buffers = conn.execute("SELECT setting::bigint * 8192 FROM pg_settings "
+                           "WHERE name = 'shared_buffers'").fetchone()[0]
+    if total > 0.9 * buffers:
+        print(f"[warm] WARNING: {total >> 20} MB of tables and indexes do not fit in "
+              f"shared_buffers ({buffers >> 20} MB): figures include disk reads")
+    t0 = time.perf_counter()
+    for name, _ in rels:
+        conn.execute("SELECT pg_prewarm(%s)", (name,))
+    print(f"[warm] {len(rels)} relations, {total >> 20} MB loaded into shared buffers "
+          f"({buffers >> 20} MB) in {time.perf_counter() - t0:.0f} s", flush=True)
+
+
 def measure(args, counts: tuple[int, int, int]) -> dict:
     rng = random.Random(SEED + 1)
     main = psycopg.connect(DSN, autocommit=True, prepare_threshold=None)
+    prewarm(main)
     it = psycopg.connect(DSN, autocommit=True, prepare_threshold=None)
     # The planner prefers the tenant's btree + sort (about a thousand rows per tenant);
     # enable_sort = off makes it take the HNSW indexes, which is what (d) is for (and
@@ -615,7 +644,7 @@ def explain_candidates(conn, tenant: str, session: str, query: str) -> None:
     opts = ctx.parse_options(json.loads(OPTIONS), channel)
     available = ctx.budget_for({"context_window": s[3], "response_reserve": s[4],
                                 "system_prompt": s[6]}, opts)[3]
-    max_rows, limit = context_db.fetch_bounds(available)
+    max_rows = context_db.history_rows(available)
     hist_sql = context_db.HISTORY
     for k, v in (("$1", "%(t)s"), ("$2", "%(s)s::uuid"), ("$3::timestamptz", "NULL::timestamptz"),
                  ("$3", "NULL::timestamptz"), ("$4", "%(n)s")):
@@ -623,9 +652,10 @@ def explain_candidates(conn, tenant: str, session: str, query: str) -> None:
     cur = conn.execute(hist_sql, {"t": tenant, "s": session, "n": max_rows})
     cols = [d.name for d in cur.description]
     history = [dict(zip(cols, r, strict=True)) for r in cur]
-    task = ctx.classify_task(query, history, True)
-    _, b_hist = ctx.split_budget(available, task)
-    exclude = ctx.verbatim_message_ids(history, b_hist)
+    opts["task_type"] = task = ctx.classify_task(query, history, True)
+    exclude = ctx.verbatim_message_ids(history, ctx.history_share(available, opts))
+    prepared = ctx.PreparedHistory(history, ctx.CHANNEL_SENSITIVITY[channel])
+    limit = context_db.candidate_limit(ctx.memory_room(prepared, available, opts))
     terms_sql = (context_db.TERMS.replace("$1", "%(t)s").replace("$2", "%(q)s")
                  .replace("$3", "%(s)s::uuid"))
     tr = conn.execute(terms_sql, {"t": tenant, "q": query, "s": session}).fetchone()
@@ -635,7 +665,8 @@ def explain_candidates(conn, tenant: str, session: str, query: str) -> None:
     w = ctx.weights_for(None)
     words = sorted({x.lower().strip(".-") for x in re.findall(r"[\w.-]+", query)} - {""})
     types = context_db.CANDIDATE_TYPES
-    params = [tenant, session, query, list(tr[0] or []), idfs, avgdl, None,
+    trigram_query = query if len(words) <= context_db.TRIGRAM_MAX_QUERY_WORDS else None
+    params = [tenant, session, trigram_query, list(tr[0] or []), idfs, avgdl, None,
               list(ctx.CHANNEL_SENSITIVITY[channel]), list(ctx.CHANNEL_SOURCES[channel]),
               agent_id, exclude, w["lexical"], w["tag_bonus"],
               list(ctx.CHANNEL_EXCLUDED_KINDS.get(channel, ())), w["neighbour"], words, limit,

@@ -12,6 +12,24 @@ LOG=$MNEMO_HOME/postgres.log
 log() { printf '\033[1m[mnemo cluster]\033[0m %s\n' "$*"; }
 as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
 
+# Memory settings sized to this machine at every start, in their own file (read last,
+# so they win over the defaults above): shared_buffers a quarter of RAM (PostgreSQL's
+# usual advice; a tenant's working set stays resident, where the OS page cache may
+# be reclaimed under it) and effective_cache_size half of it.
+memory_settings() {
+  local kb mb
+  kb=$(awk '/^MemTotal:/ {print $2}' /proc/meminfo 2>/dev/null || echo 2097152)
+  mb=$(( kb / 1024 / 4 )); (( mb < 128 )) && mb=128; (( mb > 16384 )) && mb=16384
+  cat > "$DATA/mnemo-memory.conf" <<CONF
+# written by scripts/cluster.sh at every start: sized to this machine's $(( kb / 1024 )) MB of RAM
+shared_buffers = ${mb}MB
+effective_cache_size = $(( kb / 1024 / 2 ))MB
+CONF
+  [ "$(id -u)" = 0 ] && chown postgres: "$DATA/mnemo-memory.conf"
+  grep -q "mnemo-memory.conf" "$DATA/postgresql.conf" ||
+    echo "include_if_exists = 'mnemo-memory.conf'" >> "$DATA/postgresql.conf"
+}
+
 case "${1:-}" in
 init)
   if [ -f "$DATA/PG_VERSION" ]; then log "cluster exists in $DATA"; exit 0; fi
@@ -31,13 +49,13 @@ cron.database_name = 'mnemo'
 cron.use_background_workers = on
 max_worker_processes = 32
 max_connections = 200
-shared_buffers = 512MB
 work_mem = 16MB
 maintenance_work_mem = 512MB
 CONF
   ;;
 start)
   if as_pg "$PGBIN/pg_ctl" -D "$DATA" status >/dev/null 2>&1; then log "running on port $MNEMO_PORT"; exit 0; fi
+  memory_settings
   log "starting postgres on 127.0.0.1:$MNEMO_PORT"
   if ! as_pg "$PGBIN/pg_ctl" -D "$DATA" -l "$LOG" -w -t 60 start >/dev/null; then
     echo "mnemo cluster: postgres did not start; the end of $LOG says:" >&2

@@ -155,6 +155,19 @@ def split_budget(available: int, task_type: str) -> tuple[int, int]:
     return int(available * mem_share), int(available * hist_share)
 
 
+def history_share(available: int, opts: dict) -> int:
+    """The history's share of B for the compile's task type, within its cap."""
+    b_hist = split_budget(available, opts["task_type"])[1]
+    return b_hist if opts["cap_history"] is None else min(b_hist, opts["cap_history"])
+
+
+def memory_room(prepared: "PreparedHistory", available: int, opts: dict) -> int:
+    """Tokens the memory block can get at most once the history has taken its share
+    (memories get B minus what the history uses): what the candidate pool must fill."""
+    room = available - pack_history(prepared, history_share(available, opts)).tokens
+    return room if opts["cap_memory"] is None else min(room, opts["cap_memory"])
+
+
 # --------------------------------------------------------------------------- scoring
 def weights_for(config: dict | None) -> dict:
     w = dict(DEFAULT_WEIGHTS)
@@ -640,20 +653,20 @@ def memory_block(items: list[Item]) -> dict:
 
 def compile_bundle(session: dict, history: list[dict], candidates: list[dict], opts: dict,
                    now: datetime, weights: dict, previous: list[tuple[str, str]],
-                   query: str | None) -> dict:
-    """The context bundle: messages, phantom tools and the report (without ids)."""
+                   query: str | None, prepared: PreparedHistory | None = None) -> dict:
+    """The context bundle: messages, phantom tools and the report (without ids).
+    `prepared` is the history already made ready by the caller, if it was."""
     channel = opts["channel"]
     allowed = CHANNEL_SENSITIVITY[channel]
     omissions: list[dict] = []
 
     # 1. Budget -------------------------------------------------------------------
     system_msgs, system_tokens, tool_tokens, available = budget_for(session, opts)
-    task = opts["task_type"] or classify_task(query, history, bool(candidates))
-    b_mem, b_hist = split_budget(available, task)
+    task = opts["task_type"] = opts["task_type"] or classify_task(query, history, bool(candidates))
+    b_mem = split_budget(available, task)[0]
     if opts["cap_memory"] is not None:
         b_mem = min(b_mem, opts["cap_memory"])
-    if opts["cap_history"] is not None:
-        b_hist = min(b_hist, opts["cap_history"])
+    b_hist = history_share(available, opts)
 
     # 2. Candidates: privacy, scoring ----------------------------------------------
     excluded_kinds = CHANNEL_EXCLUDED_KINDS.get(channel, ())
@@ -686,7 +699,7 @@ def compile_bundle(session: dict, history: list[dict], candidates: list[dict], o
         pinned_reserve = MEMORY_HEADER_TOKENS + sum(i.options[-1].tokens + DAY_LINE_TOKENS
                                                     for i in pinned)
     b_hist = max(min(b_hist, available - pinned_reserve), 0)
-    prepared = PreparedHistory(history, allowed)
+    prepared = prepared or PreparedHistory(history, allowed)
     summary_msgs: list[dict] = []
 
     def with_summary(p: HistoryPick, limit: int) -> tuple[HistoryPick, list[dict]]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import sys
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -84,6 +85,9 @@ SELECT
 # tenant measured faster than HNSW with a tenant filter at these sizes: see
 # bench/context.py), fused relevance in [0, 1]:
 #   (1 - a) * cosine + a * BM25 / max BM25  (+ tag bonus)  (+ g * best neighbour turn)
+# The tag bonus: a memory's tag, key entity or linked entity, or a message's speaker,
+# named in the query. Trigram word similarity ($3, a short query only) lets a
+# misspelt name or identifier still reach a memory.
 # Messages in the session's verbatim history window are excluded ($11).
 CANDIDATES = """
 WITH q AS MATERIALIZED (
@@ -126,7 +130,9 @@ msg AS (
         1 - (m.embedding <=> q.e) AS cosine,
         CASE WHEN m.search_tsv @@ q.tsq THEN (SELECT sum(t.idf) FROM terms AS t WHERE m.search_tsv @@ t.tq)
             * 2.2 / (1 + 1.2 * (0.25 + 0.75 * length(m.search_tsv) / $6)) END AS bm25,
-        false AS tag_match, 0::real AS trgm, false AS is_pinned, 0 AS access_count, 'local' AS scope,
+        -- who said it: a question about a person favours that person's turns
+        coalesce(lower(m.name) = ANY($16), false) AS tag_match,
+        0::real AS trgm, false AS is_pinned, 0 AS access_count, 'local' AS scope,
         'message' AS kind, m.content AS text, NULL AS content_detail, NULL AS content_compact,
         NULL AS content_stub, NULL AS losses, m.sensitivity, NULL::timestamptz AS last_accessed_at,
         m.created_at, 1.0::float8 AS confidence,
@@ -143,18 +149,22 @@ msg AS (
         AND (m.session_id = $2 OR s.channel = ANY($9)
             AND (s.channel NOT IN ('private', 'agent') OR s.agent_id = $10))
 ),
--- Every column the caller needs travels with the candidate: joining the picked rows
--- back to their partitioned tables cost more than the whole scan.
+-- Every column the caller needs travels with the candidate (joining the picked rows
+-- back to their partitioned tables cost more than the whole scan), but the ranking
+-- below sorts narrow rows only; the wide ones are joined back from the pool at the end.
 pool AS MATERIALIZED (SELECT * FROM mem UNION ALL SELECT * FROM msg),
 fused AS (
-    SELECT p.*, least(1.0, (1 - $12) * greatest(coalesce(p.cosine, 0), 0)
-        + $12 * coalesce(p.bm25 / nullif(max(p.bm25) OVER (), 0), 0)
-        + CASE WHEN p.tag_match THEN $13 ELSE 0 END) AS rel0
+    SELECT p.source, p.session_id, p.turn_index, p.cosine, p.scope, p.access_count,
+        p.is_pinned, p.trgm,
+        least(1.0, (1 - $12) * greatest(coalesce(p.cosine, 0), 0)
+            + $12 * coalesce(p.bm25 / nullif(max(p.bm25) OVER (), 0), 0)
+            + CASE WHEN p.tag_match THEN $13 ELSE 0 END) AS rel0
     FROM pool AS p
 ),
-ranked AS (
+ranked AS MATERIALIZED (
     -- neighbours: the turns before and after a message in its session (memories have none)
-    SELECT f.*, f.rel0 + CASE WHEN f.session_id IS NULL THEN 0 ELSE $15 * greatest(
+    SELECT f.source, f.scope, f.access_count, f.is_pinned, f.trgm,
+        f.rel0 + CASE WHEN f.session_id IS NULL THEN 0 ELSE $15 * greatest(
             coalesce(lag(f.rel0) OVER w, 0), coalesce(lead(f.rel0) OVER w, 0)) END AS relevance,
         rank() OVER (ORDER BY f.cosine DESC NULLS LAST) AS vector_rank
     FROM fused AS f
@@ -166,16 +176,19 @@ top AS (
 frequent AS (
     SELECT r.source FROM ranked AS r WHERE r.scope = 'global' AND r.access_count > 0
     ORDER BY r.access_count DESC, r.source LIMIT 20
+),
+picked AS (
+    SELECT r.source, r.relevance, r.vector_rank FROM ranked AS r
+    WHERE r.source IN (SELECT top.source FROM top) OR r.is_pinned OR r.trgm >= 0.6
+        OR r.source IN (SELECT frequent.source FROM frequent)
 )
-SELECT p.source, p.relevance::float8 AS relevance, p.cosine::float8 AS cosine, p.bm25::float8 AS bm25,
-    p.tag_match, p.trgm::float8 AS trgm, p.vector_rank, p.kind, p.text,
+SELECT p.source, k.relevance::float8 AS relevance, p.cosine::float8 AS cosine, p.bm25::float8 AS bm25,
+    p.tag_match, p.trgm::float8 AS trgm, k.vector_rank, p.kind, p.text,
     p.content_detail, p.content_compact, p.content_stub, p.losses, p.sensitivity, p.is_pinned,
     p.access_count, extract(epoch FROM p.last_accessed_at)::float8 AS accessed_epoch,
     extract(epoch FROM p.created_at)::float8 AS created_epoch, p.confidence, p.provenance_type,
     p.role, p.name, p.artifact_id, p.message_id, p.memory_id
-FROM ranked AS p
-WHERE p.source IN (SELECT top.source FROM top) OR p.is_pinned OR p.trgm >= 0.6
-    OR p.source IN (SELECT frequent.source FROM frequent)
+FROM picked AS k JOIN pool AS p ON p.source = k.source
 """
 
 CANDIDATE_TYPES = [
@@ -197,16 +210,22 @@ SELECT mnemo_internal.enqueue_job($1, 'record_access', 'session:' || $2,
 """
 
 _WORD_RE = re.compile(r"[\w.-]+")
+# Trigram word similarity finds a misspelt name or identifier; against a whole
+# question it is noise (and it costs a string comparison per memory).
+TRIGRAM_MAX_QUERY_WORDS = 6
 # Candidates fetched: enough to fill the budget with short items (a budget larger
 # than the whole history must be able to hold all of it), within sane bounds.
 MIN_CANDIDATES, MAX_CANDIDATES, TOKENS_PER_CANDIDATE = 60, 2000, 12
 
 
-def fetch_bounds(available: int) -> tuple[int, int]:
-    """(history rows, candidates) worth fetching for a budget B."""
-    rows = min(max(available // MIN_MESSAGE_TOKENS, 16), MAX_HISTORY_ROWS)
-    candidates = min(max(available // TOKENS_PER_CANDIDATE, MIN_CANDIDATES), MAX_CANDIDATES)
-    return rows, candidates
+def history_rows(available: int) -> int:
+    """History rows worth fetching for a budget B."""
+    return min(max(available // MIN_MESSAGE_TOKENS, 16), MAX_HISTORY_ROWS)
+
+
+def candidate_limit(room: int) -> int:
+    """Candidates worth fetching for a memory block of at most `room` tokens."""
+    return min(max(room // TOKENS_PER_CANDIDATE, MIN_CANDIDATES), MAX_CANDIDATES)
 
 
 class Stopwatch:
@@ -258,6 +277,10 @@ class Compiler:
         plpy.execute("SELECT mnemo.embed('')")  # loads the model in this backend
         self.embedder = embedding.loaded()
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mnemo-embed")
+        # The embedding thread needs the GIL for a moment between its native steps;
+        # with Python's default 5 ms switch interval it waited behind the compile's own
+        # Python work for up to that long each time (embedding_wait p50 6.2 -> 4.2 ms).
+        sys.setswitchinterval(0.0002)
 
     def _embed_async(self, query: str | None) -> Future | None:
         """Starts embedding the query on the pool's thread. PL/Python keeps the GIL
@@ -292,6 +315,10 @@ class Compiler:
         plpy = self.plpy
         if session_id is None:
             self.error("session_id is required")
+        # The embedding is the largest single cost of a compile: it starts before
+        # anything else and runs while the statements below do.
+        query = query.strip() if query and query.strip() else None
+        embedding_of_query = self._embed_async(query)
         plpy.execute(self.enter, [tenant_id])
         try:
             raw = json.loads(options_json) if options_json else {}
@@ -329,12 +356,13 @@ class Compiler:
         # Budget first: it bounds how much history and how many candidates are worth
         # fetching.
         available = context.budget_for(session, opts)[3]
-        max_rows, limit = fetch_bounds(available)
-        query = self._clean_query(query, s["redact"])
-        embedding_of_query = self._embed_async(query)
+        cleaned = self._clean_query(query, s["redact"])
+        if cleaned != query:
+            # redaction changed the query: the redacted text is what is searched for
+            query, embedding_of_query = cleaned, self._embed_async(cleaned)
         watch.lap("session")
-        history = [self._history_row(r) for r in plpy.execute(self.history,
-                                                                [tenant_id, session_id, as_of, max_rows])]
+        history = [self._history_row(r) for r in plpy.execute(
+            self.history, [tenant_id, session_id, as_of, history_rows(available)])]
         if query is None:
             # the default query: the last user message the channel may see
             last = plpy.execute(self.last_user, [tenant_id, session_id, as_of,
@@ -342,14 +370,14 @@ class Compiler:
             query = self._clean_query(last[0]["content"] if last else None, s["redact"])
             embedding_of_query = self._embed_async(query)
 
-        watch.lap("history")
         task = opts["task_type"] or context.classify_task(query, history, True)
         opts["task_type"] = task
-        _, b_hist = context.split_budget(available, task)
-        # Messages that will surely be in the verbatim history are not candidates.
-        exclude = context.verbatim_message_ids(history, b_hist)
-
-        watch.lap("classify")
+        # Messages that will surely be in the verbatim history are not candidates, and
+        # the pool holds what can fill the room the history leaves.
+        exclude = context.verbatim_message_ids(history, context.history_share(available, opts))
+        prepared = context.PreparedHistory(history, context.CHANNEL_SENSITIVITY[opts["channel"]])
+        limit = candidate_limit(context.memory_room(prepared, available, opts))
+        watch.lap("history")
         t = plpy.execute(self.terms, [tenant_id, query or "", session_id])[0]
         n_docs = max(t["n_docs"], 1)
         lexemes = list(t["lexemes"] or [])
@@ -363,8 +391,9 @@ class Compiler:
         watch.lap("embedding_wait")
         channel = opts["channel"]
         words = sorted({w.lower().strip(".-") for w in _WORD_RE.findall(query or "")} - {""})
+        trigram_query = query if len(words) <= TRIGRAM_MAX_QUERY_WORDS else None
         rows = plpy.execute(self.candidates, [
-            tenant_id, session_id, query, lexemes, idfs, avgdl, as_of,
+            tenant_id, session_id, trigram_query, lexemes, idfs, avgdl, as_of,
             list(context.CHANNEL_SENSITIVITY[channel]), list(context.CHANNEL_SOURCES[channel]),
             s["agent_id"], exclude, weights["lexical"], weights["tag_bonus"],
             list(context.CHANNEL_EXCLUDED_KINDS.get(channel, ())), weights["neighbour"], words,
@@ -374,7 +403,7 @@ class Compiler:
         candidates = [self._candidate(r, limit) for r in rows]
         watch.lap("candidates_py")
         bundle = context.compile_bundle(session, history, candidates, opts, now, weights,
-                                        previous, query)
+                                        previous, query, prepared)
         watch.lap("pack")
         report = bundle["report"]
         latency = watch.elapsed_ms()
