@@ -428,7 +428,11 @@ def history_versions(m: dict, allowed: tuple[str, ...]) -> dict[str, dict]:
     levels = m.get("levels")
     text = m.get("content") or ""
     calls_only = m["role"] == "assistant" and m.get("tool_calls") and not text
-    if levels is None and not calls_only and tokens.count(text) >= summarize.MIN_TOKENS_FOR_SUMMARY:
+    # the stored token count (text plus framing) rules out most short messages
+    # without tokenising them
+    if (levels is None and not calls_only
+            and (m.get("token_count") or summarize.MIN_TOKENS_FOR_SUMMARY) >= summarize.MIN_TOKENS_FOR_SUMMARY
+            and tokens.count(text) >= summarize.MIN_TOKENS_FOR_SUMMARY):
         kind = "tool_result" if m["role"] == "tool" else "message"
         levels = summary_levels(text, kind, _when(m.get("created_at")))
     ref = f"msg:{m['message_id']}"
@@ -487,9 +491,12 @@ class PreparedHistory:
         """Token cost of each message of unit u at every fidelity."""
         if u not in self._costs:
             costs = []
-            for v in self.versions(u):
-                # a level a message does not have is the same object as the one above
+            for m, v in zip(self.units[u], self.versions(u)):
+                # a level a message does not have is the same object as the one above;
+                # a message sent as stored costs its stored token count
                 counted: dict[int, int] = {}
+                if self._as_stored([m]):
+                    counted[id(v["full"])] = m["token_count"]
                 cost = {}
                 for f in FIDELITIES:
                     if id(v[f]) not in counted:

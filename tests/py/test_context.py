@@ -786,6 +786,31 @@ def test_as_of_sees_the_past(db, tenant):
     assert sorted(future) == sorted(all_now)
 
 
+def test_a_named_speaker_is_an_entity_match(db, tenant):
+    """A question about a person favours that person's turns: a message's speaker (its
+    `name`) named in the query earns the tag bonus, and the turn outranks a closer
+    wording said by someone else."""
+    earlier = db.start_session(tenant, context_window=128000)
+    maria = db.record_message(tenant, earlier, {
+        "role": "user", "name": "Maria", "content": "I started learning the cello last spring."})
+    jon = db.record_message(tenant, earlier, {
+        "role": "assistant", "name": "Jon",
+        "content": "Last spring I started learning an instrument too: the violin."})
+    run_jobs(db, tenant)
+    s = db.start_session(tenant, context_window=128000)
+
+    def ranked(query):
+        items = db.compile_context_bundle(tenant, s, query, budget=100_000,
+                                          log=False)["report"]["items"]
+        return [i["source"] for i in sorted(items, key=lambda i: -i["score"])
+                if i["source"] in (f"msg:{maria}", f"msg:{jon}")]
+
+    assert ranked("Which instrument did Maria start learning last spring?") == [
+        f"msg:{maria}", f"msg:{jon}"]
+    assert ranked("Which instrument did Jon start learning last spring?") == [
+        f"msg:{jon}", f"msg:{maria}"]
+
+
 def test_embed_job_counts_each_document_once_into_the_lexicon(db, tenant, session):
     """BM25 statistics: the first embedding of a message adds it to mnemo.lexicon (one
     document per distinct lexeme, plus totals on lexeme ''); nothing is counted twice."""
