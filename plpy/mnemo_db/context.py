@@ -161,7 +161,7 @@ def history_share(available: int, opts: dict) -> int:
     return b_hist if opts["cap_history"] is None else min(b_hist, opts["cap_history"])
 
 
-def memory_room(prepared: "PreparedHistory", available: int, opts: dict) -> int:
+def memory_room(prepared: PreparedHistory, available: int, opts: dict) -> int:
     """Tokens the memory block can get at most once the history has taken its share
     (memories get B minus what the history uses): what the candidate pool must fill."""
     room = available - pack_history(prepared, history_share(available, opts)).tokens
