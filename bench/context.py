@@ -653,7 +653,7 @@ def explain_candidates(conn, tenant: str, session: str, query: str) -> None:
     cols = [d.name for d in cur.description]
     history = [dict(zip(cols, r, strict=True)) for r in cur]
     opts["task_type"] = task = ctx.classify_task(query, history, True)
-    exclude = ctx.verbatim_message_ids(history, ctx.history_share(available, opts))
+    exclude = ctx.verbatim_message_ids(history, ctx.history_share(available, task, opts["cap_history"]))
     prepared = ctx.PreparedHistory(history, ctx.CHANNEL_SENSITIVITY[channel])
     limit = context_db.candidate_limit(ctx.memory_room(prepared, available, opts))
     terms_sql = (context_db.TERMS.replace("$1", "%(t)s").replace("$2", "%(q)s")
@@ -663,10 +663,9 @@ def explain_candidates(conn, tenant: str, session: str, query: str) -> None:
     idfs = [_idf(n_docs, df) for df in (tr[1] or [])]
     avgdl = tr[3] / n_docs if tr[3] else 8.0
     w = ctx.weights_for(None)
-    words = sorted({x.lower().strip(".-") for x in re.findall(r"[\w.-]+", query)} - {""})
+    words = context_db.query_words(query)
     types = context_db.CANDIDATE_TYPES
-    trigram_query = query if len(words) <= context_db.TRIGRAM_MAX_QUERY_WORDS else None
-    params = [tenant, session, trigram_query, list(tr[0] or []), idfs, avgdl, None,
+    params = [tenant, session, context_db.trigram_query(query, words), list(tr[0] or []), idfs, avgdl, None,
               list(ctx.CHANNEL_SENSITIVITY[channel]), list(ctx.CHANNEL_SOURCES[channel]),
               agent_id, exclude, w["lexical"], w["tag_bonus"],
               list(ctx.CHANNEL_EXCLUDED_KINDS.get(channel, ())), w["neighbour"], words, limit,

@@ -155,16 +155,18 @@ def split_budget(available: int, task_type: str) -> tuple[int, int]:
     return int(available * mem_share), int(available * hist_share)
 
 
-def history_share(available: int, opts: dict) -> int:
-    """The history's share of B for the compile's task type, within its cap."""
-    b_hist = split_budget(available, opts["task_type"])[1]
-    return b_hist if opts["cap_history"] is None else min(b_hist, opts["cap_history"])
+def history_share(available: int, task_type: str, cap_history: int | None) -> int:
+    """The history's share of B for a task type, within its cap."""
+    b_hist = split_budget(available, task_type)[1]
+    return b_hist if cap_history is None else min(b_hist, cap_history)
 
 
 def memory_room(prepared: PreparedHistory, available: int, opts: dict) -> int:
     """Tokens the memory block can get at most once the history has taken its share
-    (memories get B minus what the history uses): what the candidate pool must fill."""
-    room = available - pack_history(prepared, history_share(available, opts)).tokens
+    (memories get B minus what the history uses): what the candidate pool must fill.
+    opts["task_type"] must be decided."""
+    b_hist = history_share(available, opts["task_type"], opts["cap_history"])
+    room = available - pack_history(prepared, b_hist).tokens
     return room if opts["cap_memory"] is None else min(room, opts["cap_memory"])
 
 
@@ -428,10 +430,11 @@ def history_versions(m: dict, allowed: tuple[str, ...]) -> dict[str, dict]:
     levels = m.get("levels")
     text = m.get("content") or ""
     calls_only = m["role"] == "assistant" and m.get("tool_calls") and not text
-    # the stored token count (text plus framing) rules out most short messages
-    # without tokenising them
+    # The stored token count (text plus framing, never less than the text alone) rules
+    # out most short messages without tokenising them.
+    stored = m.get("token_count")
     if (levels is None and not calls_only
-            and (m.get("token_count") or summarize.MIN_TOKENS_FOR_SUMMARY) >= summarize.MIN_TOKENS_FOR_SUMMARY
+            and (stored is None or stored >= summarize.MIN_TOKENS_FOR_SUMMARY)
             and tokens.count(text) >= summarize.MIN_TOKENS_FOR_SUMMARY):
         kind = "tool_result" if m["role"] == "tool" else "message"
         levels = summary_levels(text, kind, _when(m.get("created_at")))
@@ -469,6 +472,7 @@ class PreparedHistory:
         self.allowed = allowed
         self._versions: dict[int, list[dict[str, dict]]] = {}
         self._costs: dict[int, list[dict[str, int]]] = {}
+        self._picks: dict[int, HistoryPick] = {}  # pack_history by budget (read only)
         # Full-fidelity cost of each unit: the stored token count (the same
         # tokens.count_message of the same message) unless the unit's messages are
         # sent altered (withheld, or tool calls without results removed).
@@ -521,7 +525,11 @@ def pack_history(h: PreparedHistory, budget: int) -> HistoryPick:
     cumulative caps): when a unit no longer fits in its zone, it and every older unit
     go one zone down, so older turns degrade before they are dropped and fidelity
     never rises going back in time. The newest unit is verbatim whenever it fits.
+    Memoised per budget on h: the candidate pool is sized with the same packing that
+    compile_bundle then does.
     """
+    if budget in h._picks:
+        return h._picks[budget]
     units = h.units
     caps, acc = [], 0.0
     for _, share in HISTORY_ZONES:
@@ -555,7 +563,8 @@ def pack_history(h: PreparedHistory, budget: int) -> HistoryPick:
             fids.append((m["message_id"], label, c[fid]))
             used += c[fid]
     first_turn = units[first][0]["turn_index"] if kept else None
-    return HistoryPick(messages, fids, used, first, first_turn)
+    pick = h._picks[budget] = HistoryPick(messages, fids, used, first, first_turn)
+    return pick
 
 
 def verbatim_message_ids(history: list[dict], b_hist: int) -> list[int]:
@@ -669,11 +678,11 @@ def compile_bundle(session: dict, history: list[dict], candidates: list[dict], o
 
     # 1. Budget -------------------------------------------------------------------
     system_msgs, system_tokens, tool_tokens, available = budget_for(session, opts)
-    task = opts["task_type"] = opts["task_type"] or classify_task(query, history, bool(candidates))
+    task = opts["task_type"] or classify_task(query, history, bool(candidates))
     b_mem = split_budget(available, task)[0]
     if opts["cap_memory"] is not None:
         b_mem = min(b_mem, opts["cap_memory"])
-    b_hist = history_share(available, opts)
+    b_hist = history_share(available, task, opts["cap_history"])
 
     # 2. Candidates: privacy, scoring ----------------------------------------------
     excluded_kinds = CHANNEL_EXCLUDED_KINDS.get(channel, ())

@@ -218,6 +218,16 @@ TRIGRAM_MAX_QUERY_WORDS = 6
 MIN_CANDIDATES, MAX_CANDIDATES, TOKENS_PER_CANDIDATE = 60, 2000, 12
 
 
+def query_words(query: str | None) -> list[str]:
+    """The query's lower-cased words, matched against tags, entities and speakers."""
+    return sorted({w.lower().strip(".-") for w in _WORD_RE.findall(query or "")} - {""})
+
+
+def trigram_query(query: str | None, words: list[str]) -> str | None:
+    """The query for trigram word similarity: a short one only."""
+    return query if len(words) <= TRIGRAM_MAX_QUERY_WORDS else None
+
+
 def history_rows(available: int) -> int:
     """History rows worth fetching for a budget B."""
     return min(max(available // MIN_MESSAGE_TOKENS, 16), MAX_HISTORY_ROWS)
@@ -374,7 +384,8 @@ class Compiler:
         opts["task_type"] = task
         # Messages that will surely be in the verbatim history are not candidates, and
         # the pool holds what can fill the room the history leaves.
-        exclude = context.verbatim_message_ids(history, context.history_share(available, opts))
+        exclude = context.verbatim_message_ids(
+            history, context.history_share(available, task, opts["cap_history"]))
         prepared = context.PreparedHistory(history, context.CHANNEL_SENSITIVITY[opts["channel"]])
         limit = candidate_limit(context.memory_room(prepared, available, opts))
         watch.lap("history")
@@ -390,10 +401,9 @@ class Compiler:
                   if embedding_of_query else None)
         watch.lap("embedding_wait")
         channel = opts["channel"]
-        words = sorted({w.lower().strip(".-") for w in _WORD_RE.findall(query or "")} - {""})
-        trigram_query = query if len(words) <= TRIGRAM_MAX_QUERY_WORDS else None
+        words = query_words(query)
         rows = plpy.execute(self.candidates, [
-            tenant_id, session_id, trigram_query, lexemes, idfs, avgdl, as_of,
+            tenant_id, session_id, trigram_query(query, words), lexemes, idfs, avgdl, as_of,
             list(context.CHANNEL_SENSITIVITY[channel]), list(context.CHANNEL_SOURCES[channel]),
             s["agent_id"], exclude, weights["lexical"], weights["tag_bonus"],
             list(context.CHANNEL_EXCLUDED_KINDS.get(channel, ())), weights["neighbour"], words,
