@@ -7,7 +7,8 @@
    turn B" recombinations, plus lines of the shared seed documents); memories from
    LoCoMo's observations, event and session summaries. Each distinct text is embedded
    for real once, with the project's ONNX embedder, and every row that uses the text
-   reuses that text's real embedding (never a random vector). Rows go in with COPY,
+   reuses that text's real embedding (never a random vector); a long message carries
+   the extractive levels its embed job would store (messages.levels). Rows go in with COPY,
    a batch of tenants per transaction (with their BM25 statistics, mnemo.lexicon), so
    an interrupted load resumes where it stopped. With a large load the HNSW indexes
    are dropped first and built again afterwards, with the definitions of 0001_schema.
@@ -251,9 +252,13 @@ def generate(pool: Pool, i: int, n_msg: int, n_mem: int, now: datetime, out: dic
                 p = turns[(offset + turn) % len(turns)]
             role = "user" if turn % 2 == 0 else "assistant"
             name = pool.speakers[p] or NULL
+            # what the message's embed job would have stored with its embedding
+            levels = ctx.message_levels({"content": pool.texts[p], "role": role,
+                                         "token_count": pool.msg_tokens[p], "created_at": t})
             out["messages"].append(
                 f"{tid}\t{sid}\t{turn}\t{role}\t{pool.esc[p]}\t{name}\t"
-                f"{pool.msg_tokens[p]}\t{pool.msg_hash[p]}\t{pool.vec[p]}\t{_ts(t)}")
+                f"{pool.msg_tokens[p]}\t{pool.msg_hash[p]}\t{pool.vec[p]}\t{_ts(t)}\t"
+                f"{_esc(json.dumps(levels)) if levels else NULL}")
             t += timedelta(seconds=rng.uniform(15, 240))
         status = "active" if s_idx == len(sizes) - 1 else "closed"
         out["sessions"].append(
@@ -292,7 +297,7 @@ COLUMNS = {
     "sessions": "tenant_id, session_id, status, model, context_window, response_reserve, "
                 "system_prompt_hash, system_prompt_tokens, turn_count, created_at, updated_at",
     "messages": "tenant_id, session_id, turn_index, role, content, name, token_count, "
-                "content_hash, embedding, created_at",
+                "content_hash, embedding, created_at, levels",
     "memories": "tenant_id, session_id, tier, scope, kind, content_full, content_stub, "
                 "tokens_full, tokens_stub, key_entities, provenance_type, confidence, "
                 "access_count, last_accessed_at, valid_from, content_hash, embedding, "

@@ -23,7 +23,7 @@ import json
 import math
 import re
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 
 from . import summarize, tokens
 
@@ -411,6 +411,28 @@ def openai_message(m: dict, content: str | None = None) -> dict:
 WITHHELD = "[content withheld: sensitivity {s} is not allowed on this channel]"
 
 
+def utc_datetime(epoch: float | None) -> datetime | None:
+    """A timestamp read from the database as epoch seconds (timezone-independent)."""
+    return datetime.fromtimestamp(epoch, UTC) if epoch is not None else None
+
+
+def message_levels(m: dict) -> dict | None:
+    """A stored message's extractive levels ({level: {text, tokens, losses}}), or None
+    when its text is too short to abbreviate. Each message's embed job stores them
+    (messages.levels, via mnemo_internal.message_levels) so that compiles read them
+    instead of summarising older turns again; this computes them where they are not
+    stored yet. m: content, role, token_count, created_at."""
+    text = m.get("content") or ""
+    # The stored token count (text plus framing, never less than the text alone) rules
+    # out most short messages without tokenising them.
+    stored = m.get("token_count")
+    if ((stored is not None and stored < summarize.MIN_TOKENS_FOR_SUMMARY)
+            or tokens.count(text) < summarize.MIN_TOKENS_FOR_SUMMARY):
+        return None
+    kind = "tool_result" if m["role"] == "tool" else "message"
+    return summary_levels(text, kind, _when(m.get("created_at")))
+
+
 def history_versions(m: dict, allowed: tuple[str, ...]) -> dict[str, dict]:
     """The message at each fidelity. A level the row does not have (it is too short
     to abbreviate) is the next higher level's text. A row whose sensitivity the
@@ -427,17 +449,7 @@ def history_versions(m: dict, allowed: tuple[str, ...]) -> dict[str, dict]:
                 for tc in msg["tool_calls"]]
         return dict.fromkeys(FIDELITIES, msg)
     out = {"full": openai_message(m)}
-    levels = m.get("levels")
-    text = m.get("content") or ""
-    calls_only = m["role"] == "assistant" and m.get("tool_calls") and not text
-    # The stored token count (text plus framing, never less than the text alone) rules
-    # out most short messages without tokenising them.
-    stored = m.get("token_count")
-    if (levels is None and not calls_only
-            and (stored is None or stored >= summarize.MIN_TOKENS_FOR_SUMMARY)
-            and tokens.count(text) >= summarize.MIN_TOKENS_FOR_SUMMARY):
-        kind = "tool_result" if m["role"] == "tool" else "message"
-        levels = summary_levels(text, kind, _when(m.get("created_at")))
+    levels = m.get("levels") or message_levels(m)
     ref = f"msg:{m['message_id']}"
     above = out["full"]
     for name in ("detail", "compact", "stub"):

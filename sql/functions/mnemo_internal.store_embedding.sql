@@ -13,10 +13,11 @@ END
 $$;
 
 -- mnemo_internal.store_embedding(p_tenant_id, p_payload, p_embedding) -> tsvector
--- Stores the result of an 'embed' job on its message or memory. Returns the row's
+-- Stores the result of an 'embed' job on its message or memory, and a message's
+-- extractive levels (mnemo_internal.message_levels) with it. Returns the row's
 -- search tsvector when this is its first embedding (the caller then counts it into
 -- mnemo.lexicon, once), else NULL.
--- Writes: mnemo.messages.embedding or mnemo.memories.embedding.
+-- Writes: mnemo.messages.embedding and levels, or mnemo.memories.embedding.
 CREATE OR REPLACE FUNCTION mnemo_internal.store_embedding(
     p_tenant_id text, p_payload jsonb, p_embedding vector
 ) RETURNS tsvector
@@ -30,7 +31,9 @@ DECLARE
 BEGIN
     CASE p_payload ->> 'target'
         WHEN 'message' THEN
-            UPDATE mnemo.messages AS m SET embedding = p_embedding
+            UPDATE mnemo.messages AS m SET embedding = p_embedding,
+                levels = coalesce(m.levels, mnemo_internal.message_levels(
+                    m.content, m.role, m.token_count, extract(epoch FROM m.created_at)::float8))
             FROM (SELECT o.embedding IS NULL AS first FROM mnemo.messages AS o
                 WHERE o.tenant_id = p_tenant_id AND o.message_id = (p_payload ->> 'message_id')::bigint
                     AND o.created_at = (p_payload ->> 'created_at')::timestamptz) AS o

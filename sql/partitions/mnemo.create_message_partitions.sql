@@ -3,6 +3,7 @@
 -- for each of the p_months months starting with the month of p_from. Rows that
 -- already landed in a hash partition's DEFAULT partition for such a month are moved
 -- into the new month partition in the same transaction (nothing is lost).
+-- Month partitions get the storage parameters of mnemo_internal.leaf_storage().
 -- Idempotent. Returns the number of month partitions created.
 -- Touches: mnemo.messages partitions.
 CREATE OR REPLACE FUNCTION mnemo.create_message_partitions(
@@ -20,6 +21,7 @@ DECLARE
     v_name text;
     v_moved bigint;
     v_created integer := 0;
+    v_storage text := mnemo_internal.leaf_storage('mnemo.messages');
 BEGIN
     IF p_from IS NULL OR p_months IS NULL OR p_months < 1 OR p_months > 120 THEN
         RAISE EXCEPTION USING ERRCODE = 'MN001',
@@ -44,8 +46,8 @@ BEGIN
                  WITH d AS (DELETE FROM mnemo.%I WHERE created_at >= %L AND created_at < %L RETURNING *)
                  SELECT * FROM d', v_hash.relname || '_default', v_start, v_end);
             GET DIAGNOSTICS v_moved = ROW_COUNT;
-            EXECUTE format('CREATE TABLE mnemo.%I PARTITION OF mnemo.%I FOR VALUES FROM (%L) TO (%L)',
-                v_name, v_hash.relname, v_start, v_end);
+            EXECUTE format('CREATE TABLE mnemo.%I PARTITION OF mnemo.%I FOR VALUES FROM (%L) TO (%L) %s',
+                v_name, v_hash.relname, v_start, v_end, v_storage);
             IF v_moved > 0 THEN
                 -- Generated columns (search_tsv) are recomputed, not copied.
                 EXECUTE format('INSERT INTO mnemo.%1$I (%2$s) SELECT %2$s FROM mnemo_moving', v_name, (

@@ -3,7 +3,8 @@
 -- partitioned BY HASH (tenant_id). With p_subpartition_by (e.g. 'RANGE (created_at)')
 -- each hash partition is itself partitioned and gets a DEFAULT partition, so a row
 -- whose month has no partition yet is still stored (never lost), and is moved into
--- its month by mnemo.create_message_partitions(). Existing partitions are kept.
+-- its month by mnemo.create_message_partitions(). Leaves get the storage parameters
+-- of mnemo_internal.leaf_storage(). Existing partitions are kept.
 -- Returns the number of partitions created. Touches: the catalog only.
 CREATE OR REPLACE FUNCTION mnemo_internal.create_hash_partitions(
     p_parent regclass,
@@ -20,6 +21,7 @@ DECLARE
     v_table text;
     v_name text;
     v_created integer := 0;
+    v_storage text := mnemo_internal.leaf_storage(p_parent);
 BEGIN
     IF p_modulus IS NULL OR p_modulus < 1 OR p_modulus > 1024 THEN
         RAISE EXCEPTION USING ERRCODE = 'MN001',
@@ -36,10 +38,12 @@ BEGIN
             'CREATE %s TABLE %I.%I PARTITION OF %s FOR VALUES WITH (MODULUS %s, REMAINDER %s) %s',
             CASE WHEN p_unlogged THEN 'UNLOGGED' ELSE '' END,
             v_schema, v_name, p_parent, p_modulus, i,
-            CASE WHEN p_subpartition_by IS NULL THEN '' ELSE 'PARTITION BY ' || p_subpartition_by END);
+            CASE WHEN p_subpartition_by IS NOT NULL THEN 'PARTITION BY ' || p_subpartition_by
+                ELSE v_storage END);
         IF p_subpartition_by IS NOT NULL THEN
-            EXECUTE format('CREATE TABLE %I.%I PARTITION OF %I.%I DEFAULT',
-                v_schema, v_name || '_default', v_schema, v_name);
+            EXECUTE format('CREATE TABLE %I.%I PARTITION OF %I.%I DEFAULT %s',
+                v_schema, v_name || '_default', v_schema, v_name,
+                v_storage);
         END IF;
         v_created := v_created + 1;
     END LOOP;

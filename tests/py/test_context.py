@@ -16,6 +16,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import openai
 import pytest
+from mnemo_db import context as ctx
 from mnemo_db import tokens
 from openai.types.chat import ChatCompletionMessageParam, ChatCompletionToolParam
 from pydantic import TypeAdapter
@@ -259,6 +260,44 @@ def test_history_is_verbatim_when_everything_fits(db, tenant, long_session):
                                            task_type=task_type)["report"]
         fidelities = {i["fidelity"] for i in report["items"] if i["section"] == "history"}
         assert fidelities == {"full"}, (task_type, report["tokens"])
+
+
+def test_older_turns_degrade_to_the_levels_their_embed_job_stored(db, tenant):
+    """The embed job stores a long message's extractive levels (messages.levels) as
+    compile_context computes them, short ones get none, and a compile degrades an older
+    turn to the stored levels instead of summarising it again."""
+    s = db.start_session(tenant, context_window=128000)
+    long_text = " ".join(f"Step {i}: deploy.sh copies build/app-{i}.tar to /srv/app{i} and "
+                         f"restarts the unit app{i}.service after {i * 5} seconds." for i in range(12))
+    long_id = _say(db, tenant, s, "user", long_text)
+    short_id = _say(db, tenant, s, "assistant", "Noted, twelve steps.")
+    for i in range(8):
+        _say(db, tenant, s, "user", f"Follow-up {i}: is step {i} idempotent when run twice?")
+    run_jobs(db, tenant)
+    with db.conn.cursor() as cur:
+        cur.execute("SELECT message_id, levels, role, content, token_count, created_at"
+                    " FROM mnemo.messages WHERE tenant_id = %s AND message_id = ANY(%s)",
+                    (tenant, [long_id, short_id]))
+        rows = {r[0]: r for r in cur.fetchall()}
+    assert rows[short_id][1] is None
+    stored = rows[long_id][1]
+    _, _, role, content, token_count, created_at = rows[long_id]
+    assert stored == ctx.message_levels({"content": content, "role": role,
+                                         "token_count": token_count, "created_at": created_at})
+    assert set(stored) >= {"stub"} and stored["stub"]["text"] != content
+
+    # What a compile sends for the old turn comes from the stored levels: mark them.
+    marked = {name: dict(lv, text=f"{lv['text']} MARK-{name.upper()}")
+              for name, lv in stored.items()}
+    db._call("UPDATE mnemo.messages SET levels = %(l)s WHERE tenant_id = %(t)s"
+             " AND message_id = %(m)s", {"l": json.dumps(marked), "t": tenant, "m": long_id})
+    budget = 260  # the follow-ups fit verbatim, the long turn only at a lower level
+    bundle = db.compile_context_bundle(tenant, s, budget=budget, task_type="continuation")
+    fidelity = {i["source"]: i["fidelity"] for i in bundle["report"]["items"]}
+    assert fidelity[f"msg:{long_id}"] in ("detail", "compact", "stub")
+    sent = text_of(bundle["messages"])
+    assert "MARK-" in sent  # the level sent (a level no shorter than the one above is skipped)
+    assert long_text not in sent
 
 
 def test_short_turns_are_all_kept_when_they_fit(db, tenant):

@@ -2,7 +2,7 @@
 -- the API's signatures, volatility and privileges, and the hygiene of every routine.
 -- Catalog checks only; nothing is written (and the transaction is rolled back).
 BEGIN;
-SELECT plan(221);
+SELECT plan(224);
 
 -- The tenant tables of 0001_schema.sql (21) and 0003_lifecycle.sql (2), all
 -- hash-partitioned by tenant_id.
@@ -96,6 +96,19 @@ SELECT is_empty($$
     WHERE c.relnamespace = 'mnemo'::regnamespace AND c.relispartition
         AND c.relpersistence <> 'p' AND c.relname NOT LIKE 'working\_memory\_%'
 $$, 'all other partitions in schema mnemo are logged (durable)');
+
+-- Storage: rows with an embedding stay inline up to a page (no TOAST lookup per row
+-- in the exact vector scans), on every leaf, the month partitions included.           3
+SELECT is_empty($$
+    SELECT c.oid::regclass::text FROM pg_class AS c
+    WHERE c.relnamespace = 'mnemo'::regnamespace AND c.relispartition AND c.relkind = 'r'
+        AND (c.relname LIKE 'messages\_%' OR c.relname LIKE 'memories\_%')
+        AND NOT coalesce(c.reloptions @> ARRAY['toast_tuple_target=8160'], false)
+$$, 'every leaf of mnemo.messages and mnemo.memories keeps rows inline up to a page');
+SELECT is(mnemo_internal.leaf_storage('mnemo.memories'), 'WITH (toast_tuple_target = 8160)',
+    'a table with an embedding column gets the inline storage clause');
+SELECT is(mnemo_internal.leaf_storage('mnemo.tool_calls'), '',
+    'a table without one gets the defaults');
 
 -- Keys --------------------------------------------------------------------------- 2
 -- Every primary key in schema mnemo includes tenant_id (non-partition tables).

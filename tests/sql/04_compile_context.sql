@@ -4,7 +4,7 @@
 -- a failed call logged nothing. Behaviour at large (properties, stability, OpenAI SDK
 -- validation, the onboarding scenario) is in tests/py/test_context*.py.
 BEGIN;
-SELECT plan(27);
+SELECT plan(30);
 
 SELECT has_function('mnemo', 'compile_context', ARRAY['text', 'uuid', 'text', 'jsonb'],
     'compile_context(tenant, session, query, options) exists');
@@ -17,6 +17,19 @@ SELECT col_is_pk('mnemo', 'lexicon', ARRAY['tenant_id', 'lexeme'], 'lexicon is k
 SELECT ok((SELECT relrowsecurity FROM pg_class WHERE oid = 'mnemo.lexicon'::regclass),
     'lexicon has row-level security');
 SELECT has_column('mnemo', 'context_log', 'accounted', 'context_log rows are accounted once');
+
+-- A message's extractive levels (stored by its embed job in messages.levels): none for
+-- a short one; for a long one at least a stub, shorter than the text.
+SELECT has_column('mnemo', 'messages', 'levels', 'messages store their extractive levels');
+SELECT is(mnemo_internal.message_levels('Noted.', 'assistant', 5, 0), NULL,
+    'a short message has no levels');
+SELECT ok((
+    SELECT (l -> 'stub' ->> 'tokens')::integer < mnemo.count_tokens(t)
+    FROM (SELECT t, mnemo_internal.message_levels(t, 'user', mnemo.count_tokens(t) + 4, 0) AS l
+        FROM (SELECT string_agg(format('Step %s: deploy.sh copies build/app-%s.tar to /srv/app%s '
+            'and restarts app%s.service.', i, i, i, i), ' ') AS t
+            FROM generate_series(1, 12) AS i) AS x) AS y
+), 'a long message has a stub level, shorter than the text');
 
 -- Fixtures: tenant tap_ctx, a session with a system prompt and a short exchange.
 SELECT lives_ok($$ SELECT mnemo.create_tenant('tap_ctx') $$, 'tenant created');
