@@ -656,7 +656,7 @@ def explain_candidates(conn, tenant: str, session: str, query: str) -> None:
         hist_sql = hist_sql.replace(k, v)
     cur = conn.execute(hist_sql, {"t": tenant, "s": session, "n": max_rows})
     cols = [d.name for d in cur.description]
-    history = [dict(zip(cols, r, strict=True)) for r in cur]
+    history = [context_db.Compiler._history_row(dict(zip(cols, r, strict=True))) for r in cur]
     opts["task_type"] = task = ctx.classify_task(query, history, True)
     exclude = ctx.verbatim_message_ids(history, ctx.history_share(available, task, opts["cap_history"]))
     prepared = ctx.PreparedHistory(history, ctx.CHANNEL_SENSITIVITY[channel])
