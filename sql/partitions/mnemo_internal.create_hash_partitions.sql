@@ -42,8 +42,7 @@ BEGIN
                 ELSE v_storage END);
         IF p_subpartition_by IS NOT NULL THEN
             EXECUTE format('CREATE TABLE %I.%I PARTITION OF %I.%I DEFAULT %s',
-                v_schema, v_name || '_default', v_schema, v_name,
-                v_storage);
+                v_schema, v_name || '_default', v_schema, v_name, v_storage);
         END IF;
         v_created := v_created + 1;
     END LOOP;
