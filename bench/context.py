@@ -649,18 +649,26 @@ def explain_candidates(conn, tenant: str, session: str, query: str) -> None:
     opts = ctx.parse_options(json.loads(OPTIONS), channel)
     available = ctx.budget_for({"context_window": s[3], "response_reserve": s[4],
                                 "system_prompt": s[6]}, opts)[3]
-    max_rows = context_db.history_rows(available)
-    hist_sql = context_db.HISTORY
-    for k, v in (("$1", "%(t)s"), ("$2", "%(s)s::uuid"), ("$3::timestamptz", "NULL::timestamptz"),
-                 ("$3", "NULL::timestamptz"), ("$4", "%(n)s")):
-        hist_sql = hist_sql.replace(k, v)
-    cur = conn.execute(hist_sql, {"t": tenant, "s": session, "n": max_rows})
-    cols = [d.name for d in cur.description]
-    history = [context_db.Compiler._history_row(dict(zip(cols, r, strict=True))) for r in cur]
+    conn.execute("DEALLOCATE ALL")
+
+    def run_prepared(name: str, text: str, types: list[str], params: list, analyze: bool):
+        conn.execute(f"PREPARE bench_{name} ({', '.join(types)}) AS {text}")
+        args_sql = sql.SQL(", ").join(sql.Literal(p) for p in params)
+        stmt = sql.SQL("{}EXECUTE {}({})").format(
+            sql.SQL("EXPLAIN (ANALYZE, BUFFERS) " if analyze else ""),
+            sql.Identifier(f"bench_{name}"), args_sql)
+        cur = conn.execute(stmt)
+        rows = [dict(zip([d.name for d in cur.description], r, strict=True)) for r in cur]
+        conn.execute(f"DEALLOCATE bench_{name}")
+        return [r["QUERY PLAN"] for r in rows] if analyze else rows
+
+    history_params = context_db.history_args(tenant, session, None, available, channel)
+    history = [context_db.Compiler._history_row(r) for r in run_prepared(
+        "history", context_db.HISTORY, context_db.HISTORY_TYPES, history_params, False)]
     opts["task_type"] = task = ctx.classify_task(query, history, True)
     exclude = ctx.verbatim_message_ids(history, ctx.history_share(available, task, opts["cap_history"]))
-    prepared = ctx.PreparedHistory(history, ctx.CHANNEL_SENSITIVITY[channel])
-    limit = context_db.candidate_limit(ctx.memory_room(prepared, available, opts))
+    ready = ctx.PreparedHistory(history, ctx.CHANNEL_SENSITIVITY[channel])
+    room = ctx.memory_room(ready, available, opts)
     terms_sql = (context_db.TERMS.replace("$1", "%(t)s").replace("$2", "%(q)s")
                  .replace("$3", "%(s)s::uuid"))
     tr = conn.execute(terms_sql, {"t": tenant, "q": query, "s": session}).fetchone()
@@ -669,21 +677,38 @@ def explain_candidates(conn, tenant: str, session: str, query: str) -> None:
     avgdl = tr[3] / n_docs if tr[3] else 8.0
     w = ctx.weights_for(None)
     words = context_db.query_words(query)
-    types = context_db.CANDIDATE_TYPES
-    params = [tenant, session, context_db.trigram_query(query, words), list(tr[0] or []), idfs, avgdl, None,
-              list(ctx.CHANNEL_SENSITIVITY[channel]), list(ctx.CHANNEL_SOURCES[channel]),
-              agent_id, exclude, w["lexical"], w["tag_bonus"],
-              list(ctx.CHANNEL_EXCLUDED_KINDS.get(channel, ())), w["neighbour"], words, limit,
-              conn.execute("SELECT mnemo.embed(%s)::text", (query,)).fetchone()[0]]
-    conn.execute("DEALLOCATE ALL")
-    conn.execute(f"PREPARE bench_candidates ({', '.join(types)}) AS {context_db.CANDIDATES}")
-    args_sql = sql.SQL(", ").join(sql.Literal(p) for p in params)
-    stmt = sql.SQL("EXPLAIN (ANALYZE, BUFFERS) EXECUTE bench_candidates({})").format(args_sql)
-    print(f"\n-- EXPLAIN ANALYZE compile_context CANDIDATES (task {task}, {len(history)} "
-          f"history rows, {len(exclude)} excluded, {len(idfs)} query lexemes, limit {limit})")
-    for r in conn.execute(stmt):
-        print(r[0])
-    conn.execute("DEALLOCATE bench_candidates")
+    vector = conn.execute("SELECT mnemo.embed(%s)::text", (query,)).fetchone()[0]
+    pool_params = [tenant, session, context_db.trigram_query(query, words), list(tr[0] or []), idfs,
+                   avgdl, None, list(ctx.CHANNEL_SENSITIVITY[channel]),
+                   list(ctx.CHANNEL_SOURCES[channel]), agent_id, exclude,
+                   list(ctx.CHANNEL_EXCLUDED_KINDS.get(channel, ())), words,
+                   ctx.MESSAGE_SUMMARY_MIN_TOKENS]
+    # The three retrieval statements in turn, each with what the one before returned.
+    plans = [("HISTORY", run_prepared("history", context_db.HISTORY, context_db.HISTORY_TYPES,
+                                      history_params, True))]
+    for title, name, text, types, params in (
+            ("CANDIDATE_POOL", "pool", context_db.CANDIDATE_POOL, context_db.CANDIDATE_POOL_TYPES,
+             pool_params),
+            ("VECTOR_SCORES", "vector", context_db.VECTOR_SCORES, ["text", "vector"],
+             [tenant, vector])):
+        plans.append((title, run_prepared(name, text, types, params, True)))
+    pool = context_db.Compiler._candidate_pool(
+        run_prepared("pool", context_db.CANDIDATE_POOL, context_db.CANDIDATE_POOL_TYPES, pool_params,
+                 False)[0])
+    v = run_prepared("vector", context_db.VECTOR_SCORES, ["text", "vector"], [tenant, vector], False)[0]
+    cosine = np.concatenate([ctx.aligned(pool.memory_ids, v["mem_ids"], v["mem_cosine"]),
+                             ctx.aligned(pool.message_ids, v["msg_ids"], v["msg_cosine"])])
+    fused = ctx.fuse_candidates(pool, cosine, w, room)
+    msg = [c for c in fused if c["source"].startswith("msg:")]
+    plans.append(("CANDIDATE_ROWS", run_prepared(
+        "rows", context_db.CANDIDATE_ROWS, ["text", "bigint[]", "bigint[]", "float8[]"],
+        [tenant, [c["id"] for c in fused if c["source"].startswith("mem:")],
+         [c["id"] for c in msg], [c["created_epoch"] for c in msg]], True)))
+    print(f"\n-- EXPLAIN ANALYZE compile_context retrieval (task {task}, {len(history)} history "
+          f"rows, {len(exclude)} excluded, {len(idfs)} query lexemes, pool {pool.size}, "
+          f"memory room {room}, {len(fused)} candidates)")
+    for title, lines in plans:
+        print(f"\n-- {title}\n" + "\n".join(lines))
 
 
 # --------------------------------------------------------------------------- main

@@ -25,6 +25,8 @@ import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+import numpy as np
+
 from . import summarize, tokens
 
 FIDELITIES = ("full", "detail", "compact", "stub")
@@ -138,9 +140,12 @@ PHANTOM_TOOL_TOKENS = tool_definition_tokens(PHANTOM_TOOLS)
 
 
 # --------------------------------------------------------------------------- budget
+RECENT_TURNS = 12  # the turns classify_task looks at
+
+
 def classify_task(query: str | None, history: list[dict], has_memories: bool) -> str:
     """Seed 003 §6.1 task type from the query and the recent turns."""
-    recent = history[-12:]
+    recent = history[-RECENT_TURNS:]
     if not history:
         return "new_session" if has_memories else "continuation"
     if sum(1 for m in recent if m["role"] == "tool") >= max(3, len(recent) // 3):
@@ -200,6 +205,119 @@ def score(c: dict, w: dict, now: datetime, max_access: int) -> float:
     # Not rounded: ordering by a rounded score would flip near-ties as the clock moves
     # (freshness) and break "no new data, same context". The report rounds.
     return s
+
+
+# --------------------------------------------------------------------------- retrieval
+# A memory or message this close to the query by trigram word similarity is a
+# candidate whatever its fused relevance (a misspelt name or identifier).
+TRIGRAM_MATCH = 0.6
+FREQUENT_GLOBAL = 20  # the most used global memories that are always candidates
+# The most relevant candidates are kept until their cheapest lines (each with its
+# label and newline, LINE_OVERHEAD) could fill the memory room OVERFILL times over:
+# packing then still has a choice at every fidelity. Within sane bounds.
+OVERFILL, LINE_OVERHEAD = 2.0, 8
+MIN_CANDIDATES, MAX_CANDIDATES = 60, 2000
+
+
+@dataclass
+class CandidatePool:
+    """What a tenant's visible memories and messages offer a query before its
+    embedding is known: ids and lexical signals, as aligned arrays, memories first,
+    then messages in session and turn order (for the neighbour turns). Messages are
+    never pinned, frequent or global."""
+    memory_ids: np.ndarray  # int64
+    message_ids: np.ndarray  # int64
+    message_created: np.ndarray  # epoch seconds (the messages' partition key)
+    same_session: np.ndarray  # bool per message: same session as the message before
+    floor_tokens: np.ndarray  # memories then messages: tokens of the cheapest text
+    bm25: np.ndarray  # 0 without a term match
+    tag_match: np.ndarray  # bool
+    trigram: np.ndarray
+    pinned: np.ndarray  # bool
+    access_count: np.ndarray  # int64
+    is_global: np.ndarray  # bool
+
+    @property
+    def size(self) -> int:
+        return len(self.bm25)
+
+
+def aligned(ids: np.ndarray, scored_ids, scores) -> np.ndarray:
+    """The scores of `ids` (NaN where an id has none), from (scored_ids, scores) given
+    in any order."""
+    out = np.full(len(ids), np.nan)
+    if not len(ids) or not scored_ids:
+        return out
+    scored_ids = np.asarray(scored_ids, dtype=np.int64)
+    order = np.argsort(scored_ids)
+    sorted_ids = scored_ids[order]
+    pos = np.minimum(np.searchsorted(sorted_ids, ids), len(sorted_ids) - 1)
+    found = sorted_ids[pos] == ids
+    out[found] = np.asarray(scores, dtype=np.float64)[order][pos[found]]
+    return out
+
+
+def fuse_candidates(pool: CandidatePool, cosine: np.ndarray, w: dict, room: int) -> list[dict]:
+    """The candidates worth fetching, with their fused relevance in [0, 1 + neighbour]:
+        min(1, (1 - lexical) * cosine + lexical * BM25 / best BM25 + tag bonus)
+    plus, for a message, `neighbour` times the better of the turns just before and
+    after it in its session (a reply means little without the turn it answers).
+    `cosine` is aligned with the pool (NaN: no embedding yet). Kept: the most relevant
+    ones whose cheapest lines fill a memory block of `room` tokens OVERFILL times,
+    every pinned memory, every trigram match, and the most used global memories.
+    Ties go to the memory, then the lower id: the same pool and query give the same
+    candidates. Each comes with the retrievers that found it (the report's
+    provenance)."""
+    n = pool.size
+    if n == 0:
+        return []
+    n_mem = len(pool.memory_ids)
+    cos = np.nan_to_num(cosine, nan=0.0)
+    best_bm25 = pool.bm25.max()
+    lexical = pool.bm25 / best_bm25 if best_bm25 > 0 else np.zeros(n)
+    rel0 = np.minimum(1.0, (1 - w["lexical"]) * np.maximum(cos, 0.0) + w["lexical"] * lexical
+                      + np.where(pool.tag_match, w["tag_bonus"], 0.0))
+    turn = rel0[n_mem:]
+    before = np.zeros_like(turn)
+    after = np.zeros_like(turn)
+    if len(turn) > 1:
+        before[1:] = np.where(pool.same_session[1:], turn[:-1], 0.0)
+        after[:-1] = np.where(pool.same_session[1:], turn[1:], 0.0)
+    relevance = rel0.copy()
+    relevance[n_mem:] += w["neighbour"] * np.maximum(before, after)
+
+    ids = np.concatenate([pool.memory_ids, pool.message_ids])
+    is_message = np.arange(n) >= n_mem
+    by_relevance = np.lexsort((ids, is_message, -relevance))
+    lines = np.cumsum(pool.floor_tokens[by_relevance] + LINE_OVERHEAD)
+    limit = int(np.searchsorted(lines, OVERFILL * room)) + 1
+    limit = min(max(limit, MIN_CANDIDATES), MAX_CANDIDATES)
+    keep = set(by_relevance[:limit].tolist())
+    keep.update(np.flatnonzero(pool.pinned | (pool.trigram >= TRIGRAM_MATCH)).tolist())
+    frequent = np.flatnonzero(pool.is_global & (pool.access_count > 0))
+    if len(frequent):
+        by_use = np.lexsort((ids[frequent], -pool.access_count[frequent]))
+        keep.update(frequent[by_use[:FREQUENT_GLOBAL]].tolist())
+
+    # vector rank: 1 + how many candidates are strictly closer to the query
+    has_cosine = ~np.isnan(cosine)
+    ranked = np.sort(cosine[has_cosine])
+    vector_rank = len(ranked) - np.searchsorted(ranked, cosine, side="right") + 1
+
+    out = []
+    for i in sorted(keep):
+        message = i >= n_mem
+        found = [name for name, hit in (
+            ("vector", has_cosine[i] and vector_rank[i] <= limit), ("fulltext", pool.bm25[i] > 0),
+            ("entity_tag", pool.tag_match[i]), ("trigram", pool.trigram[i] >= TRIGRAM_MATCH),
+            ("frequent", pool.access_count[i] > 0)) if hit]
+        out.append({
+            "source": f"{'msg' if message else 'mem'}:{ids[i]}", "id": int(ids[i]),
+            "relevance": float(relevance[i]), "is_pinned": bool(pool.pinned[i]),
+            "access_count": int(pool.access_count[i]), "retrievers": found,
+            "created_epoch": float(pool.message_created[i - n_mem]) if message else None,
+        })
+    return out
 
 
 # --------------------------------------------------------------------------- items

@@ -1,11 +1,12 @@
 """compile_context's database side: prepared statements, run inside PL/Python.
 
-`Compiler.compile` is the body of mnemo.compile_context_bundle. It runs five
-statements (prepared once per backend): tenant check, session, history, term
-statistics plus previous context, and one candidate query that scans the tenant's
-memories and messages exactly (vector cosine, BM25, tags and entities) and fuses the
-signals. The query is embedded on a thread meanwhile. Then context.compile_bundle decides, and the
-context is logged. The decisions live in context.py; nothing here decides.
+`Compiler.compile` is the body of mnemo.compile_context_bundle. Its statements are
+prepared once per backend: tenant check, session, history (within reach of the
+budget), term statistics plus previous context, then retrieval in three steps (the
+lexical pool, the cosine scores, the picked rows; see CANDIDATE_POOL). The query is
+embedded on a thread from the start, while the statements before the cosine scores
+run. context.fuse_candidates picks the candidates, context.compile_bundle decides,
+and the context is logged. The decisions live in context.py; nothing here decides.
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from . import context, embedding, redact
+import numpy as np
+
+from . import context, embedding, redact, summarize
 
 ENTER = "SELECT mnemo_internal.enter_tenant($1)"
 
@@ -35,23 +38,40 @@ LEFT JOIN mnemo.system_prompts AS sp
 WHERE s.tenant_id = $1 AND s.session_id = $2
 """
 
-# The active (not compacted, not pruned) history, newest rows first up to a row
-# bound: any kept message costs at least a few tokens even as a stub, so more than
-# budget / MIN_MESSAGE_TOKENS rows can never fit.
+# The active (not compacted, not pruned) history within reach of the budget B ($5):
+# newest first, a row is fetched while the rows newer than it can cost no more than
+# B between them even at their cheapest. A row's floor: its stored token count if it
+# is short (it has no lower level), its smallest stored level's text if it has levels,
+# else 0 (a long row whose levels are not stored yet, a row with tool calls that may
+# be sent without some of them, or a row withheld on this channel, $6). The first row
+# past B is still fetched, so packing sees that older history exists (the session
+# summary then covers it). The newest RECENT_TURNS rows always come (the task type
+# is classified from them), and never more than $4 rows.
 HISTORY = """
 SELECT h.message_id, h.turn_index, h.role, h.content, h.content_parts::text AS content_parts,
     h.name, h.tool_calls::text AS tool_calls, h.tool_call_id, h.token_count, h.sensitivity,
     h.artifact_id, extract(epoch FROM h.created_at)::float8 AS created_epoch,
     h.levels::text AS levels
 FROM (
-    SELECT * FROM mnemo.messages AS m
+    SELECT m.*, row_number() OVER newest AS n, sum(CASE
+            WHEN m.tool_calls IS NOT NULL OR m.sensitivity <> ALL($6) OR m.token_count IS NULL THEN 0
+            WHEN m.levels IS NOT NULL THEN least(m.token_count,
+                (m.levels #>> '{detail,tokens}')::integer, (m.levels #>> '{compact,tokens}')::integer,
+                (m.levels #>> '{stub,tokens}')::integer)
+            WHEN m.token_count < $7 THEN m.token_count
+            ELSE 0
+        END) OVER (newest ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS newer_floor
+    FROM mnemo.messages AS m
     WHERE m.tenant_id = $1 AND m.session_id = $2 AND NOT m.is_compacted AND NOT m.is_pruned
         AND ($3::timestamptz IS NULL OR m.created_at <= $3)
+    WINDOW newest AS (ORDER BY m.turn_index DESC)
     ORDER BY m.turn_index DESC
     LIMIT $4
 ) AS h
+WHERE h.n <= $8 OR coalesce(h.newer_floor, 0) <= $5
 ORDER BY h.turn_index
 """
+HISTORY_TYPES = ["text", "uuid", "timestamptz", "bigint", "integer", "text[]", "integer", "integer"]
 MIN_MESSAGE_TOKENS = 3  # the per-message framing alone
 MAX_HISTORY_ROWS = 4000
 
@@ -82,42 +102,44 @@ SELECT
         ORDER BY cl.created_at DESC, cl.context_id DESC LIMIT 1) AS previous_items
 """
 
-# One exact pass over the tenant's visible memories and messages (an exact scan per
-# tenant measured faster than HNSW with a tenant filter at these sizes: see
-# bench/context.py), fused relevance in [0, 1]:
-#   (1 - a) * cosine + a * BM25 / max BM25  (+ tag bonus)  (+ g * best neighbour turn)
-# The tag bonus: a memory's tag, key entity or linked entity, or a message's speaker,
-# named in the query. Trigram word similarity ($3, a short query only) lets a
-# misspelt name or identifier still reach a memory.
-# Messages in the session's verbatim history window are excluded ($11).
-CANDIDATES = """
+# Retrieval is exact per tenant (an exact scan measured faster than HNSW with a
+# tenant filter at these sizes: see bench/context.py), in three statements so that
+# most of it runs while the query is still being embedded:
+# 1. CANDIDATE_POOL, before the embedding is needed: the tenant's visible memories
+#    and messages with their lexical signals (context.CandidatePool), as arrays:
+#    BM25 ($4 lexemes, $5 their idf, $6 average document length); the tag match (a
+#    memory's tag, key entity or linked entity, or a message's speaker, named in the
+#    query, $13); trigram word similarity ($3, a short query only: a misspelt name
+#    or identifier still reaches a memory). Messages in the session's verbatim
+#    history window are not candidates ($11).
+# 2. VECTOR_SCORES, once the embedding is there: cosine of every embedded memory and
+#    message of the tenant (context.fuse_candidates fuses and picks).
+# 3. CANDIDATE_ROWS: the picked rows, in full. A message is looked up by its whole
+#    primary key: with its partition key (created_at) each lookup prunes to one
+#    partition. Epoch seconds as float8 round-trip a timestamp's microseconds
+#    exactly through to_timestamp() until 2106.
+CANDIDATE_POOL = """
 WITH q AS MATERIALIZED (
-    SELECT $18::vector AS e,
-        CASE WHEN cardinality($4::text[]) > 0 THEN array_to_string(
-            ARRAY(SELECT quote_literal(x) FROM unnest($4::text[]) AS x), ' | ')::tsquery END AS tsq
+    SELECT CASE WHEN cardinality($4::text[]) > 0 THEN array_to_string(
+        ARRAY(SELECT quote_literal(x) FROM unnest($4::text[]) AS x), ' | ')::tsquery END AS tsq
 ),
 terms AS MATERIALIZED (
     SELECT quote_literal(u.lexeme)::tsquery AS tq, u.idf FROM unnest($4::text[], $5::float8[]) AS u (lexeme, idf)
 ),
 mem AS (
-    SELECT 'mem:' || mm.memory_id AS source, NULL::uuid AS session_id, NULL::integer AS turn_index,
-        1 - (mm.embedding <=> q.e) AS cosine,
+    SELECT mm.memory_id AS id,
         CASE WHEN mm.search_tsv @@ q.tsq THEN (SELECT sum(t.idf) FROM terms AS t WHERE mm.search_tsv @@ t.tq)
-            * 2.2 / (1 + 1.2 * (0.25 + 0.75 * length(mm.search_tsv) / $6)) END AS bm25,
+            * 2.2 / (1 + 1.2 * (0.25 + 0.75 * length(mm.search_tsv) / $6)) ELSE 0 END AS bm25,
         EXISTS (SELECT FROM unnest(mm.tags || mm.key_entities) AS x
-            WHERE lower(x) = ANY($16) OR lower(split_part(x, ':', 2)) = ANY($16))
+            WHERE lower(x) = ANY($13) OR lower(split_part(x, ':', 2)) = ANY($13))
         OR mm.memory_id IN (SELECT em.memory_id FROM mnemo.entities AS e
             JOIN mnemo.entity_mentions AS em ON em.tenant_id = e.tenant_id AND em.entity_id = e.entity_id
-            WHERE e.tenant_id = $1 AND e.normalized = ANY($16)) AS tag_match,
+            WHERE e.tenant_id = $1 AND e.normalized = ANY($13)) AS tag_match,
         CASE WHEN coalesce($3, '') <> '' THEN word_similarity($3, left(mm.content_full, 256)) ELSE 0 END AS trgm,
-        mm.is_pinned, mm.access_count, mm.scope,
-        mm.kind, mm.content_full AS text, mm.content_detail, mm.content_compact, mm.content_stub,
-        mm.losses::text AS losses, mm.sensitivity, mm.last_accessed_at, mm.created_at,
-        mm.confidence::float8 AS confidence, mm.provenance_type,
-        NULL::text AS role, NULL::text AS name, NULL::bigint AS artifact_id,
-        NULL::bigint AS message_id, mm.memory_id
+        mm.is_pinned, mm.access_count, mm.scope = 'global' AS is_global,
+        coalesce(least(mm.tokens_full, mm.tokens_detail, mm.tokens_compact, mm.tokens_stub), 0) AS floor_tokens
     FROM mnemo.memories AS mm CROSS JOIN q
-    WHERE mm.tenant_id = $1 AND mm.sensitivity = ANY($8) AND mm.kind <> ALL($14)
+    WHERE mm.tenant_id = $1 AND mm.sensitivity = ANY($8) AND mm.kind <> ALL($12)
         AND (mm.scope = 'global' OR mm.session_id = $2)
         AND CASE WHEN $7::timestamptz IS NULL
             THEN mm.is_active AND mm.superseded_by IS NULL
@@ -127,20 +149,17 @@ mem AS (
         END
 ),
 msg AS (
-    SELECT 'msg:' || m.message_id AS source, m.session_id, m.turn_index,
-        1 - (m.embedding <=> q.e) AS cosine,
+    -- date_part: float8 at once (extract goes through numeric; the same value)
+    SELECT m.message_id AS id, date_part('epoch', m.created_at) AS created_epoch,
+        -- the turn before it in this order is the one before it in its session
+        m.session_id IS NOT DISTINCT FROM lag(m.session_id) OVER turns AS same_session,
+        -- a recalled message this long may enter abbreviated ($14: its threshold)
+        CASE WHEN m.token_count < $14 THEN m.token_count
+            ELSE coalesce((m.levels #>> '{stub,tokens}')::integer, $14) END AS floor_tokens,
         CASE WHEN m.search_tsv @@ q.tsq THEN (SELECT sum(t.idf) FROM terms AS t WHERE m.search_tsv @@ t.tq)
-            * 2.2 / (1 + 1.2 * (0.25 + 0.75 * length(m.search_tsv) / $6)) END AS bm25,
+            * 2.2 / (1 + 1.2 * (0.25 + 0.75 * length(m.search_tsv) / $6)) ELSE 0 END AS bm25,
         -- who said it: a question about a person favours that person's turns
-        coalesce(lower(m.name) = ANY($16), false) AS tag_match,
-        0::real AS trgm, false AS is_pinned, 0 AS access_count, 'local' AS scope,
-        'message' AS kind, m.content AS text, NULL AS content_detail, NULL AS content_compact,
-        NULL AS content_stub, NULL AS losses, m.sensitivity, NULL::timestamptz AS last_accessed_at,
-        m.created_at, 1.0::float8 AS confidence,
-        -- A message is a verbatim record: one authority for every speaker (a role says
-        -- who spoke, not how reliable it is), tool outputs aside.
-        CASE m.role WHEN 'tool' THEN 'tool_output' ELSE 'fact' END AS provenance_type,
-        m.role, m.name, m.artifact_id, m.message_id, NULL::bigint AS memory_id
+        coalesce(lower(m.name) = ANY($13), false) AS tag_match
     FROM mnemo.messages AS m CROSS JOIN q
     JOIN mnemo.sessions AS s ON s.tenant_id = m.tenant_id AND s.session_id = m.session_id
     WHERE m.tenant_id = $1 AND NOT m.is_pruned AND m.sensitivity = ANY($8)
@@ -149,54 +168,54 @@ msg AS (
         AND m.message_id <> ALL($11)
         AND (m.session_id = $2 OR s.channel = ANY($9)
             AND (s.channel NOT IN ('private', 'agent') OR s.agent_id = $10))
-),
--- Every column the caller needs travels with the candidate (joining the picked rows
--- back to their partitioned tables cost more than the whole scan), but the ranking
--- below sorts narrow rows only; the wide ones are joined back from the pool at the end.
-pool AS MATERIALIZED (SELECT * FROM mem UNION ALL SELECT * FROM msg),
-fused AS (
-    SELECT p.source, p.session_id, p.turn_index, p.cosine, p.scope, p.access_count,
-        p.is_pinned, p.trgm,
-        least(1.0, (1 - $12) * greatest(coalesce(p.cosine, 0), 0)
-            + $12 * coalesce(p.bm25 / nullif(max(p.bm25) OVER (), 0), 0)
-            + CASE WHEN p.tag_match THEN $13 ELSE 0 END) AS rel0
-    FROM pool AS p
-),
-ranked AS MATERIALIZED (
-    -- neighbours: the turns before and after a message in its session (memories have none)
-    SELECT f.source, f.scope, f.access_count, f.is_pinned, f.trgm,
-        f.rel0 + CASE WHEN f.session_id IS NULL THEN 0 ELSE $15 * greatest(
-            coalesce(lag(f.rel0) OVER w, 0), coalesce(lead(f.rel0) OVER w, 0)) END AS relevance,
-        rank() OVER (ORDER BY f.cosine DESC NULLS LAST) AS vector_rank
-    FROM fused AS f
-    WINDOW w AS (PARTITION BY f.session_id ORDER BY f.turn_index)
-),
-top AS (
-    SELECT r.source FROM ranked AS r ORDER BY r.relevance DESC, r.source LIMIT $17
-),
-frequent AS (
-    SELECT r.source FROM ranked AS r WHERE r.scope = 'global' AND r.access_count > 0
-    ORDER BY r.access_count DESC, r.source LIMIT 20
-),
-picked AS (
-    SELECT r.source, r.relevance, r.vector_rank FROM ranked AS r
-    WHERE r.source IN (SELECT top.source FROM top) OR r.is_pinned OR r.trgm >= 0.6
-        OR r.source IN (SELECT frequent.source FROM frequent)
+    WINDOW turns AS (ORDER BY m.session_id, m.turn_index)
+    -- array_agg below keeps this order (neighbour turns are adjacent)
+    ORDER BY m.session_id, m.turn_index
 )
-SELECT p.source, k.relevance::float8 AS relevance, p.cosine::float8 AS cosine, p.bm25::float8 AS bm25,
-    p.tag_match, p.trgm::float8 AS trgm, k.vector_rank, p.kind, p.text,
-    p.content_detail, p.content_compact, p.content_stub, p.losses, p.sensitivity, p.is_pinned,
-    p.access_count, extract(epoch FROM p.last_accessed_at)::float8 AS accessed_epoch,
-    extract(epoch FROM p.created_at)::float8 AS created_epoch, p.confidence, p.provenance_type,
-    p.role, p.name, p.artifact_id, p.message_id, p.memory_id
-FROM picked AS k JOIN pool AS p ON p.source = k.source
+SELECT a.*, b.* FROM
+    (SELECT array_agg(mem.id) AS mem_ids, array_agg(mem.bm25::float8) AS mem_bm25,
+        array_agg(mem.tag_match) AS mem_tag, array_agg(mem.trgm::float8) AS mem_trgm,
+        array_agg(mem.is_pinned) AS mem_pinned, array_agg(mem.access_count) AS mem_access,
+        array_agg(mem.is_global) AS mem_global, array_agg(mem.floor_tokens) AS mem_floor
+    FROM mem) AS a,
+    (SELECT array_agg(msg.id) AS msg_ids, array_agg(msg.same_session) AS msg_same_session,
+        array_agg(msg.created_epoch) AS msg_created, array_agg(msg.bm25::float8) AS msg_bm25,
+        array_agg(msg.tag_match) AS msg_tag, array_agg(msg.floor_tokens) AS msg_floor
+    FROM msg) AS b
+"""
+CANDIDATE_POOL_TYPES = [
+    "text", "uuid", "text", "text[]", "float8[]", "float8", "timestamptz", "text[]",
+    "text[]", "text", "bigint[]", "text[]", "text[]", "integer",
+]
+
+VECTOR_SCORES = """
+SELECT a.*, b.* FROM
+    (SELECT array_agg(mm.memory_id) AS mem_ids, array_agg(1 - (mm.embedding <=> $2)) AS mem_cosine
+    FROM mnemo.memories AS mm WHERE mm.tenant_id = $1 AND mm.embedding IS NOT NULL) AS a,
+    (SELECT array_agg(m.message_id) AS msg_ids, array_agg(1 - (m.embedding <=> $2)) AS msg_cosine
+    FROM mnemo.messages AS m
+    WHERE m.tenant_id = $1 AND m.embedding IS NOT NULL AND NOT m.is_pruned) AS b
 """
 
-CANDIDATE_TYPES = [
-    "text", "uuid", "text", "text[]", "float8[]", "float8", "timestamptz", "text[]",
-    "text[]", "text", "bigint[]", "float8", "float8", "text[]", "float8", "text[]", "integer",
-    "vector",
-]
+CANDIDATE_ROWS = """
+SELECT 'mem:' || mm.memory_id AS source, mm.kind, mm.content_full AS text, mm.content_detail,
+    mm.content_compact, mm.content_stub, mm.losses::text AS losses, mm.sensitivity,
+    extract(epoch FROM mm.last_accessed_at)::float8 AS accessed_epoch,
+    extract(epoch FROM mm.created_at)::float8 AS created_epoch,
+    mm.confidence::float8 AS confidence, mm.provenance_type,
+    NULL::text AS role, NULL::text AS name, NULL::bigint AS artifact_id
+FROM mnemo.memories AS mm
+WHERE mm.tenant_id = $1 AND mm.memory_id = ANY($2)
+UNION ALL
+SELECT 'msg:' || m.message_id, 'message', m.content, NULL, NULL, NULL, NULL, m.sensitivity,
+    NULL, k.created_epoch, 1.0,
+    -- A message is a verbatim record: one authority for every speaker (a role says
+    -- who spoke, not how reliable it is), tool outputs aside.
+    CASE m.role WHEN 'tool' THEN 'tool_output' ELSE 'fact' END, m.role, m.name, m.artifact_id
+FROM unnest($3::bigint[], $4::float8[]) AS k (message_id, created_epoch)
+JOIN mnemo.messages AS m ON m.tenant_id = $1 AND m.message_id = k.message_id
+    AND m.created_at = to_timestamp(k.created_epoch)
+"""
 
 LOG = """
 INSERT INTO mnemo.context_log (tenant_id, session_id, query, task_type, budget, tokens_used,
@@ -214,9 +233,6 @@ _WORD_RE = re.compile(r"[\w.-]+")
 # Trigram word similarity finds a misspelt name or identifier; against a whole
 # question it is noise (and it costs a string comparison per memory).
 TRIGRAM_MAX_QUERY_WORDS = 6
-# Candidates fetched: enough to fill the budget with short items (a budget larger
-# than the whole history must be able to hold all of it), within sane bounds.
-MIN_CANDIDATES, MAX_CANDIDATES, TOKENS_PER_CANDIDATE = 60, 2000, 12
 
 
 def query_words(query: str | None) -> list[str]:
@@ -234,9 +250,11 @@ def history_rows(available: int) -> int:
     return min(max(available // MIN_MESSAGE_TOKENS, 16), MAX_HISTORY_ROWS)
 
 
-def candidate_limit(room: int) -> int:
-    """Candidates worth fetching for a memory block of at most `room` tokens."""
-    return min(max(room // TOKENS_PER_CANDIDATE, MIN_CANDIDATES), MAX_CANDIDATES)
+def history_args(tenant_id: str, session_id: str, as_of, available: int, channel: str) -> list:
+    """The HISTORY statement's arguments for a budget B on a channel."""
+    return [tenant_id, session_id, as_of, history_rows(available), available,
+            list(context.CHANNEL_SENSITIVITY[channel]), summarize.MIN_TOKENS_FOR_SUMMARY,
+            context.RECENT_TURNS]
 
 
 class Stopwatch:
@@ -265,10 +283,12 @@ class Compiler:
         p = plpy.prepare
         self.enter = p(ENTER, ["text"])
         self.session = p(SESSION, ["text", "uuid", "timestamptz"])
-        self.history = p(HISTORY, ["text", "uuid", "timestamptz", "bigint"])
+        self.history = p(HISTORY, HISTORY_TYPES)
         self.last_user = p(LAST_USER, ["text", "uuid", "timestamptz", "text[]"])
         self.terms = p(TERMS, ["text", "text", "uuid"])
-        self.candidates = p(CANDIDATES, CANDIDATE_TYPES)
+        self.candidate_pool = p(CANDIDATE_POOL, CANDIDATE_POOL_TYPES)
+        self.vector_scores = p(VECTOR_SCORES, ["text", "vector"])
+        self.candidate_rows = p(CANDIDATE_ROWS, ["text", "bigint[]", "bigint[]", "float8[]"])
         self.log = p(LOG, ["text", "uuid", "text", "text", "integer", "integer", "text", "text",
                            "text", "text", "real"])
         self.access_job = p(ACCESS_JOB, ["text", "text"])
@@ -373,8 +393,8 @@ class Compiler:
             # redaction changed the query: the redacted text is what is searched for
             query, embedding_of_query = cleaned, self._embed_async(cleaned)
         watch.lap("session")
-        history = [self._history_row(r) for r in plpy.execute(
-            self.history, [tenant_id, session_id, as_of, history_rows(available)])]
+        history = [self._history_row(r) for r in plpy.execute(self.history, history_args(
+            tenant_id, session_id, as_of, available, opts["channel"]))]
         if query is None:
             # the default query: the last user message the channel may see
             last = plpy.execute(self.last_user, [tenant_id, session_id, as_of,
@@ -389,7 +409,7 @@ class Compiler:
         exclude = context.verbatim_message_ids(
             history, context.history_share(available, task, opts["cap_history"]))
         prepared = context.PreparedHistory(history, context.CHANNEL_SENSITIVITY[opts["channel"]])
-        limit = candidate_limit(context.memory_room(prepared, available, opts))
+        room = context.memory_room(prepared, available, opts)
         watch.lap("history")
         t = plpy.execute(self.terms, [tenant_id, query or "", session_id])[0]
         n_docs = max(t["n_docs"], 1)
@@ -399,21 +419,26 @@ class Compiler:
         previous = [(i["source"], i.get("fidelity")) for i in json.loads(t["previous_items"] or "[]")
                     if i.get("section") == "memory"]
         watch.lap("terms")
+        channel = opts["channel"]
+        words = query_words(query)
+        pool = self._candidate_pool(plpy.execute(self.candidate_pool, [
+            tenant_id, session_id, trigram_query(query, words), lexemes, idfs, avgdl, as_of,
+            list(context.CHANNEL_SENSITIVITY[channel]), list(context.CHANNEL_SOURCES[channel]),
+            s["agent_id"], exclude, list(context.CHANNEL_EXCLUDED_KINDS.get(channel, ())), words,
+            context.MESSAGE_SUMMARY_MIN_TOKENS,
+        ])[0])
+        watch.lap("lexical")
         vector = (embedding.to_pgvector(embedding_of_query.result()[0])
                   if embedding_of_query else None)
         watch.lap("embedding_wait")
-        channel = opts["channel"]
-        words = query_words(query)
-        rows = plpy.execute(self.candidates, [
-            tenant_id, session_id, trigram_query(query, words), lexemes, idfs, avgdl, as_of,
-            list(context.CHANNEL_SENSITIVITY[channel]), list(context.CHANNEL_SOURCES[channel]),
-            s["agent_id"], exclude, weights["lexical"], weights["tag_bonus"],
-            list(context.CHANNEL_EXCLUDED_KINDS.get(channel, ())), weights["neighbour"], words,
-            limit, vector,
-        ])
-        watch.lap("candidates_sql")
-        candidates = [self._candidate(r, limit) for r in rows]
-        watch.lap("candidates_py")
+        cosine = np.full(pool.size, np.nan)
+        if vector is not None and pool.size:
+            v = plpy.execute(self.vector_scores, [tenant_id, vector])[0]
+            cosine = np.concatenate([context.aligned(pool.memory_ids, v["mem_ids"], v["mem_cosine"]),
+                                     context.aligned(pool.message_ids, v["msg_ids"], v["msg_cosine"])])
+        watch.lap("vector")
+        candidates = self._candidates(tenant_id, context.fuse_candidates(pool, cosine, weights, room))
+        watch.lap("candidates")
         bundle = context.compile_bundle(session, history, candidates, opts, now, weights,
                                         previous, query, prepared)
         watch.lap("pack")
@@ -451,29 +476,52 @@ class Compiler:
         }
 
     @staticmethod
-    def _candidate(r: dict, limit: int) -> dict:
-        retrievers = []
-        if r["vector_rank"] is not None and r["cosine"] is not None and r["vector_rank"] <= limit:
-            retrievers.append("vector")
-        if r["bm25"]:
-            retrievers.append("fulltext")
-        if r["tag_match"]:
-            retrievers.append("entity_tag")
-        if (r["trgm"] or 0) >= 0.6:
-            retrievers.append("trigram")
-        if r["access_count"]:
-            retrievers.append("frequent")
-        levels = None
-        if r["memory_id"] is not None and r["content_detail"]:
-            losses = json.loads(r["losses"] or "{}")
-            levels = {name: {"text": r[f"content_{name}"], "losses": losses.get(name, {})}
-                      for name in ("detail", "compact", "stub") if r[f"content_{name}"]}
-        return {
-            "source": r["source"], "kind": r["kind"], "text": r["text"] or "",
-            "levels": levels, "relevance": r["relevance"] or 0.0,
-            "sensitivity": r["sensitivity"], "is_pinned": r["is_pinned"],
-            "access_count": r["access_count"], "last_accessed_at": context.utc_datetime(r["accessed_epoch"]),
-            "created_at": context.utc_datetime(r["created_epoch"]), "confidence": r["confidence"],
-            "provenance_type": r["provenance_type"], "role": r["role"], "name": r["name"],
-            "retrievers": retrievers,
-        }
+    def _candidate_pool(r: dict) -> context.CandidatePool:
+        """The pool statement's row of arrays as a context.CandidatePool."""
+        n_msg = len(r["msg_ids"] or ())
+
+        def arr(name: str, dtype) -> np.ndarray:
+            """Memories then messages; a signal messages lack is zero for them."""
+            mem, msg = r.get("mem_" + name) or [], r.get("msg_" + name)
+            return np.concatenate([np.asarray(mem, dtype=dtype),
+                                   np.asarray(msg, dtype=dtype) if msg else np.zeros(n_msg, dtype)])
+
+        return context.CandidatePool(
+            memory_ids=np.asarray(r["mem_ids"] or [], dtype=np.int64),
+            message_ids=np.asarray(r["msg_ids"] or [], dtype=np.int64),
+            message_created=np.asarray(r["msg_created"] or [], dtype=np.float64),
+            same_session=np.asarray(r["msg_same_session"] or [], dtype=bool),
+            floor_tokens=arr("floor", np.int64), bm25=arr("bm25", np.float64), tag_match=arr("tag", bool),
+            trigram=arr("trgm", np.float64), pinned=arr("pinned", bool),
+            access_count=arr("access", np.int64), is_global=arr("global", bool))
+
+    def _candidates(self, tenant_id: str, fused: list[dict]) -> list[dict]:
+        """The fused candidates with their rows, as context.compile_bundle takes them."""
+        if not fused:
+            return []
+        mem = [c["id"] for c in fused if c["source"].startswith("mem:")]
+        msg = [c for c in fused if c["source"].startswith("msg:")]
+        rows = {r["source"]: r for r in self.plpy.execute(self.candidate_rows, [
+            tenant_id, mem, [c["id"] for c in msg], [c["created_epoch"] for c in msg]])}
+        out = []
+        for c in fused:
+            r = rows.get(c["source"])
+            if r is None:
+                continue  # deleted since the pool was read
+            levels = None
+            if r["content_detail"]:
+                losses = json.loads(r["losses"] or "{}")
+                levels = {name: {"text": r[f"content_{name}"], "losses": losses.get(name, {})}
+                          for name in ("detail", "compact", "stub") if r[f"content_{name}"]}
+            out.append({
+                "source": c["source"], "kind": r["kind"], "text": r["text"] or "",
+                "levels": levels, "relevance": c["relevance"],
+                "sensitivity": r["sensitivity"], "is_pinned": c["is_pinned"],
+                "access_count": c["access_count"],
+                "last_accessed_at": context.utc_datetime(r["accessed_epoch"]),
+                "created_at": context.utc_datetime(r["created_epoch"]),
+                "confidence": r["confidence"], "provenance_type": r["provenance_type"],
+                "role": r["role"], "name": r["name"],
+                "retrievers": c["retrievers"],
+            })
+        return out

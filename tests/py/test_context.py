@@ -705,7 +705,7 @@ def test_each_compile_logs_exactly_one_row(db, tenant):
         assert items == report["items"] and omissions == report["omissions"]
         # where the time went, phase by phase, adds up to at most the whole
         phases = report["timings_ms"]
-        assert {"session", "history", "candidates_sql", "pack", "log"} <= set(phases)
+        assert {"session", "history", "lexical", "vector", "candidates", "pack", "log"} <= set(phases)
         assert all(v >= 0 for v in phases.values())
         assert sum(phases.values()) - phases["log"] <= report["latency_ms"] + 0.1
         ids.append(cid)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from mnemo_db import excerpt, tokens
+import numpy as np
+from mnemo_db import context, excerpt, tokens
+from mnemo_db.context import CandidatePool
 
 
 def test_count_known_strings():
@@ -65,3 +67,69 @@ def test_stickiness_boosts_an_item_at_its_previous_fidelity_and_below_only():
     again = [item(i.source, i.value, sticky=i.chosen) for i in first]
     pack_items(again, 120)
     assert {i.source: i.chosen for i in again} == chosen
+
+
+def _pool(memories=(), messages=()):
+    """A CandidatePool from dicts: memories {id, bm25, tag, trgm, pinned, access, glob,
+    floor}; messages {id, session, bm25, tag, floor} in session and turn order."""
+    mem, msg = list(memories), list(messages)
+    col = lambda rows, k, d=0: [r.get(k, d) for r in rows]
+    sessions = col(msg, "session", "s")
+    return CandidatePool(
+        memory_ids=np.array(col(mem, "id"), dtype=np.int64),
+        message_ids=np.array(col(msg, "id"), dtype=np.int64),
+        message_created=np.arange(len(msg), dtype=np.float64) + 1.7e9,
+        same_session=np.array([i > 0 and sessions[i] == sessions[i - 1] for i in range(len(msg))],
+                              dtype=bool),
+        floor_tokens=np.array(col(mem, "floor", 10) + col(msg, "floor", 10), dtype=np.int64),
+        bm25=np.array(col(mem, "bm25") + col(msg, "bm25"), dtype=np.float64),
+        tag_match=np.array(col(mem, "tag", False) + col(msg, "tag", False), dtype=bool),
+        trigram=np.array(col(mem, "trgm") + [0] * len(msg), dtype=np.float64),
+        pinned=np.array(col(mem, "pinned", False) + [False] * len(msg), dtype=bool),
+        access_count=np.array(col(mem, "access") + [0] * len(msg), dtype=np.int64),
+        is_global=np.array(col(mem, "glob", False) + [False] * len(msg), dtype=bool))
+
+
+def test_fusion_follows_the_formula_and_lends_relevance_to_neighbour_turns_only():
+    w = context.weights_for(None)
+    pool = _pool(memories=[{"id": 1, "bm25": 2.0}],
+                 messages=[{"id": 10, "session": "a"}, {"id": 11, "session": "a", "bm25": 4.0},
+                           {"id": 12, "session": "b"}])
+    cosine = np.array([0.5, 0.2, np.nan, -0.3])
+    got = {c["source"]: c for c in context.fuse_candidates(pool, cosine, w, room=1000)}
+    rel = lambda cos, bm: (1 - w["lexical"]) * max(cos, 0) + w["lexical"] * bm / 4.0
+    assert got["mem:1"]["relevance"] == rel(0.5, 2.0)
+    # msg:10's neighbour in its session is msg:11 (no embedding: cosine counts as 0)
+    assert got["msg:10"]["relevance"] == rel(0.2, 0) + w["neighbour"] * rel(0, 4.0)
+    assert got["msg:11"]["relevance"] == rel(0, 4.0) + w["neighbour"] * rel(0.2, 0)
+    # msg:12 is in another session: no neighbour, and a negative cosine counts as 0
+    assert got["msg:12"]["relevance"] == 0.0
+    assert "vector" in got["mem:1"]["retrievers"] and "fulltext" in got["msg:11"]["retrievers"]
+    assert "vector" not in got["msg:11"]["retrievers"]  # it has no embedding yet
+    assert got["msg:11"]["created_epoch"] == 1.7e9 + 1 and got["mem:1"]["created_epoch"] is None
+
+
+def test_fusion_keeps_what_fills_the_room_twice_plus_pinned_trigram_and_frequent():
+    w = context.weights_for(None)
+    n = 500
+    memories = [{"id": i, "bm25": float(i), "floor": 12} for i in range(1, n + 1)]
+    memories[0].update(pinned=True)  # the least relevant, but pinned
+    memories[1].update(trgm=0.8)  # a misspelt name
+    memories[2].update(glob=True, access=9)  # used often
+    pool = _pool(memories=memories)
+    room = 2000
+    kept = {c["id"] for c in context.fuse_candidates(pool, np.full(n, np.nan), w, room)}
+    per_line = 12 + context.LINE_OVERHEAD
+    top = int(np.ceil(context.OVERFILL * room / per_line))
+    assert set(range(n - top + 1, n + 1)) <= kept  # the most relevant, by BM25 here
+    assert {1, 2, 3} <= kept and len(kept) == top + 3
+    # a tiny room still gets MIN_CANDIDATES; ties go to the lower id
+    flat = _pool(memories=[{"id": i} for i in range(1, n + 1)])
+    kept = [c["id"] for c in context.fuse_candidates(flat, np.zeros(n), w, 1)]
+    assert kept == list(range(1, context.MIN_CANDIDATES + 1))
+
+
+def test_aligned_scores_follow_ids_whatever_their_order():
+    got = context.aligned(np.array([5, 3, 9], dtype=np.int64), [9, 5, 7], [0.9, 0.5, 0.7])
+    assert got[0] == 0.5 and np.isnan(got[1]) and got[2] == 0.9
+    assert np.isnan(context.aligned(np.array([1], dtype=np.int64), None, None)).all()
