@@ -639,8 +639,6 @@ def measure(args, counts: tuple[int, int, int]) -> dict:
 
 def explain_candidates(conn, tenant: str, session: str, query: str) -> None:
     """EXPLAIN ANALYZE of compile_context's statements with one sample's parameters."""
-    from mnemo_db.context_db import _idf
-
     conn.execute("SELECT mnemo_internal.enter_tenant(%s)", (tenant,))
     session_sql = (context_db.SESSION.replace("$1", "%(t)s").replace("$2", "%(s)s::uuid")
                    .replace("$3", "NULL::timestamptz"))
@@ -669,17 +667,11 @@ def explain_candidates(conn, tenant: str, session: str, query: str) -> None:
     exclude = ctx.verbatim_message_ids(history, ctx.history_share(available, task, opts["cap_history"]))
     ready = ctx.PreparedHistory(history, ctx.CHANNEL_SENSITIVITY[channel])
     room = ctx.memory_room(ready, available, opts)
-    terms_sql = (context_db.TERMS.replace("$1", "%(t)s").replace("$2", "%(q)s")
-                 .replace("$3", "%(s)s::uuid"))
-    tr = conn.execute(terms_sql, {"t": tenant, "q": query, "s": session}).fetchone()
-    n_docs = max(tr[2], 1)
-    idfs = [_idf(n_docs, df) for df in (tr[1] or [])]
-    avgdl = tr[3] / n_docs if tr[3] else 8.0
     w = ctx.weights_for(None)
     words = context_db.query_words(query)
     vector = conn.execute("SELECT mnemo.embed(%s)::text", (query,)).fetchone()[0]
-    pool_params = [tenant, session, context_db.trigram_query(query, words), list(tr[0] or []), idfs,
-                   avgdl, None, list(ctx.CHANNEL_SENSITIVITY[channel]),
+    pool_params = [tenant, session, context_db.trigram_query(query, words), query, None,
+                   list(ctx.CHANNEL_SENSITIVITY[channel]),
                    list(ctx.CHANNEL_SOURCES[channel]), agent_id, exclude,
                    list(ctx.CHANNEL_EXCLUDED_KINDS.get(channel, ())), words,
                    ctx.MESSAGE_SUMMARY_MIN_TOKENS]
@@ -705,7 +697,7 @@ def explain_candidates(conn, tenant: str, session: str, query: str) -> None:
         [tenant, [c["id"] for c in fused if c["source"].startswith("mem:")],
          [c["id"] for c in msg], [c["created_epoch"] for c in msg]], True)))
     print(f"\n-- EXPLAIN ANALYZE compile_context retrieval (task {task}, {len(history)} history "
-          f"rows, {len(exclude)} excluded, {len(idfs)} query lexemes, pool {pool.size}, "
+          f"rows, {len(exclude)} excluded, pool {pool.size}, "
           f"memory room {room}, {len(fused)} candidates)")
     for title, lines in plans:
         print(f"\n-- {title}\n" + "\n".join(lines))

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import gc
 import json
-import math
 import re
 import sys
 import threading
@@ -82,36 +81,17 @@ WHERE m.tenant_id = $1 AND m.session_id = $2 AND m.role = 'user' AND m.content I
 ORDER BY m.turn_index DESC LIMIT 1
 """
 
-# Query lexemes with their document frequency, the tenant's totals, and the memory
-# items of the session's previous context (in their order).
-TERMS = """
-WITH t AS (
-    SELECT DISTINCT unnest(tsvector_to_array(to_tsvector('english', $2))) AS lexeme
-), totals AS (
-    SELECT l.doc_count, l.total_length FROM mnemo.lexicon AS l
-    WHERE l.tenant_id = $1 AND l.lexeme = ''
-)
-SELECT
-    coalesce((SELECT array_agg(t.lexeme ORDER BY t.lexeme) FROM t), '{}') AS lexemes,
-    coalesce((SELECT array_agg(coalesce(l.doc_count, 0) ORDER BY t.lexeme)
-        FROM t LEFT JOIN mnemo.lexicon AS l ON l.tenant_id = $1 AND l.lexeme = t.lexeme), '{}') AS dfs,
-    coalesce((SELECT totals.doc_count FROM totals), 0) AS n_docs,
-    coalesce((SELECT totals.total_length FROM totals), 0) AS total_length,
-    (SELECT cl.items::text FROM mnemo.context_log AS cl
-        WHERE cl.tenant_id = $1 AND cl.session_id = $3
-        ORDER BY cl.created_at DESC, cl.context_id DESC LIMIT 1) AS previous_items
-"""
-
 # Retrieval is exact per tenant (an exact scan measured faster than HNSW with a
 # tenant filter at these sizes: see bench/context.py), in three statements so that
 # most of it runs while the query is still being embedded:
 # 1. CANDIDATE_POOL, before the embedding is needed: the tenant's visible memories
 #    and messages with their lexical signals (context.CandidatePool), as arrays:
-#    BM25 ($4 lexemes, $5 their idf, $6 average document length); the tag match (a
-#    memory's tag, key entity or linked entity, or a message's speaker, named in the
-#    query, $13); trigram word similarity ($3, a short query only: a misspelt name
-#    or identifier still reaches a memory). Messages in the session's verbatim
-#    history window are not candidates ($11).
+#    BM25 of the query's lexemes ($4: the query; idf and average length from the
+#    tenant's mnemo.lexicon); the tag match (a memory's tag, key entity or linked
+#    entity, or a message's speaker, named in the query, $11); trigram word
+#    similarity ($3, a short query only: a misspelt name or identifier still reaches
+#    a memory). Messages in the session's verbatim history window are not
+#    candidates ($9). Also the memory items of the session's previous context.
 # 2. VECTOR_SCORES, once the embedding is there: cosine of every embedded memory and
 #    message of the tenant (context.fuse_candidates fuses and picks).
 # 3. CANDIDATE_ROWS: the picked rows, in full. A message is looked up by its whole
@@ -119,33 +99,46 @@ SELECT
 #    partition. Epoch seconds as float8 round-trip a timestamp's microseconds
 #    exactly through to_timestamp() until 2106.
 CANDIDATE_POOL = """
-WITH q AS MATERIALIZED (
-    SELECT CASE WHEN cardinality($4::text[]) > 0 THEN array_to_string(
-        ARRAY(SELECT quote_literal(x) FROM unnest($4::text[]) AS x), ' | ')::tsquery END AS tsq
+WITH lexemes AS (
+    SELECT DISTINCT unnest(tsvector_to_array(to_tsvector('english', coalesce($4, '')))) AS lexeme
+),
+totals AS MATERIALIZED (
+    -- the tenant's document count and total length ('' row of the lexicon)
+    SELECT greatest(coalesce(max(l.doc_count), 0), 1)::float8 AS n_docs,
+        coalesce(max(l.total_length), 0)::float8 AS total_length
+    FROM mnemo.lexicon AS l WHERE l.tenant_id = $1 AND l.lexeme = ''
 ),
 terms AS MATERIALIZED (
-    SELECT quote_literal(u.lexeme)::tsquery AS tq, u.idf FROM unnest($4::text[], $5::float8[]) AS u (lexeme, idf)
+    SELECT quote_literal(x.lexeme)::tsquery AS tq,
+        ln(1 + (tot.n_docs - coalesce(l.doc_count, 0) + 0.5) / (coalesce(l.doc_count, 0) + 0.5)) AS idf
+    FROM lexemes AS x CROSS JOIN totals AS tot
+    LEFT JOIN mnemo.lexicon AS l ON l.tenant_id = $1 AND l.lexeme = x.lexeme
+),
+q AS MATERIALIZED (
+    SELECT (SELECT string_agg(quote_literal(x.lexeme), ' | ') FROM lexemes AS x)::tsquery AS tsq,
+        CASE WHEN tot.total_length > 0 THEN tot.total_length / tot.n_docs ELSE 8.0 END AS avgdl
+    FROM totals AS tot
 ),
 mem AS (
     SELECT mm.memory_id AS id,
         CASE WHEN mm.search_tsv @@ q.tsq THEN (SELECT sum(t.idf) FROM terms AS t WHERE mm.search_tsv @@ t.tq)
-            * 2.2 / (1 + 1.2 * (0.25 + 0.75 * length(mm.search_tsv) / $6)) ELSE 0 END AS bm25,
+            * 2.2 / (1 + 1.2 * (0.25 + 0.75 * length(mm.search_tsv) / q.avgdl)) ELSE 0 END AS bm25,
         EXISTS (SELECT FROM unnest(mm.tags || mm.key_entities) AS x
-            WHERE lower(x) = ANY($13) OR lower(split_part(x, ':', 2)) = ANY($13))
+            WHERE lower(x) = ANY($11) OR lower(split_part(x, ':', 2)) = ANY($11))
         OR mm.memory_id IN (SELECT em.memory_id FROM mnemo.entities AS e
             JOIN mnemo.entity_mentions AS em ON em.tenant_id = e.tenant_id AND em.entity_id = e.entity_id
-            WHERE e.tenant_id = $1 AND e.normalized = ANY($13)) AS tag_match,
+            WHERE e.tenant_id = $1 AND e.normalized = ANY($11)) AS tag_match,
         CASE WHEN coalesce($3, '') <> '' THEN word_similarity($3, left(mm.content_full, 256)) ELSE 0 END AS trgm,
         mm.is_pinned, mm.access_count, mm.scope = 'global' AS is_global,
         coalesce(least(mm.tokens_full, mm.tokens_detail, mm.tokens_compact, mm.tokens_stub), 0) AS floor_tokens
     FROM mnemo.memories AS mm CROSS JOIN q
-    WHERE mm.tenant_id = $1 AND mm.sensitivity = ANY($8) AND mm.kind <> ALL($12)
+    WHERE mm.tenant_id = $1 AND mm.sensitivity = ANY($6) AND mm.kind <> ALL($10)
         AND (mm.scope = 'global' OR mm.session_id = $2)
-        AND CASE WHEN $7::timestamptz IS NULL
+        AND CASE WHEN $5::timestamptz IS NULL
             THEN mm.is_active AND mm.superseded_by IS NULL
                 AND (mm.valid_to IS NULL OR mm.valid_to > now())
                 AND (mm.expires_at IS NULL OR mm.expires_at > now())
-            ELSE mm.created_at <= $7 AND mm.valid_from <= $7 AND (mm.valid_to IS NULL OR mm.valid_to > $7)
+            ELSE mm.created_at <= $5 AND mm.valid_from <= $5 AND (mm.valid_to IS NULL OR mm.valid_to > $5)
         END
 ),
 msg AS (
@@ -153,26 +146,30 @@ msg AS (
     SELECT m.message_id AS id, date_part('epoch', m.created_at) AS created_epoch,
         -- the turn before it in this order is the one before it in its session
         m.session_id IS NOT DISTINCT FROM lag(m.session_id) OVER turns AS same_session,
-        -- a recalled message this long may enter abbreviated ($14: its threshold)
-        CASE WHEN m.token_count < $14 THEN m.token_count
-            ELSE coalesce((m.levels #>> '{stub,tokens}')::integer, $14) END AS floor_tokens,
+        -- a recalled message this long may enter abbreviated ($12: its threshold)
+        CASE WHEN m.token_count < $12 THEN m.token_count
+            ELSE coalesce((m.levels #>> '{stub,tokens}')::integer, $12) END AS floor_tokens,
         CASE WHEN m.search_tsv @@ q.tsq THEN (SELECT sum(t.idf) FROM terms AS t WHERE m.search_tsv @@ t.tq)
-            * 2.2 / (1 + 1.2 * (0.25 + 0.75 * length(m.search_tsv) / $6)) ELSE 0 END AS bm25,
+            * 2.2 / (1 + 1.2 * (0.25 + 0.75 * length(m.search_tsv) / q.avgdl)) ELSE 0 END AS bm25,
         -- who said it: a question about a person favours that person's turns
-        coalesce(lower(m.name) = ANY($13), false) AS tag_match
+        coalesce(lower(m.name) = ANY($11), false) AS tag_match
     FROM mnemo.messages AS m CROSS JOIN q
     JOIN mnemo.sessions AS s ON s.tenant_id = m.tenant_id AND s.session_id = m.session_id
-    WHERE m.tenant_id = $1 AND NOT m.is_pruned AND m.sensitivity = ANY($8)
+    WHERE m.tenant_id = $1 AND NOT m.is_pruned AND m.sensitivity = ANY($6)
         AND m.content IS NOT NULL AND m.role IN ('user', 'assistant', 'tool')
-        AND ($7::timestamptz IS NULL OR m.created_at <= $7)
-        AND m.message_id <> ALL($11)
-        AND (m.session_id = $2 OR s.channel = ANY($9)
-            AND (s.channel NOT IN ('private', 'agent') OR s.agent_id = $10))
+        AND ($5::timestamptz IS NULL OR m.created_at <= $5)
+        AND m.message_id <> ALL($9)
+        AND (m.session_id = $2 OR s.channel = ANY($7)
+            AND (s.channel NOT IN ('private', 'agent') OR s.agent_id = $8))
     WINDOW turns AS (ORDER BY m.session_id, m.turn_index)
     -- array_agg below keeps this order (neighbour turns are adjacent)
     ORDER BY m.session_id, m.turn_index
 )
-SELECT a.*, b.* FROM
+SELECT a.*, b.*,
+    (SELECT cl.items::text FROM mnemo.context_log AS cl
+        WHERE cl.tenant_id = $1 AND cl.session_id = $2
+        ORDER BY cl.created_at DESC, cl.context_id DESC LIMIT 1) AS previous_items
+FROM
     (SELECT array_agg(mem.id) AS mem_ids, array_agg(mem.bm25::float8) AS mem_bm25,
         array_agg(mem.tag_match) AS mem_tag, array_agg(mem.trgm::float8) AS mem_trgm,
         array_agg(mem.is_pinned) AS mem_pinned, array_agg(mem.access_count) AS mem_access,
@@ -184,8 +181,8 @@ SELECT a.*, b.* FROM
     FROM msg) AS b
 """
 CANDIDATE_POOL_TYPES = [
-    "text", "uuid", "text", "text[]", "float8[]", "float8", "timestamptz", "text[]",
-    "text[]", "text", "bigint[]", "text[]", "text[]", "integer",
+    "text", "uuid", "text", "text", "timestamptz", "text[]", "text[]", "text", "bigint[]",
+    "text[]", "text[]", "integer",
 ]
 
 VECTOR_SCORES = """
@@ -273,10 +270,6 @@ class Stopwatch:
         self.last = now
 
 
-def _idf(n: int, df: int) -> float:
-    return math.log(1 + (n - df + 0.5) / (df + 0.5))
-
-
 class Compiler:
     def __init__(self, plpy):
         self.plpy = plpy
@@ -285,7 +278,6 @@ class Compiler:
         self.session = p(SESSION, ["text", "uuid", "timestamptz"])
         self.history = p(HISTORY, HISTORY_TYPES)
         self.last_user = p(LAST_USER, ["text", "uuid", "timestamptz", "text[]"])
-        self.terms = p(TERMS, ["text", "text", "uuid"])
         self.candidate_pool = p(CANDIDATE_POOL, CANDIDATE_POOL_TYPES)
         self.vector_scores = p(VECTOR_SCORES, ["text", "vector"])
         self.candidate_rows = p(CANDIDATE_ROWS, ["text", "bigint[]", "bigint[]", "float8[]"])
@@ -411,22 +403,17 @@ class Compiler:
         prepared = context.PreparedHistory(history, context.CHANNEL_SENSITIVITY[opts["channel"]])
         room = context.memory_room(prepared, available, opts)
         watch.lap("history")
-        t = plpy.execute(self.terms, [tenant_id, query or "", session_id])[0]
-        n_docs = max(t["n_docs"], 1)
-        lexemes = list(t["lexemes"] or [])
-        idfs = [_idf(n_docs, df) for df in (t["dfs"] or [])]
-        avgdl = (t["total_length"] / n_docs) if t["total_length"] else 8.0
-        previous = [(i["source"], i.get("fidelity")) for i in json.loads(t["previous_items"] or "[]")
-                    if i.get("section") == "memory"]
-        watch.lap("terms")
         channel = opts["channel"]
         words = query_words(query)
-        pool = self._candidate_pool(plpy.execute(self.candidate_pool, [
-            tenant_id, session_id, trigram_query(query, words), lexemes, idfs, avgdl, as_of,
+        lexical = plpy.execute(self.candidate_pool, [
+            tenant_id, session_id, trigram_query(query, words), query, as_of,
             list(context.CHANNEL_SENSITIVITY[channel]), list(context.CHANNEL_SOURCES[channel]),
             s["agent_id"], exclude, list(context.CHANNEL_EXCLUDED_KINDS.get(channel, ())), words,
             context.MESSAGE_SUMMARY_MIN_TOKENS,
-        ])[0])
+        ])[0]
+        pool = self._candidate_pool(lexical)
+        previous = [(i["source"], i.get("fidelity")) for i in json.loads(lexical["previous_items"] or "[]")
+                    if i.get("section") == "memory"]
         watch.lap("lexical")
         vector = (embedding.to_pgvector(embedding_of_query.result()[0])
                   if embedding_of_query else None)
