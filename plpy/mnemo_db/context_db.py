@@ -141,11 +141,12 @@ mem AS (
             ELSE mm.created_at <= $5 AND mm.valid_from <= $5 AND (mm.valid_to IS NULL OR mm.valid_to > $5)
         END
 ),
-msg AS (
+-- The signals first, as narrow rows: sorting the scanned rows themselves for the
+-- neighbour order would copy their texts and vectors.
+msg_signals AS MATERIALIZED (
     -- date_part: float8 at once (extract goes through numeric; the same value)
-    SELECT m.message_id AS id, date_part('epoch', m.created_at) AS created_epoch,
-        -- the turn before it in this order is the one before it in its session
-        m.session_id IS NOT DISTINCT FROM lag(m.session_id) OVER turns AS same_session,
+    SELECT m.message_id AS id, m.session_id, m.turn_index,
+        date_part('epoch', m.created_at) AS created_epoch,
         -- a recalled message this long may enter abbreviated ($12: its threshold)
         CASE WHEN m.token_count < $12 THEN m.token_count
             ELSE coalesce((m.levels #>> '{stub,tokens}')::integer, $12) END AS floor_tokens,
@@ -161,9 +162,14 @@ msg AS (
         AND m.message_id <> ALL($9)
         AND (m.session_id = $2 OR s.channel = ANY($7)
             AND (s.channel NOT IN ('private', 'agent') OR s.agent_id = $8))
-    WINDOW turns AS (ORDER BY m.session_id, m.turn_index)
+),
+msg AS (
+    -- the turn before it in this order is the one before it in its session
+    SELECT x.*, x.session_id IS NOT DISTINCT FROM lag(x.session_id) OVER turns AS same_session
+    FROM msg_signals AS x
+    WINDOW turns AS (ORDER BY x.session_id, x.turn_index)
     -- array_agg below keeps this order (neighbour turns are adjacent)
-    ORDER BY m.session_id, m.turn_index
+    ORDER BY x.session_id, x.turn_index
 )
 SELECT a.*, b.*,
     (SELECT cl.items::text FROM mnemo.context_log AS cl
@@ -214,16 +220,18 @@ JOIN mnemo.messages AS m ON m.tenant_id = $1 AND m.message_id = k.message_id
     AND m.created_at = to_timestamp(k.created_epoch)
 """
 
+# The context_log row, and when memories were sent ($12), the job that folds their
+# use into the access statistics (off the hot path).
 LOG = """
-INSERT INTO mnemo.context_log (tenant_id, session_id, query, task_type, budget, tokens_used,
-    sections, items, omissions, provenance, latency_ms)
-VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8::jsonb, $9::jsonb, $10::jsonb, $11)
-RETURNING context_id
-"""
-
-ACCESS_JOB = """
-SELECT mnemo_internal.enqueue_job($1, 'record_access', 'session:' || $2,
-    jsonb_build_object('session_id', $2))
+WITH logged AS (
+    INSERT INTO mnemo.context_log (tenant_id, session_id, query, task_type, budget, tokens_used,
+        sections, items, omissions, provenance, latency_ms)
+    VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8::jsonb, $9::jsonb, $10::jsonb, $11)
+    RETURNING context_id
+)
+SELECT logged.context_id, CASE WHEN $12 THEN mnemo_internal.enqueue_job($1, 'record_access',
+    'session:' || $2, jsonb_build_object('session_id', $2)) END AS access_job
+FROM logged
 """
 
 _WORD_RE = re.compile(r"[\w.-]+")
@@ -282,8 +290,7 @@ class Compiler:
         self.vector_scores = p(VECTOR_SCORES, ["text", "vector"])
         self.candidate_rows = p(CANDIDATE_ROWS, ["text", "bigint[]", "bigint[]", "float8[]"])
         self.log = p(LOG, ["text", "uuid", "text", "text", "integer", "integer", "text", "text",
-                           "text", "text", "real"])
-        self.access_job = p(ACCESS_JOB, ["text", "text"])
+                           "text", "text", "real", "boolean"])
         # as_of must be finite and within what Python's datetime holds (years 1-9999)
         self.check_ts = p("SELECT t AS ts FROM (SELECT $1::timestamptz AS t) AS x"
                           " WHERE isfinite(t) AND t BETWEEN '0001-01-02' AND '9999-12-30'",
@@ -438,9 +445,8 @@ class Compiler:
                 report["tokens"]["total"], json.dumps(report["tokens"]),
                 json.dumps(report["items"]), json.dumps(report["omissions"]),
                 json.dumps(report["provenance"], default=str), latency,
+                any(i["source"].startswith("mem:") for i in report["items"]),
             ])[0]["context_id"]
-            if any(i["source"].startswith("mem:") for i in report["items"]):
-                plpy.execute(self.access_job, [tenant_id, session_id])
         watch.lap("log")
         report["timings_ms"] = watch.laps
         report["context_id"] = context_id
