@@ -25,8 +25,8 @@ CREATE OR REPLACE FUNCTION mnemo.compile_context_bundle(
 LANGUAGE plpython3u
 VOLATILE
 SET search_path = pg_catalog, public, pg_temp
--- The candidate statement spans every hash partition of two tables: planning it
--- anew per call (custom plans) costs more than running it. Generic plans prune the
+-- The retrieval statements span every partition of two tables: planning them anew
+-- per call (custom plans) costs more than running them. Generic plans prune the
 -- partitions at run time.
 SET plan_cache_mode = force_generic_plan
 -- Parallel workers take longer to start than the per-tenant scans they would share.
