@@ -191,8 +191,8 @@ def relevance_of(c: dict, w: dict) -> float:
 def score(c: dict, w: dict, now: datetime, max_access: int) -> float:
     """Seed 003 §6.2: relevance, freshness, frequency, authority, each in [0, 1].
 
-    `relevance` comes fused from the candidate query (cosine, BM25, tags, neighbour
-    turns; see context_db.CANDIDATES) and is rescaled here to [0, 1]."""
+    `relevance` comes from fuse_candidates (cosine, BM25, tags, neighbour turns) and
+    is rescaled here to [0, 1]."""
     relevance = relevance_of(c, w)
     seen = c.get("last_accessed_at") or c["created_at"]
     hours = max((now - seen).total_seconds() / 3600.0, 0.0)
