@@ -668,34 +668,27 @@ def explain_candidates(conn, tenant: str, session: str, query: str) -> None:
     ready = ctx.PreparedHistory(history, ctx.CHANNEL_SENSITIVITY[channel])
     room = ctx.memory_room(ready, available, opts)
     w = ctx.weights_for(None)
-    words = context_db.query_words(query)
     vector = conn.execute("SELECT mnemo.embed(%s)::text", (query,)).fetchone()[0]
-    pool_params = [tenant, session, context_db.trigram_query(query, words), query, None,
-                   list(ctx.CHANNEL_SENSITIVITY[channel]),
-                   list(ctx.CHANNEL_SOURCES[channel]), agent_id, exclude,
-                   list(ctx.CHANNEL_EXCLUDED_KINDS.get(channel, ())), words,
-                   ctx.MESSAGE_SUMMARY_MIN_TOKENS]
+    pool_params = context_db.pool_args(tenant, session, query, None, channel, agent_id, exclude)
+    vector_params = [tenant, vector]
     # The three retrieval statements in turn, each with what the one before returned.
     plans = [("HISTORY", run_prepared("history", context_db.HISTORY, context_db.HISTORY_TYPES,
                                       history_params, True))]
     for title, name, text, types, params in (
             ("CANDIDATE_POOL", "pool", context_db.CANDIDATE_POOL, context_db.CANDIDATE_POOL_TYPES,
              pool_params),
-            ("VECTOR_SCORES", "vector", context_db.VECTOR_SCORES, ["text", "vector"],
-             [tenant, vector])):
+            ("VECTOR_SCORES", "vector", context_db.VECTOR_SCORES, context_db.VECTOR_SCORES_TYPES,
+             vector_params)):
         plans.append((title, run_prepared(name, text, types, params, True)))
     pool = context_db.Compiler._candidate_pool(
         run_prepared("pool", context_db.CANDIDATE_POOL, context_db.CANDIDATE_POOL_TYPES, pool_params,
                  False)[0])
-    v = run_prepared("vector", context_db.VECTOR_SCORES, ["text", "vector"], [tenant, vector], False)[0]
-    cosine = np.concatenate([ctx.aligned(pool.memory_ids, v["mem_ids"], v["mem_cosine"]),
-                             ctx.aligned(pool.message_ids, v["msg_ids"], v["msg_cosine"])])
+    cosine = context_db.pool_cosine(pool, run_prepared(
+        "vector", context_db.VECTOR_SCORES, context_db.VECTOR_SCORES_TYPES, vector_params, False)[0])
     fused = ctx.fuse_candidates(pool, cosine, w, room)
-    msg = [c for c in fused if c["source"].startswith("msg:")]
     plans.append(("CANDIDATE_ROWS", run_prepared(
-        "rows", context_db.CANDIDATE_ROWS, ["text", "bigint[]", "bigint[]", "float8[]"],
-        [tenant, [c["id"] for c in fused if c["source"].startswith("mem:")],
-         [c["id"] for c in msg], [c["created_epoch"] for c in msg]], True)))
+        "rows", context_db.CANDIDATE_ROWS, context_db.CANDIDATE_ROWS_TYPES,
+        context_db.rows_args(tenant, fused), True)))
     print(f"\n-- EXPLAIN ANALYZE compile_context retrieval (task {task}, {len(history)} history "
           f"rows, {len(exclude)} excluded, pool {pool.size}, "
           f"memory room {room}, {len(fused)} candidates)")

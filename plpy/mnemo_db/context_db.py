@@ -2,8 +2,8 @@
 
 `Compiler.compile` is the body of mnemo.compile_context_bundle. Its statements are
 prepared once per backend: tenant check, session, history (within reach of the
-budget), term statistics plus previous context, then retrieval in three steps (the
-lexical pool, the cosine scores, the picked rows; see CANDIDATE_POOL). The query is
+budget), then retrieval in three steps (the lexical pool with the term statistics
+and the previous context, the cosine scores, the picked rows; see CANDIDATE_POOL). The query is
 embedded on a thread from the start, while the statements before the cosine scores
 run. context.fuse_candidates picks the candidates, context.compile_bundle decides,
 and the context is logged. The decisions live in context.py; nothing here decides.
@@ -198,6 +198,7 @@ SELECT a.*, b.* FROM
     FROM mnemo.messages AS m
     WHERE m.tenant_id = $1 AND m.embedding IS NOT NULL AND NOT m.is_pruned) AS b
 """
+VECTOR_SCORES_TYPES = ["text", "vector"]
 
 CANDIDATE_ROWS = """
 SELECT 'mem:' || mm.memory_id AS source, mm.kind, mm.content_full AS text, mm.content_detail,
@@ -218,6 +219,7 @@ FROM unnest($3::bigint[], $4::float8[]) AS k (message_id, created_epoch)
 JOIN mnemo.messages AS m ON m.tenant_id = $1 AND m.message_id = k.message_id
     AND m.created_at = to_timestamp(k.created_epoch)
 """
+CANDIDATE_ROWS_TYPES = ["text", "bigint[]", "bigint[]", "float8[]"]
 
 # The context_log row, and when memories were sent ($12), the job that folds their
 # use into the access statistics (off the hot path).
@@ -261,6 +263,29 @@ def history_args(tenant_id: str, session_id: str, as_of, available: int, channel
             context.RECENT_TURNS]
 
 
+def pool_args(tenant_id: str, session_id: str, query: str | None, as_of, channel: str,
+              agent_id: str | None, exclude: list[int]) -> list:
+    """The CANDIDATE_POOL statement's arguments."""
+    words = query_words(query)
+    return [tenant_id, session_id, trigram_query(query, words), query, as_of,
+            list(context.CHANNEL_SENSITIVITY[channel]), list(context.CHANNEL_SOURCES[channel]),
+            agent_id, exclude, list(context.CHANNEL_EXCLUDED_KINDS.get(channel, ())), words,
+            context.MESSAGE_SUMMARY_MIN_TOKENS]
+
+
+def pool_cosine(pool: context.CandidatePool, scores: dict) -> np.ndarray:
+    """The VECTOR_SCORES row's cosines aligned with the pool (NaN: no embedding)."""
+    return np.concatenate([context.aligned(pool.memory_ids, scores["mem_ids"], scores["mem_cosine"]),
+                           context.aligned(pool.message_ids, scores["msg_ids"], scores["msg_cosine"])])
+
+
+def rows_args(tenant_id: str, fused: list[dict]) -> list:
+    """The CANDIDATE_ROWS statement's arguments for the fused candidates."""
+    messages = [c for c in fused if c["created_epoch"] is not None]
+    return [tenant_id, [c["id"] for c in fused if c["created_epoch"] is None],
+            [c["id"] for c in messages], [c["created_epoch"] for c in messages]]
+
+
 class Stopwatch:
     """Milliseconds spent in each phase of a compile (the report's timings_ms)."""
 
@@ -286,8 +311,8 @@ class Compiler:
         self.history = p(HISTORY, HISTORY_TYPES)
         self.last_user = p(LAST_USER, ["text", "uuid", "timestamptz", "text[]"])
         self.candidate_pool = p(CANDIDATE_POOL, CANDIDATE_POOL_TYPES)
-        self.vector_scores = p(VECTOR_SCORES, ["text", "vector"])
-        self.candidate_rows = p(CANDIDATE_ROWS, ["text", "bigint[]", "bigint[]", "float8[]"])
+        self.vector_scores = p(VECTOR_SCORES, VECTOR_SCORES_TYPES)
+        self.candidate_rows = p(CANDIDATE_ROWS, CANDIDATE_ROWS_TYPES)
         self.log = p(LOG, ["text", "uuid", "text", "text", "integer", "integer", "text", "text",
                            "text", "text", "real", "boolean"])
         # as_of must be finite and within what Python's datetime holds (years 1-9999)
@@ -403,14 +428,8 @@ class Compiler:
         prepared = context.PreparedHistory(history, context.CHANNEL_SENSITIVITY[opts["channel"]])
         room = context.memory_room(prepared, available, opts)
         watch.lap("history")
-        channel = opts["channel"]
-        words = query_words(query)
-        lexical = plpy.execute(self.candidate_pool, [
-            tenant_id, session_id, trigram_query(query, words), query, as_of,
-            list(context.CHANNEL_SENSITIVITY[channel]), list(context.CHANNEL_SOURCES[channel]),
-            s["agent_id"], exclude, list(context.CHANNEL_EXCLUDED_KINDS.get(channel, ())), words,
-            context.MESSAGE_SUMMARY_MIN_TOKENS,
-        ])[0]
+        lexical = plpy.execute(self.candidate_pool, pool_args(
+            tenant_id, session_id, query, as_of, opts["channel"], s["agent_id"], exclude))[0]
         pool = self._candidate_pool(lexical)
         previous = [(i["source"], i.get("fidelity")) for i in json.loads(lexical["previous_items"] or "[]")
                     if i.get("section") == "memory"]
@@ -420,9 +439,7 @@ class Compiler:
         watch.lap("embedding_wait")
         cosine = np.full(pool.size, np.nan)
         if vector is not None and pool.size:
-            v = plpy.execute(self.vector_scores, [tenant_id, vector])[0]
-            cosine = np.concatenate([context.aligned(pool.memory_ids, v["mem_ids"], v["mem_cosine"]),
-                                     context.aligned(pool.message_ids, v["msg_ids"], v["msg_cosine"])])
+            cosine = pool_cosine(pool, plpy.execute(self.vector_scores, [tenant_id, vector])[0])
         watch.lap("vector")
         candidates = self._candidates(tenant_id, context.fuse_candidates(pool, cosine, weights, room))
         watch.lap("candidates")
@@ -486,10 +503,8 @@ class Compiler:
         """The fused candidates with their rows, as context.compile_bundle takes them."""
         if not fused:
             return []
-        mem = [c["id"] for c in fused if c["source"].startswith("mem:")]
-        msg = [c for c in fused if c["source"].startswith("msg:")]
-        rows = {r["source"]: r for r in self.plpy.execute(self.candidate_rows, [
-            tenant_id, mem, [c["id"] for c in msg], [c["created_epoch"] for c in msg]])}
+        rows = {r["source"]: r for r in self.plpy.execute(self.candidate_rows,
+                                                           rows_args(tenant_id, fused))}
         out = []
         for c in fused:
             r = rows.get(c["source"])
