@@ -668,23 +668,22 @@ def explain_candidates(conn, tenant: str, session: str, query: str) -> None:
     ready = ctx.PreparedHistory(history, ctx.CHANNEL_SENSITIVITY[channel])
     room = ctx.memory_room(ready, available, opts)
     w = ctx.weights_for(None)
-    vector = conn.execute("SELECT mnemo.embed(%s)::text", (query,)).fetchone()[0]
-    pool_params = context_db.pool_args(tenant, session, query, None, channel, agent_id, exclude)
-    vector_params = [tenant, vector]
-    # The three retrieval statements in turn, each with what the one before returned.
+    vector = np.asarray(json.loads(conn.execute("SELECT mnemo.embed(%s)::text", (query,)).fetchone()[0]))
+    pool_params = context_db.pool_args(tenant, session, query, None, channel)
+    # The retrieval statements in turn, each with what the one before returned.
     plans = [("HISTORY", run_prepared("history", context_db.HISTORY, context_db.HISTORY_TYPES,
-                                      history_params, True))]
-    for title, name, text, types, params in (
-            ("CANDIDATE_POOL", "pool", context_db.CANDIDATE_POOL, context_db.CANDIDATE_POOL_TYPES,
-             pool_params),
-            ("VECTOR_SCORES", "vector", context_db.VECTOR_SCORES, context_db.VECTOR_SCORES_TYPES,
-             vector_params)):
-        plans.append((title, run_prepared(name, text, types, params, True)))
-    pool = context_db.Compiler._candidate_pool(
-        run_prepared("pool", context_db.CANDIDATE_POOL, context_db.CANDIDATE_POOL_TYPES, pool_params,
-                 False)[0])
-    cosine = context_db.pool_cosine(pool, run_prepared(
-        "vector", context_db.VECTOR_SCORES, context_db.VECTOR_SCORES_TYPES, vector_params, False)[0])
+                                      history_params, True)),
+             ("CANDIDATE_POOL", run_prepared("pool", context_db.CANDIDATE_POOL, context_db.CANDIDATE_POOL_TYPES,
+                                             pool_params, True))]
+    lexical = run_prepared("pool", context_db.CANDIDATE_POOL, context_db.CANDIDATE_POOL_TYPES, pool_params,
+                           False)[0]
+    segments_params = context_db.segments_args(tenant, session, lexical["lexemes"], channel, agent_id)
+    plans.append(("MESSAGE_SEGMENTS", run_prepared(
+        "segments", context_db.MESSAGE_SEGMENTS, context_db.MESSAGE_SEGMENTS_TYPES, segments_params, True)))
+    segments = run_prepared("segments", context_db.MESSAGE_SEGMENTS, context_db.MESSAGE_SEGMENTS_TYPES,
+                            segments_params, False)
+    pool = context_db.candidate_pool(lexical, segments, channel, None, exclude, query)
+    cosine = pool.cosine(vector)
     fused = ctx.fuse_candidates(pool, cosine, w, room)
     plans.append(("CANDIDATE_ROWS", run_prepared(
         "rows", context_db.CANDIDATE_ROWS, context_db.CANDIDATE_ROWS_TYPES,

@@ -9,6 +9,9 @@ SELECT cron.schedule(
     'mnemo-run-jobs', '* * * * *', 'CALL mnemo.run_jobs(p_max_batches => 100000, p_max_seconds => 55)'
 );
 
+-- Retrieval segments: a tenant's newer messages sealed for compile_context's scoring.
+SELECT cron.schedule('mnemo-segments', '* * * * *', $$CALL mnemo.run_sweep('segments')$$);
+
 -- Working memory (UNLOGGED) rebuilt from durable data after a crash or a change.
 SELECT cron.schedule('mnemo-working-memory', '* * * * *', $$CALL mnemo.run_sweep('working_memory')$$);
 

@@ -222,9 +222,9 @@ MIN_CANDIDATES, MAX_CANDIDATES = 60, 2000
 @dataclass
 class CandidatePool:
     """What a tenant's visible memories and messages offer a query before its
-    embedding is known: ids and lexical signals, as aligned arrays, memories first,
-    then messages in session and turn order (for the neighbour turns). Messages are
-    never pinned, frequent or global."""
+    embedding is known: ids, lexical signals and stored vectors, as aligned arrays,
+    memories first, then messages in session and turn order (for the neighbour
+    turns). Messages are never pinned, frequent or global."""
     memory_ids: np.ndarray  # int64
     message_ids: np.ndarray  # int64
     message_created: np.ndarray  # epoch seconds (the messages' partition key)
@@ -236,10 +236,115 @@ class CandidatePool:
     pinned: np.ndarray  # bool
     access_count: np.ndarray  # int64
     is_global: np.ndarray  # bool
+    # the stored vectors: the pool positions that have one, their rows, their norms
+    embedded: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    vectors: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.float32))
+    norms: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
     @property
     def size(self) -> int:
         return len(self.bm25)
+
+    def cosine(self, query: np.ndarray) -> np.ndarray:
+        """Cosine similarity of each member's vector to the query's (NaN: none),
+        as pgvector's 1 - (a <=> b) computes it."""
+        out = np.full(self.size, np.nan)
+        if len(self.embedded):
+            q = np.asarray(query, dtype=np.float32)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                out[self.embedded] = (self.vectors @ q).astype(np.float64) / (
+                    self.norms * float(np.linalg.norm(q)))
+        return out
+
+
+def bm25(n: int, hit_rows, hit_terms, idf, doc_length, avgdl: float) -> np.ndarray:
+    """Okapi BM25 of n documents (k1 = 1.2, b = 0.75, each term counted once): the
+    idf of every query lexeme a document contains (hit_rows[i] contains lexeme
+    hit_terms[i]), weighted by the document's length against the average."""
+    score = np.zeros(n)
+    if hit_rows is not None and len(hit_rows):
+        np.add.at(score, np.asarray(hit_rows, dtype=np.int64),
+                  np.asarray(idf, dtype=np.float64)[np.asarray(hit_terms, dtype=np.int64)])
+    return score * 2.2 / (1 + 1.2 * (0.25 + 0.75 * np.asarray(doc_length, dtype=np.float64) / avgdl))
+
+
+@dataclass
+class MessagePart:
+    """A run of a tenant's recallable messages as mnemo_internal.message_segment
+    gives them (a sealed segment or the tail): aligned arrays in id order, the
+    sessions they belong to with whether the reader may see each, the postings of
+    the query's lexemes, and the embedded ones' vectors."""
+    message_ids: np.ndarray
+    session_ids: list[str]
+    session_pos: np.ndarray  # 1-based into session_ids
+    session_visible: np.ndarray  # bool per session
+    turn_index: np.ndarray
+    created_epoch: np.ndarray
+    token_count: np.ndarray
+    stub_tokens: np.ndarray  # -1: no stored levels
+    doc_length: np.ndarray
+    sensitivity: np.ndarray  # str
+    speaker: np.ndarray  # str: the lower-cased name, '' without one
+    embedded: np.ndarray  # bool
+    norms: np.ndarray  # one per embedded message, as vectors
+    vectors: np.ndarray  # one row per embedded message
+    hit_rows: np.ndarray
+    hit_terms: np.ndarray
+
+
+def message_pool(parts: list[MessagePart], idf, avgdl: float, allowed: tuple[str, ...],
+                 as_of: float | None, exclude: list[int], words: list[str]) -> dict:
+    """The messages a reader may recall, from segments and the tail, as the message
+    half of a CandidatePool (arrays under its field names, plus the embedded ones'
+    `embedded` positions, `vectors` and `norms`), in session and turn order: only
+    sensitivities in `allowed`, visible sessions, written by `as_of` (epoch), not in
+    `exclude` (the verbatim window). A long message's floor is its stub level, or
+    MESSAGE_SUMMARY_MIN_TOKENS until its levels are stored."""
+    parts = [p for p in parts if len(p.message_ids)]
+    if not parts:
+        empty = np.zeros(0)
+        return {"message_ids": np.zeros(0, dtype=np.int64), "message_created": empty,
+                "same_session": np.zeros(0, dtype=bool), "floor_tokens": np.zeros(0, dtype=np.int64),
+                "bm25": empty, "tag_match": np.zeros(0, dtype=bool), "embedded": np.zeros(0, dtype=np.int64),
+                "vectors": np.zeros((0, 0), dtype=np.float32), "norms": empty}
+    cat = np.concatenate
+    sessions = sorted({sid for p in parts for sid in p.session_ids})
+    rank = {sid: i for i, sid in enumerate(sessions)}
+    session = cat([np.asarray([rank[sid] for sid in p.session_ids], dtype=np.int64)[p.session_pos - 1]
+                   for p in parts])
+    visible = cat([p.session_visible[p.session_pos - 1] for p in parts])
+    ids = cat([p.message_ids for p in parts])
+    created = cat([p.created_epoch for p in parts])
+    keep = visible & np.isin(cat([np.asarray(p.sensitivity) for p in parts]), list(allowed))
+    keep &= ~np.isin(ids, np.asarray(exclude, dtype=np.int64))
+    if as_of is not None:
+        keep &= created <= as_of
+    lexical = cat([bm25(len(p.message_ids), p.hit_rows, p.hit_terms, idf, p.doc_length, avgdl)
+                   for p in parts])
+    speaker = cat([np.asarray(p.speaker) for p in parts])
+    tag = np.isin(speaker, words) & (speaker != "")
+    tokens_ = cat([p.token_count for p in parts])
+    stub = cat([p.stub_tokens for p in parts])
+    floor = np.where(tokens_ < MESSAGE_SUMMARY_MIN_TOKENS, tokens_,
+                     np.where(stub >= 0, stub, MESSAGE_SUMMARY_MIN_TOKENS))
+    embedded = cat([p.embedded for p in parts])
+    vector_row = np.cumsum(embedded) - 1  # each embedded message's row in `vectors`
+    vectors = cat([p.vectors for p in parts if len(p.vectors)]) if embedded.any() else None
+    norms = cat([p.norms for p in parts])
+
+    order = np.flatnonzero(keep)
+    order = order[np.lexsort((ids[order], cat([p.turn_index for p in parts])[order], session[order]))]
+    has_vector = embedded[order]
+    return {
+        "message_ids": ids[order], "message_created": created[order],
+        "same_session": np.concatenate([[False], session[order][1:] == session[order][:-1]])
+        if len(order) else np.zeros(0, dtype=bool),
+        "floor_tokens": floor[order].astype(np.int64), "bm25": lexical[order], "tag_match": tag[order],
+        "embedded": np.flatnonzero(has_vector),
+        "vectors": vectors[vector_row[order[has_vector]]] if vectors is not None
+        else np.zeros((0, 0), dtype=np.float32),
+        "norms": norms[vector_row[order[has_vector]]],
+    }
 
 
 def aligned(ids: np.ndarray, scored_ids, scores) -> np.ndarray:

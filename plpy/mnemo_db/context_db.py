@@ -81,25 +81,31 @@ ORDER BY m.turn_index DESC LIMIT 1
 """
 
 # Retrieval is exact per tenant (an exact scan measured faster than HNSW with a
-# tenant filter at these sizes: see bench/context.py), in three statements so that
-# most of it runs while the query is still being embedded:
-# 1. CANDIDATE_POOL, before the embedding is needed: the tenant's visible memories
-#    and messages with their lexical signals (context.CandidatePool), as arrays:
-#    BM25 of the query's lexemes ($4: the query; idf and average length from the
-#    tenant's mnemo.lexicon); the tag match (a memory's tag, key entity or linked
-#    entity, or a message's speaker, named in the query, $11); trigram word
-#    similarity ($3, a short query only: a misspelt name or identifier still reaches
-#    a memory). Messages in the session's verbatim history window are not
-#    candidates ($9). Also the memory items of the session's previous context.
-# 2. VECTOR_SCORES, once the embedding is there: cosine of every embedded memory and
-#    message of the tenant (context.fuse_candidates fuses and picks).
-# 3. CANDIDATE_ROWS: the picked rows, in full. A message is looked up by its whole
-#    primary key: with its partition key (created_at) each lookup prunes to one
-#    partition. Epoch seconds as float8 round-trip a timestamp's microseconds
-#    exactly through to_timestamp() until 2106.
+# tenant filter at these sizes: see bench/context.py), read while the query is still
+# being embedded, in three statements:
+# 1. CANDIDATE_POOL: the tenant's visible memories with their lexical signals and
+#    vectors (context.CandidatePool): the query's lexemes with their idf and the
+#    average document length (from the tenant's mnemo.lexicon), each memory's
+#    document length and the query lexemes it contains (BM25 is computed from these
+#    by context.bm25), the tag match (a memory's tag, key entity or linked entity
+#    named in the query, $8), trigram word similarity ($3, a short query only: a
+#    misspelt name or identifier still reaches a memory). Also the memory items of
+#    the session's previous context.
+# 2. MESSAGE_SEGMENTS: the tenant's messages as sealed segments (mnemo.message_segments,
+#    migration 0007) plus the live tail after them (mnemo_internal.message_segment),
+#    each with which of its sessions this reader may see and the postings of the
+#    query's lexemes; context.message_pool filters and orders them.
+# 3. CANDIDATE_ROWS, after context.fuse_candidates picked: the picked rows, in full.
+#    A message is looked up by its whole primary key: with its partition key
+#    (created_at) each lookup prunes to one partition. Epoch seconds as float8
+#    round-trip a timestamp's microseconds exactly through to_timestamp() until 2106.
+#    A message pruned since its segment was sealed is dropped here.
+# Vectors travel as pgvector sends them (embedding.from_pgvector_bytes): the cosines
+# are computed once the query's embedding is there, without another statement.
 CANDIDATE_POOL = """
 WITH lexemes AS (
-    SELECT DISTINCT unnest(tsvector_to_array(to_tsvector('english', coalesce($4, '')))) AS lexeme
+    SELECT x.lexeme, (row_number() OVER (ORDER BY x.lexeme))::integer - 1 AS k
+    FROM unnest(tsvector_to_array(to_tsvector('english', coalesce($4, '')))) AS x (lexeme)
 ),
 totals AS MATERIALIZED (
     -- the tenant's document count and total length ('' row of the lexicon)
@@ -108,30 +114,25 @@ totals AS MATERIALIZED (
     FROM mnemo.lexicon AS l WHERE l.tenant_id = $1 AND l.lexeme = ''
 ),
 terms AS MATERIALIZED (
-    SELECT quote_literal(x.lexeme)::tsquery AS tq,
+    SELECT x.k, x.lexeme, quote_literal(x.lexeme)::tsquery AS tq,
         ln(1 + (tot.n_docs - coalesce(l.doc_count, 0) + 0.5) / (coalesce(l.doc_count, 0) + 0.5)) AS idf
     FROM lexemes AS x CROSS JOIN totals AS tot
     LEFT JOIN mnemo.lexicon AS l ON l.tenant_id = $1 AND l.lexeme = x.lexeme
 ),
-q AS MATERIALIZED (
-    SELECT (SELECT string_agg(quote_literal(x.lexeme), ' | ') FROM lexemes AS x)::tsquery AS tsq,
-        CASE WHEN tot.total_length > 0 THEN tot.total_length / tot.n_docs ELSE 8.0 END AS avgdl
-    FROM totals AS tot
-),
-mem AS (
-    SELECT mm.memory_id AS id,
-        CASE WHEN mm.search_tsv @@ q.tsq THEN (SELECT sum(t.idf) FROM terms AS t WHERE mm.search_tsv @@ t.tq)
-            * 2.2 / (1 + 1.2 * (0.25 + 0.75 * length(mm.search_tsv) / q.avgdl)) ELSE 0 END AS bm25,
+mem AS MATERIALIZED (
+    SELECT (row_number() OVER (ORDER BY mm.memory_id))::integer - 1 AS pos, mm.memory_id AS id,
+        mm.search_tsv, length(mm.search_tsv) AS doc_length,
         EXISTS (SELECT FROM unnest(mm.tags || mm.key_entities) AS x
-            WHERE lower(x) = ANY($11) OR lower(split_part(x, ':', 2)) = ANY($11))
+            WHERE lower(x) = ANY($8) OR lower(split_part(x, ':', 2)) = ANY($8))
         OR mm.memory_id IN (SELECT em.memory_id FROM mnemo.entities AS e
             JOIN mnemo.entity_mentions AS em ON em.tenant_id = e.tenant_id AND em.entity_id = e.entity_id
-            WHERE e.tenant_id = $1 AND e.normalized = ANY($11)) AS tag_match,
+            WHERE e.tenant_id = $1 AND e.normalized = ANY($8)) AS tag_match,
         CASE WHEN coalesce($3, '') <> '' THEN word_similarity($3, left(mm.content_full, 256)) ELSE 0 END AS trgm,
         mm.is_pinned, mm.access_count, mm.scope = 'global' AS is_global,
-        coalesce(least(mm.tokens_full, mm.tokens_detail, mm.tokens_compact, mm.tokens_stub), 0) AS floor_tokens
-    FROM mnemo.memories AS mm CROSS JOIN q
-    WHERE mm.tenant_id = $1 AND mm.sensitivity = ANY($6) AND mm.kind <> ALL($10)
+        coalesce(least(mm.tokens_full, mm.tokens_detail, mm.tokens_compact, mm.tokens_stub), 0) AS floor_tokens,
+        mm.embedding
+    FROM mnemo.memories AS mm
+    WHERE mm.tenant_id = $1 AND mm.sensitivity = ANY($6) AND mm.kind <> ALL($7)
         AND (mm.scope = 'global' OR mm.session_id = $2)
         AND CASE WHEN $5::timestamptz IS NULL
             THEN mm.is_active AND mm.superseded_by IS NULL
@@ -139,66 +140,66 @@ mem AS (
                 AND (mm.expires_at IS NULL OR mm.expires_at > now())
             ELSE mm.created_at <= $5 AND mm.valid_from <= $5 AND (mm.valid_to IS NULL OR mm.valid_to > $5)
         END
-),
--- The signals first, as narrow rows: sorting the scanned rows themselves for the
--- neighbour order would copy their texts and vectors.
-msg_signals AS MATERIALIZED (
-    -- date_part: float8 at once (extract goes through numeric; the same value)
-    SELECT m.message_id AS id, m.session_id, m.turn_index,
-        date_part('epoch', m.created_at) AS created_epoch,
-        -- a recalled message this long may enter abbreviated ($12: its threshold)
-        CASE WHEN m.token_count < $12 THEN m.token_count
-            ELSE coalesce((m.levels #>> '{stub,tokens}')::integer, $12) END AS floor_tokens,
-        CASE WHEN m.search_tsv @@ q.tsq THEN (SELECT sum(t.idf) FROM terms AS t WHERE m.search_tsv @@ t.tq)
-            * 2.2 / (1 + 1.2 * (0.25 + 0.75 * length(m.search_tsv) / q.avgdl)) ELSE 0 END AS bm25,
-        -- who said it: a question about a person favours that person's turns
-        coalesce(lower(m.name) = ANY($11), false) AS tag_match
-    FROM mnemo.messages AS m CROSS JOIN q
-    JOIN mnemo.sessions AS s ON s.tenant_id = m.tenant_id AND s.session_id = m.session_id
-    WHERE m.tenant_id = $1 AND NOT m.is_pruned AND m.sensitivity = ANY($6)
-        AND m.content IS NOT NULL AND m.role IN ('user', 'assistant', 'tool')
-        AND ($5::timestamptz IS NULL OR m.created_at <= $5)
-        AND m.message_id <> ALL($9)
-        AND (m.session_id = $2 OR s.channel = ANY($7)
-            AND (s.channel NOT IN ('private', 'agent') OR s.agent_id = $8))
-),
-msg AS (
-    -- the turn before it in this order is the one before it in its session
-    SELECT x.*, x.session_id IS NOT DISTINCT FROM lag(x.session_id) OVER turns AS same_session
-    FROM msg_signals AS x
-    WINDOW turns AS (ORDER BY x.session_id, x.turn_index)
-    -- array_agg below keeps this order (neighbour turns are adjacent)
-    ORDER BY x.session_id, x.turn_index
 )
-SELECT a.*, b.*,
+SELECT a.*, h.*,
+    (SELECT array_agg(t.lexeme ORDER BY t.k) FROM terms AS t) AS lexemes,
+    (SELECT array_agg(t.idf::float8 ORDER BY t.k) FROM terms AS t) AS idf,
+    (SELECT CASE WHEN tot.total_length > 0 THEN tot.total_length / tot.n_docs ELSE 8.0 END
+        FROM totals AS tot) AS avgdl,
     (SELECT cl.items::text FROM mnemo.context_log AS cl
         WHERE cl.tenant_id = $1 AND cl.session_id = $2
         ORDER BY cl.created_at DESC, cl.context_id DESC LIMIT 1) AS previous_items
 FROM
-    (SELECT array_agg(mem.id) AS mem_ids, array_agg(mem.bm25::float8) AS mem_bm25,
-        array_agg(mem.tag_match) AS mem_tag, array_agg(mem.trgm::float8) AS mem_trgm,
-        array_agg(mem.is_pinned) AS mem_pinned, array_agg(mem.access_count) AS mem_access,
-        array_agg(mem.is_global) AS mem_global, array_agg(mem.floor_tokens) AS mem_floor
-    FROM mem) AS a,
-    (SELECT array_agg(msg.id) AS msg_ids, array_agg(msg.same_session) AS msg_same_session,
-        array_agg(msg.created_epoch) AS msg_created, array_agg(msg.bm25::float8) AS msg_bm25,
-        array_agg(msg.tag_match) AS msg_tag, array_agg(msg.floor_tokens) AS msg_floor
-    FROM msg) AS b
+    (SELECT array_agg(mem.id) AS mem_ids,
+        array_agg(mem.doc_length) AS mem_doc_length,
+        array_agg(mem.tag_match) AS mem_tag,
+        array_agg(mem.trgm::float8) AS mem_trgm,
+        array_agg(mem.is_pinned) AS mem_pinned,
+        array_agg(mem.access_count) AS mem_access,
+        array_agg(mem.is_global) AS mem_global,
+        array_agg(mem.floor_tokens) AS mem_floor,
+        array_agg(mem.embedding IS NOT NULL) AS mem_embedded,
+        array_agg(coalesce(vector_norm(mem.embedding), 0)) AS mem_norm,
+        string_agg(substring(vector_send(mem.embedding) FROM 5), ''::bytea) AS mem_embeddings
+    -- in memory id order (the aggregates keep their input's)
+    FROM (SELECT * FROM mem ORDER BY mem.pos) AS mem) AS a,
+    (SELECT array_agg(mem.pos ORDER BY mem.pos, t.k) AS mem_hit_rows,
+        array_agg(t.k ORDER BY mem.pos, t.k) AS mem_hit_terms
+    FROM mem JOIN terms AS t ON mem.search_tsv @@ t.tq) AS h
 """
-CANDIDATE_POOL_TYPES = [
-    "text", "uuid", "text", "text", "timestamptz", "text[]", "text[]", "text", "bigint[]",
-    "text[]", "text[]", "integer",
-]
+CANDIDATE_POOL_TYPES = ["text", "uuid", "text", "text", "timestamptz", "text[]", "text[]", "text[]"]
 
-VECTOR_SCORES = """
-SELECT a.*, b.* FROM
-    (SELECT array_agg(mm.memory_id) AS mem_ids, array_agg(1 - (mm.embedding <=> $2)) AS mem_cosine
-    FROM mnemo.memories AS mm WHERE mm.tenant_id = $1 AND mm.embedding IS NOT NULL) AS a,
-    (SELECT array_agg(m.message_id) AS msg_ids, array_agg(1 - (m.embedding <=> $2)) AS msg_cosine
-    FROM mnemo.messages AS m
-    WHERE m.tenant_id = $1 AND m.embedding IS NOT NULL AND NOT m.is_pruned) AS b
+# One row per sealed segment, then the tail after the last one ($1 tenant, $2
+# session, $3 the query's lexemes, $4 the channels this reader may recall from, $5
+# its agent). session_visible: per segment session, whether this reader may see it
+# (its own session, or a session of a recallable channel: a private or agent session
+# only of the same agent). hit_terms / hit_rows: the query lexemes' postings.
+MESSAGE_SEGMENTS = """
+WITH seg AS (
+    SELECT s.n_messages, s.message_ids, s.session_ids, s.session_pos, s.turn_index, s.created_epoch,
+        s.token_count, s.stub_tokens, s.doc_length, s.sensitivities, s.sensitivity_pos, s.speakers,
+        s.speaker_pos, s.embedded, s.embedding_norm, s.embeddings, s.lexemes, s.posting_offsets, s.postings
+    FROM mnemo.message_segments AS s WHERE s.tenant_id = $1
+    UNION ALL
+    SELECT t.n_messages, t.message_ids, t.session_ids, t.session_pos, t.turn_index, t.created_epoch,
+        t.token_count, t.stub_tokens, t.doc_length, t.sensitivities, t.sensitivity_pos, t.speakers,
+        t.speaker_pos, t.embedded, t.embedding_norm, t.embeddings, t.lexemes, t.posting_offsets, t.postings
+    FROM mnemo_internal.message_segment($1, (SELECT coalesce(max(x.last_message_id), 0)
+        FROM mnemo.message_segments AS x WHERE x.tenant_id = $1)) AS t
+)
+SELECT seg.n_messages, seg.message_ids, seg.session_ids, seg.session_pos, seg.turn_index,
+    seg.created_epoch, seg.token_count, seg.stub_tokens, seg.doc_length, seg.sensitivities,
+    seg.sensitivity_pos, seg.speakers, seg.speaker_pos, seg.embedded, seg.embedding_norm, seg.embeddings,
+    ARRAY(SELECT coalesce(ss.session_id = $2 OR ss.channel = ANY($4)
+            AND (ss.channel NOT IN ('private', 'agent') OR ss.agent_id = $5), false)
+        FROM unnest(seg.session_ids) WITH ORDINALITY AS u (session_id, k)
+        LEFT JOIN mnemo.sessions AS ss ON ss.tenant_id = $1 AND ss.session_id = u.session_id
+        ORDER BY u.k) AS session_visible,
+    h.hit_terms, h.hit_rows
+FROM seg CROSS JOIN LATERAL mnemo_internal.segment_hits(seg.lexemes, seg.posting_offsets, seg.postings, $3) AS h
+WHERE seg.n_messages > 0
 """
-VECTOR_SCORES_TYPES = ["text", "vector"]
+MESSAGE_SEGMENTS_TYPES = ["text", "uuid", "text[]", "text[]", "text"]
 
 CANDIDATE_ROWS = """
 SELECT 'mem:' || mm.memory_id AS source, mm.kind, mm.content_full AS text, mm.content_detail,
@@ -217,7 +218,7 @@ SELECT 'msg:' || m.message_id, 'message', m.content, NULL, NULL, NULL, NULL, m.s
     CASE m.role WHEN 'tool' THEN 'tool_output' ELSE 'fact' END, m.role, m.name, m.artifact_id
 FROM unnest($3::bigint[], $4::float8[]) AS k (message_id, created_epoch)
 JOIN mnemo.messages AS m ON m.tenant_id = $1 AND m.message_id = k.message_id
-    AND m.created_at = to_timestamp(k.created_epoch)
+    AND m.created_at = to_timestamp(k.created_epoch) AND NOT m.is_pruned
 """
 CANDIDATE_ROWS_TYPES = ["text", "bigint[]", "bigint[]", "float8[]"]
 
@@ -263,20 +264,75 @@ def history_args(tenant_id: str, session_id: str, as_of, available: int, channel
             context.RECENT_TURNS]
 
 
-def pool_args(tenant_id: str, session_id: str, query: str | None, as_of, channel: str,
-              agent_id: str | None, exclude: list[int]) -> list:
+def pool_args(tenant_id: str, session_id: str, query: str | None, as_of, channel: str) -> list:
     """The CANDIDATE_POOL statement's arguments."""
     words = query_words(query)
     return [tenant_id, session_id, trigram_query(query, words), query, as_of,
-            list(context.CHANNEL_SENSITIVITY[channel]), list(context.CHANNEL_SOURCES[channel]),
-            agent_id, exclude, list(context.CHANNEL_EXCLUDED_KINDS.get(channel, ())), words,
-            context.MESSAGE_SUMMARY_MIN_TOKENS]
+            list(context.CHANNEL_SENSITIVITY[channel]), list(context.CHANNEL_EXCLUDED_KINDS.get(channel, ())),
+            words]
 
 
-def pool_cosine(pool: context.CandidatePool, scores: dict) -> np.ndarray:
-    """The VECTOR_SCORES row's cosines aligned with the pool (NaN: no embedding)."""
-    return np.concatenate([context.aligned(pool.memory_ids, scores["mem_ids"], scores["mem_cosine"]),
-                           context.aligned(pool.message_ids, scores["msg_ids"], scores["msg_cosine"])])
+def segments_args(tenant_id: str, session_id: str, lexemes: list[str] | None, channel: str,
+                  agent_id: str | None) -> list:
+    """The MESSAGE_SEGMENTS statement's arguments."""
+    return [tenant_id, session_id, lexemes or [], list(context.CHANNEL_SOURCES[channel]), agent_id]
+
+
+def _ints(values) -> np.ndarray:
+    return np.asarray(values or [], dtype=np.int64)
+
+
+def _sent(data: bytes | None, dtype: str) -> np.ndarray:
+    """Values PostgreSQL sent concatenated (int8send and the like: big-endian)."""
+    return np.frombuffer(data or b"", dtype=">" + dtype).astype(dtype)
+
+
+def message_part(r: dict) -> context.MessagePart:
+    """A MESSAGE_SEGMENTS row as a context.MessagePart."""
+    embedded = _sent(r["embedded"], "u1").astype(bool)
+    return context.MessagePart(
+        message_ids=_sent(r["message_ids"], "i8"), session_ids=[str(x) for x in r["session_ids"]],
+        session_pos=_sent(r["session_pos"], "i4"), session_visible=np.asarray(r["session_visible"], dtype=bool),
+        turn_index=_sent(r["turn_index"], "i4"), created_epoch=_sent(r["created_epoch"], "f8"),
+        token_count=_sent(r["token_count"], "i4"), stub_tokens=_sent(r["stub_tokens"], "i4"),
+        doc_length=_sent(r["doc_length"], "i4"),
+        sensitivity=np.asarray(r["sensitivities"])[_sent(r["sensitivity_pos"], "i4") - 1],
+        speaker=np.asarray(r["speakers"])[_sent(r["speaker_pos"], "i4") - 1],
+        embedded=embedded, norms=_sent(r["embedding_norm"], "f8")[embedded],
+        vectors=embedding.from_pgvector_bytes(r["embeddings"], int(embedded.sum())),
+        hit_rows=_ints(r["hit_rows"]), hit_terms=_ints(r["hit_terms"]))
+
+
+def candidate_pool(r: dict, segments: list[dict], channel: str, as_of_epoch: float | None,
+                   exclude: list[int], query: str | None) -> context.CandidatePool:
+    """The CANDIDATE_POOL row (memories) and the MESSAGE_SEGMENTS rows as a
+    context.CandidatePool."""
+    idf, avgdl = r["idf"] or [], r["avgdl"]
+    mem_ids = _ints(r["mem_ids"])
+    n_mem = len(mem_ids)
+    mem_embedded = np.asarray(r["mem_embedded"] or [], dtype=bool)
+    msg = context.message_pool([message_part(x) for x in segments], idf, avgdl,
+                               context.CHANNEL_SENSITIVITY[channel], as_of_epoch, exclude, query_words(query))
+    n_msg = len(msg["message_ids"])
+
+    def arr(name: str, dtype, messages=None) -> np.ndarray:
+        """Memories then messages; a signal messages lack is zero for them."""
+        return np.concatenate([np.asarray(r["mem_" + name] or [], dtype=dtype),
+                               messages if messages is not None else np.zeros(n_msg, dtype)])
+
+    mem_vectors = embedding.from_pgvector_bytes(r["mem_embeddings"], int(mem_embedded.sum()))
+    has_both = len(mem_vectors) and len(msg["vectors"])
+    return context.CandidatePool(
+        memory_ids=mem_ids, message_ids=msg["message_ids"], message_created=msg["message_created"],
+        same_session=msg["same_session"], floor_tokens=arr("floor", np.int64, msg["floor_tokens"]),
+        bm25=np.concatenate([context.bm25(n_mem, r["mem_hit_rows"], r["mem_hit_terms"], idf,
+                                          r["mem_doc_length"] or [], avgdl), msg["bm25"]]),
+        tag_match=arr("tag", bool, msg["tag_match"]), trigram=arr("trgm", np.float64),
+        pinned=arr("pinned", bool), access_count=arr("access", np.int64), is_global=arr("global", bool),
+        embedded=np.concatenate([np.flatnonzero(mem_embedded), n_mem + msg["embedded"]]),
+        vectors=np.concatenate([mem_vectors, msg["vectors"]]) if has_both
+        else (mem_vectors if len(mem_vectors) else msg["vectors"]),
+        norms=np.concatenate([np.asarray(r["mem_norm"] or [], dtype=np.float64)[mem_embedded], msg["norms"]]))
 
 
 def rows_args(tenant_id: str, fused: list[dict]) -> list:
@@ -311,7 +367,7 @@ class Compiler:
         self.history = p(HISTORY, HISTORY_TYPES)
         self.last_user = p(LAST_USER, ["text", "uuid", "timestamptz", "text[]"])
         self.candidate_pool = p(CANDIDATE_POOL, CANDIDATE_POOL_TYPES)
-        self.vector_scores = p(VECTOR_SCORES, VECTOR_SCORES_TYPES)
+        self.message_segments = p(MESSAGE_SEGMENTS, MESSAGE_SEGMENTS_TYPES)
         self.candidate_rows = p(CANDIDATE_ROWS, CANDIDATE_ROWS_TYPES)
         self.log = p(LOG, ["text", "uuid", "text", "text", "integer", "integer", "text", "text",
                            "text", "text", "real", "boolean"])
@@ -429,17 +485,17 @@ class Compiler:
         room = context.memory_room(prepared, available, opts)
         watch.lap("history")
         lexical = plpy.execute(self.candidate_pool, pool_args(
-            tenant_id, session_id, query, as_of, opts["channel"], s["agent_id"], exclude))[0]
-        pool = self._candidate_pool(lexical)
+            tenant_id, session_id, query, as_of, opts["channel"]))[0]
+        segments = plpy.execute(self.message_segments, segments_args(
+            tenant_id, session_id, lexical["lexemes"], opts["channel"], s["agent_id"]))
+        pool = candidate_pool(lexical, segments, opts["channel"], s["now_epoch"] if as_of else None,
+                              exclude, query)
         previous = [(i["source"], i.get("fidelity")) for i in json.loads(lexical["previous_items"] or "[]")
                     if i.get("section") == "memory"]
         watch.lap("lexical")
-        vector = (embedding.to_pgvector(embedding_of_query.result()[0])
-                  if embedding_of_query else None)
+        query_vector = embedding_of_query.result()[0] if embedding_of_query else None
         watch.lap("embedding_wait")
-        cosine = np.full(pool.size, np.nan)
-        if vector is not None and pool.size:
-            cosine = pool_cosine(pool, plpy.execute(self.vector_scores, [tenant_id, vector])[0])
+        cosine = pool.cosine(query_vector) if query_vector is not None else np.full(pool.size, np.nan)
         watch.lap("vector")
         candidates = self._candidates(tenant_id, context.fuse_candidates(pool, cosine, weights, room))
         watch.lap("candidates")
@@ -478,26 +534,6 @@ class Compiler:
             "created_at": context.utc_datetime(r["created_epoch"]),
             "levels": json.loads(r["levels"]) if r["levels"] else None,
         }
-
-    @staticmethod
-    def _candidate_pool(r: dict) -> context.CandidatePool:
-        """The pool statement's row of arrays as a context.CandidatePool."""
-        n_msg = len(r["msg_ids"] or ())
-
-        def arr(name: str, dtype) -> np.ndarray:
-            """Memories then messages; a signal messages lack is zero for them."""
-            mem, msg = r.get("mem_" + name) or [], r.get("msg_" + name)
-            return np.concatenate([np.asarray(mem, dtype=dtype),
-                                   np.asarray(msg, dtype=dtype) if msg else np.zeros(n_msg, dtype)])
-
-        return context.CandidatePool(
-            memory_ids=np.asarray(r["mem_ids"] or [], dtype=np.int64),
-            message_ids=np.asarray(r["msg_ids"] or [], dtype=np.int64),
-            message_created=np.asarray(r["msg_created"] or [], dtype=np.float64),
-            same_session=np.asarray(r["msg_same_session"] or [], dtype=bool),
-            floor_tokens=arr("floor", np.int64), bm25=arr("bm25", np.float64), tag_match=arr("tag", bool),
-            trigram=arr("trgm", np.float64), pinned=arr("pinned", bool),
-            access_count=arr("access", np.int64), is_global=arr("global", bool))
 
     def _candidates(self, tenant_id: str, fused: list[dict]) -> list[dict]:
         """The fused candidates with their rows, as context.compile_bundle takes them."""

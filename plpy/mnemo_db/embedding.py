@@ -88,3 +88,11 @@ def loaded() -> Embedder | None:
 def to_pgvector(vec: np.ndarray) -> str:
     """Text form of a vector that PostgreSQL casts to pgvector's vector type."""
     return "[" + ",".join(f"{x:.7g}" for x in vec.tolist()) + "]"
+
+
+def from_pgvector_bytes(data: bytes | None, rows: int) -> np.ndarray:
+    """`rows` vectors concatenated as pgvector sends them (big-endian float4 each,
+    without the 4-byte dimension header) as a float32 matrix."""
+    if not rows or not data:
+        return np.zeros((0, 0), dtype=np.float32)
+    return np.frombuffer(data, dtype=">f4").reshape(rows, -1).astype(np.float32)

@@ -18,6 +18,9 @@ SET search_path = pg_catalog, public, pg_temp
 -- as mnemo.compile_context_bundle, for the same reasons
 SET plan_cache_mode = force_generic_plan
 SET max_parallel_workers_per_gather = 0
+-- Nor does JIT compilation pay here: a generic plan's row estimates can pass its cost
+-- thresholds, and compiling took ~360 ms for statements that run in a few.
+SET jit = off
 AS $$
 compiler = GD.get('mnemo_compiler')
 if compiler is None:

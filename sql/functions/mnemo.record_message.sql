@@ -37,7 +37,7 @@ DECLARE
     v_bytes integer;
     v_turn integer;
     v_status text;
-    v_message_id bigint := nextval('mnemo.messages_message_id_seq');
+    v_message_id bigint;
     v_artifact_id bigint;
     v_stored jsonb;
     v_created_at timestamptz := coalesce(p_created_at, now());
@@ -45,6 +45,11 @@ DECLARE
     v_red jsonb;
 BEGIN
     PERFORM mnemo_internal.enter_tenant(p_tenant_id);
+    -- Held until commit, from before the message id is drawn: the segments sweep
+    -- (mnemo_internal.build_message_segments) waits for it, so it never seals past a
+    -- lower id that is not committed yet.
+    PERFORM pg_advisory_xact_lock_shared(hashtext('mnemo.message_segments'), hashtext(p_tenant_id));
+    v_message_id := nextval('mnemo.messages_message_id_seq');
     IF p_session_id IS NULL THEN
         RAISE EXCEPTION USING ERRCODE = 'MN001', MESSAGE = 'session_id is required';
     END IF;

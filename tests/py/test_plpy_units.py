@@ -133,3 +133,65 @@ def test_aligned_scores_follow_ids_whatever_their_order():
     got = context.aligned(np.array([5, 3, 9], dtype=np.int64), [9, 5, 7], [0.9, 0.5, 0.7])
     assert got[0] == 0.5 and np.isnan(got[1]) and got[2] == 0.9
     assert np.isnan(context.aligned(np.array([1], dtype=np.int64), None, None)).all()
+
+
+def test_bm25_counts_each_contained_lexeme_once_and_weighs_by_length():
+    idf = [2.0, 0.5]
+    # document 0 holds both lexemes, 1 only the second, 2 none
+    got = context.bm25(3, [0, 0, 1], [0, 1, 1], idf, [10, 20, 5], avgdl=10.0)
+    norm = lambda dl: 2.2 / (1 + 1.2 * (0.25 + 0.75 * dl / 10.0))
+    assert np.allclose(got, [2.5 * norm(10), 0.5 * norm(20), 0.0], rtol=0, atol=1e-12)
+    assert context.bm25(2, None, None, idf, [3, 4], 8.0).tolist() == [0.0, 0.0]
+
+
+def _part(ids, sessions, turns, visible=None, sensitivity=None, embedded=None, speaker=None,
+          hits=((), ()), tokens_=None, stub=None, created=None):
+    """A MessagePart from lists (session names in their own order)."""
+    n = len(ids)
+    names = sorted(set(sessions))
+    embedded = np.array(embedded if embedded is not None else [True] * n)
+    vectors = np.eye(n, 4, dtype=np.float32)[embedded]
+    return context.MessagePart(
+        message_ids=np.array(ids), session_ids=names,
+        session_pos=np.array([names.index(s) + 1 for s in sessions]),
+        session_visible=np.array([True if visible is None else visible.get(s, True) for s in names]),
+        turn_index=np.array(turns), created_epoch=np.array(created or [1.7e9 + i for i in ids], dtype=float),
+        token_count=np.array(tokens_ or [10] * n), stub_tokens=np.array(stub or [-1] * n),
+        doc_length=np.array([4] * n), sensitivity=sensitivity or ["none"] * n, speaker=speaker or [""] * n,
+        embedded=embedded, norms=np.ones(int(embedded.sum())), vectors=vectors,
+        hit_rows=np.array(hits[0], dtype=np.int64), hit_terms=np.array(hits[1], dtype=np.int64))
+
+
+def test_message_pool_merges_segments_and_tail_in_session_and_turn_order():
+    # a session split between a sealed segment and the tail; another one hidden
+    seg = _part([1, 2, 3, 4], ["b", "a", "b", "c"], [0, 0, 1, 0], visible={"c": False},
+                hits=([2], [0]), speaker=["", "ann", "", ""])
+    tail = _part([7, 9], ["a", "b"], [1, 2], embedded=[False, True], tokens_=[500, 10], stub=[-1, -1])
+    got = context.message_pool([seg, tail], [1.5], 4.0, ("none",), None, [], ["ann"])
+    assert got["message_ids"].tolist() == [2, 7, 1, 3, 9]  # a: 2, 7; b: 1, 3, 9; c hidden
+    assert got["same_session"].tolist() == [False, True, False, True, True]
+    assert got["bm25"][3] > 0 and np.count_nonzero(got["bm25"]) == 1  # message 3 holds lexeme 0
+    assert got["tag_match"].tolist() == [True, False, False, False, False]
+    # long without stored levels: the summary threshold is its floor
+    assert got["floor_tokens"].tolist() == [10, context.MESSAGE_SUMMARY_MIN_TOKENS, 10, 10, 10]
+    # message 7 has no vector; the others keep theirs, aligned
+    assert got["embedded"].tolist() == [0, 2, 3, 4]
+    assert got["vectors"].shape == (4, 4) and got["vectors"][0].tolist() == [0, 1, 0, 0]
+
+
+def test_message_pool_filters_what_the_reader_may_not_recall():
+    part = _part([1, 2, 3, 4], ["a"] * 4, [0, 1, 2, 3], sensitivity=["none", "high", "low", "none"],
+                 created=[100.0, 200.0, 300.0, 400.0])
+    got = context.message_pool([part], [], 4.0, ("none", "low"), 350.0, [1], [])
+    assert got["message_ids"].tolist() == [3]  # 1 excluded, 2 too sensitive, 4 after as_of
+    empty = context.message_pool([], [], 4.0, ("none",), None, [], [])
+    assert len(empty["message_ids"]) == 0 and empty["vectors"].shape == (0, 0)
+
+
+def test_pool_cosine_is_pgvectors_and_nan_without_a_vector():
+    pool = _pool(memories=[{"id": 1}], messages=[{"id": 5}, {"id": 6}])
+    pool.embedded = np.array([0, 2])
+    pool.vectors = np.array([[3.0, 4.0], [0.0, 2.0]], dtype=np.float32)
+    pool.norms = np.array([5.0, 2.0])
+    got = pool.cosine(np.array([0.0, 1.0]))
+    assert np.isnan(got[1]) and np.allclose(got[[0, 2]], [0.8, 1.0])

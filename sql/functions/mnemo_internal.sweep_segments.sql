@@ -1,0 +1,43 @@
+-- mnemo_internal.sweep_segments(p_now, p_tenant_id, p_batch_size, p_state) -> jsonb
+-- One batch of the 'segments' sweep: looks at up to p_batch_size tenants (after
+-- p_state's 'after', or only p_tenant_id) and seals their newer messages into
+-- retrieval segments (mnemo_internal.build_message_segments). A batch ends after the
+-- first tenant it sealed messages for, so that tenant's lock (which its writers
+-- wait on) is released at the batch's commit at once. p_now is not used.
+-- Called by mnemo.run_sweep('segments'). Writes: message_segments.
+CREATE OR REPLACE FUNCTION mnemo_internal.sweep_segments(
+    p_now timestamptz,
+    p_tenant_id text,
+    p_batch_size integer,
+    p_state jsonb
+) RETURNS jsonb
+LANGUAGE plpgsql
+VOLATILE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+DECLARE
+    v_tenant text;
+    v_seen integer := 0;
+    v_sealed integer := 0;
+    v_last text := p_state ->> 'after';
+BEGIN
+    FOR v_tenant IN
+        SELECT t.tenant_id FROM mnemo.tenants AS t
+        WHERE (p_tenant_id IS NULL OR t.tenant_id = p_tenant_id)
+            AND (v_last IS NULL OR t.tenant_id > v_last)
+        ORDER BY t.tenant_id
+        LIMIT p_batch_size
+    LOOP
+        v_seen := v_seen + 1;
+        v_last := v_tenant;
+        v_sealed := mnemo_internal.build_message_segments(v_tenant);
+        EXIT WHEN v_sealed > 0;
+    END LOOP;
+    RETURN jsonb_build_object('rows', v_sealed, 'done', v_seen < p_batch_size AND v_sealed = 0,
+        'state', jsonb_build_object('after', v_last),
+        'counts', jsonb_build_object('messages_sealed', v_sealed, 'tenants_sealed', (v_sealed > 0)::integer));
+END;
+$$;
+
+COMMENT ON FUNCTION mnemo_internal.sweep_segments(timestamptz, text, integer, jsonb) IS
+'One batch of the segments sweep: seals tenants'' newer messages into retrieval segments.';
