@@ -63,7 +63,7 @@ def paused_cron_runner():
         # Wait for runs already in progress to finish (they hold their locks).
         _wait_for_lock(conn, "mnemo.run_jobs", "0")
         for sweep in ("promotion", "expiry", "summaries", "compaction", "partitions",
-                      "working_memory", "prune"):
+                      "working_memory", "prune", "segments"):
             _wait_for_lock(conn, "mnemo.run_sweep", f"hashtext('{sweep}')")
     try:
         yield

@@ -1,0 +1,144 @@
+"""Retrieval segments (mnemo.message_segments, migration 0007): compile_context reads
+a tenant's sealed messages from them and the rest live (the tail). Against the real
+database: sealing changes no context, nothing committed is ever skipped, a segment
+is never trusted over the table, and the sweep seals what waits."""
+
+from __future__ import annotations
+
+import threading
+
+import psycopg
+import pytest
+from conftest import DSN
+from test_context import _say, run_jobs, text_of
+
+TOPICS = ["the invoice numbering scheme", "the staging database password rotation",
+          "the quarterly billing export", "the PDF renderer upgrade", "the customer portal login"]
+
+
+def build(db, tenant: str, min_messages: int = 1) -> int:
+    return db.conn.execute("SELECT mnemo_internal.build_message_segments(%s, %s)",
+                           (tenant, min_messages)).fetchone()[0]
+
+
+def segments(db, tenant: str) -> list[tuple]:
+    return db.conn.execute("SELECT segment_no, after_message_id, last_message_id, n_messages"
+                           " FROM mnemo.message_segments WHERE tenant_id = %s ORDER BY segment_no",
+                           (tenant,)).fetchall()
+
+
+def _conversation(db, tenant: str, sessions: int = 3, turns: int = 12) -> list[str]:
+    sids = []
+    for s in range(sessions):
+        sid = db.start_session(tenant, context_window=128000)
+        sids.append(sid)
+        for i in range(turns):
+            topic = TOPICS[(s + i) % len(TOPICS)]
+            said = {"role": "user", "content": f"Session {s} turn {i}: what changed in {topic}?"}
+            if i % 3 == 0:
+                said["name"] = "ann"
+            db.record_message(tenant, sid, said)
+            _say(db, tenant, sid, "assistant", f"In session {s}, {topic} moved to plan S{s}T{i}.")
+    run_jobs(db, tenant)
+    return sids
+
+
+def test_sealing_changes_no_context(db, tenant):
+    sids = _conversation(db, tenant)
+    queries = [(sids[-1], "What happened to the PDF renderer upgrade?"),
+               (sids[0], "ann asked about the invoice numbering scheme"),
+               (sids[1], None)]
+    opts = {"budget": 1500, "log": False}
+    before = [db.compile_context_bundle(tenant, s, q, **opts) for s, q in queries]
+    assert build(db, tenant) == 72  # every message: 3 sessions x 24
+    assert segments(db, tenant)[0][3] == 72
+    after = [db.compile_context_bundle(tenant, s, q, **opts) for s, q in queries]
+    for b, a in zip(before, after, strict=True):
+        assert a["messages"] == b["messages"]
+        # the same items (their scores' freshness moves with the clock)
+        picked = lambda bundle: [{k: v for k, v in i.items() if k != "score"} for i in bundle["report"]["items"]]
+        assert picked(a) == picked(b)
+    assert any(i["source"].startswith("msg:") for b in after for i in b["report"]["items"])
+
+
+def test_the_tail_after_a_segment_and_what_changed_since(db, tenant):
+    sids = _conversation(db, tenant, sessions=2, turns=6)
+    assert build(db, tenant) == 24
+    # new after sealing: read live from the tail
+    late = _say(db, tenant, sids[0], "user", "Late note: the renderer ships as build R-7781.")
+    run_jobs(db, tenant)
+    bundle = db.compile_context_bundle(tenant, sids[1], "Which build does the renderer ship as?",
+                                       budget=3000, log=False)
+    assert "R-7781" in text_of(bundle["messages"])
+    # pruned after sealing: the segment still lists it, the table says no
+    sealed = db.conn.execute("SELECT min(message_id) FROM mnemo.messages WHERE tenant_id = %s"
+                             " AND content LIKE %s", (tenant, "%S0T2%")).fetchone()[0]
+    db.conn.execute("UPDATE mnemo.messages SET is_pruned = true WHERE tenant_id = %s AND message_id = %s",
+                    (tenant, sealed))
+    bundle = db.compile_context_bundle(tenant, sids[1], "plan S0T2", budget=3000, log=False)
+    assert f"msg:{sealed}" not in [i["source"] for i in bundle["report"]["items"]]
+    # the next build grows the last segment with the tail, and drops the pruned one
+    assert build(db, tenant) == 0  # a single new message is below even min 1 once net of the pruned
+    assert _say(db, tenant, sids[1], "user", "one more") and run_jobs(db, tenant) is None
+    assert build(db, tenant) >= 1
+    seg = segments(db, tenant)
+    assert len(seg) == 1 and seg[0][2] > late and seg[0][3] == 24 + 2 - 1
+
+
+def test_a_message_whose_embedding_is_queued_waits(db, tenant):
+    sid = db.start_session(tenant, context_window=128000)
+    ids = [_say(db, tenant, sid, "user", f"Turn {i} about {TOPICS[i % 5]}.") for i in range(6)]
+    # nothing embedded yet: nothing sealed (its vector belongs in the segment)
+    assert build(db, tenant) == 0 and segments(db, tenant) == []
+    run_jobs(db, tenant)
+    assert build(db, tenant) == 6 and segments(db, tenant)[0][2] == ids[-1]
+
+
+def test_an_uncommitted_write_holds_the_seal_back(db, tenant):
+    sid = db.start_session(tenant, context_window=128000)
+    _say(db, tenant, sid, "user", "Committed before the build.")
+    run_jobs(db, tenant)
+    writer = psycopg.connect(DSN)  # a transaction still open after record_message
+    try:
+        writer.execute("SELECT mnemo.record_message(%s, %s, %s::jsonb)",
+                       (tenant, sid, '{"role": "user", "content": "not committed yet"}'))
+        result = {}
+        t = threading.Thread(target=lambda: result.setdefault("n", build(db, tenant)))
+        t.start()
+        t.join(10)
+        # it waited for the writer (lock_timeout 2 s), then gave up without sealing
+        assert result.get("n") == 0 and segments(db, tenant) == []
+    finally:
+        writer.rollback()
+        writer.close()
+    assert build(db, tenant) == 1
+
+
+def test_the_sweep_seals_waiting_tenants_and_bad_input_is_refused(db, tenant):
+    _conversation(db, tenant, sessions=1, turns=40)  # 80 messages: past the default 64
+    db.conn.execute("CALL mnemo.run_sweep('segments', now(), %s)", (tenant,))
+    assert segments(db, tenant)[0][3] == 80
+    run = db.conn.execute("SELECT status, counts FROM mnemo_internal.lifecycle_runs"
+                          " WHERE sweep = 'segments' ORDER BY run_id DESC LIMIT 1").fetchone()
+    assert run[0] == "done" and run[1]["messages_sealed"] == 80
+    with pytest.raises(psycopg.Error) as e:
+        db.conn.execute("SELECT mnemo_internal.build_message_segments(%s, 0)", (tenant,))
+    assert e.value.sqlstate == "MN001"
+
+
+def test_one_tenant_never_reads_anothers_segments(db, tenant):
+    other = "t_seg_" + tenant[-8:]
+    db.create_tenant(other)
+    try:
+        _conversation(db, other, sessions=1, turns=4)
+        assert build(db, other) == 8
+        sid = db.start_session(tenant, context_window=128000)
+        bundle = db.compile_context_bundle(tenant, sid, "What changed in the invoice numbering scheme?",
+                                           budget=3000, log=False)
+        assert "plan S0T" not in text_of(bundle["messages"])
+        with psycopg.connect(DSN) as app:
+            app.execute("SET ROLE mnemo_app")
+            app.execute("SELECT mnemo_internal.enter_tenant(%s)", (tenant,))
+            assert app.execute("SELECT count(*) FROM mnemo.message_segments").fetchone()[0] == 0
+    finally:
+        db.conn.execute("DELETE FROM mnemo.message_segments WHERE tenant_id = %s", (other,))
