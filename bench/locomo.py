@@ -147,7 +147,10 @@ def main() -> int:
                 tenants.append((sample, tenant, ids))
                 print(f"ingested {sample['sample_id']}: {len(ids)} turns", flush=True)
             run_jobs(conn)
-            print(f"ingest + embeddings: {time.perf_counter() - t0:.1f} s", flush=True)
+            # sealed into retrieval segments, as pg_cron's 'segments' sweep would within a minute
+            for _, tenant, _ in tenants:
+                conn.execute("SELECT mnemo_internal.build_message_segments(%s)", (tenant,))
+            print(f"ingest + embeddings + segments: {time.perf_counter() - t0:.1f} s", flush=True)
             for sample, tenant, ids in tenants:
                 evaluate(db, conn, sample, tenant, ids, scores, latencies, args.questions)
                 print(f"evaluated {sample['sample_id']}", flush=True)

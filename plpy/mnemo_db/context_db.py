@@ -185,7 +185,7 @@ WITH seg AS (
         t.token_count, t.stub_tokens, t.doc_length, t.sensitivities, t.sensitivity_pos, t.speakers,
         t.speaker_pos, t.embedded, t.embedding_norm, t.embeddings, t.lexemes, t.posting_offsets, t.postings
     FROM mnemo_internal.message_segment($1, (SELECT coalesce(max(x.last_message_id), 0)
-        FROM mnemo.message_segments AS x WHERE x.tenant_id = $1)) AS t
+        FROM mnemo.message_segments AS x WHERE x.tenant_id = $1), NULL, NULL, $3) AS t
 )
 SELECT seg.n_messages, seg.message_ids, seg.session_ids, seg.session_pos, seg.turn_index,
     seg.created_epoch, seg.token_count, seg.stub_tokens, seg.doc_length, seg.sensitivities,

@@ -6,8 +6,8 @@
 -- as a SQL subquery fetched the TOASTed postings again for every lexeme (~0.27 ms each).
 -- Touches: nothing.
 CREATE OR REPLACE FUNCTION mnemo_internal.segment_hits(
-    p_lexemes text [], p_posting_offsets integer [], p_postings integer [], p_query text []
-) RETURNS TABLE (hit_terms integer [], hit_rows integer [])
+    p_lexemes text[], p_posting_offsets integer[], p_postings integer[], p_query text[]
+) RETURNS TABLE (hit_terms integer[], hit_rows integer[])
 LANGUAGE plpgsql
 IMMUTABLE
 ROWS 1
