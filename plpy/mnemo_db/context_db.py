@@ -2,10 +2,11 @@
 
 `Compiler.compile` is the body of mnemo.compile_context_bundle. Its statements are
 prepared once per backend: tenant check, session, history (within reach of the
-budget), then retrieval in three steps (the lexical pool with the term statistics
-and the previous context, the cosine scores, the picked rows; see CANDIDATE_POOL). The query is
-embedded on a thread from the start, while the statements before the cosine scores
-run. context.fuse_candidates picks the candidates, context.compile_bundle decides,
+budget), then retrieval (the memories with the term statistics and the previous
+context, the messages from their sealed segments and the live tail, and, after
+fusion, the picked rows; see CANDIDATE_POOL). The query is embedded on a thread from
+the start, while those reads run; its cosines are computed in numpy from the vectors
+read. context.fuse_candidates picks the candidates, context.compile_bundle decides,
 and the context is logged. The decisions live in context.py; nothing here decides.
 """
 
