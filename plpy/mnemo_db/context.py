@@ -257,6 +257,12 @@ class CandidatePool:
         return out
 
 
+def stacked(blocks) -> np.ndarray:
+    """Blocks of vectors one under the other (an empty block has no width to agree on)."""
+    blocks = [b for b in blocks if len(b)]
+    return np.concatenate(blocks) if blocks else np.zeros((0, 0), dtype=np.float32)
+
+
 def bm25(n: int, hit_rows, hit_terms, idf, doc_length, avgdl: float) -> np.ndarray:
     """Okapi BM25 of n documents (k1 = 1.2, b = 0.75, each term counted once): the
     idf of every query lexeme a document contains (hit_rows[i] contains lexeme
@@ -329,7 +335,7 @@ def message_pool(parts: list[MessagePart], idf, avgdl: float, allowed: tuple[str
                      np.where(stub >= 0, stub, MESSAGE_SUMMARY_MIN_TOKENS))
     embedded = cat([p.embedded for p in parts])
     vector_row = np.cumsum(embedded) - 1  # each embedded message's row in `vectors`
-    vectors = cat([p.vectors for p in parts if len(p.vectors)]) if embedded.any() else None
+    vectors = stacked(p.vectors for p in parts)
     norms = cat([p.norms for p in parts])
 
     order = np.flatnonzero(keep)
@@ -341,25 +347,9 @@ def message_pool(parts: list[MessagePart], idf, avgdl: float, allowed: tuple[str
         if len(order) else np.zeros(0, dtype=bool),
         "floor_tokens": floor[order].astype(np.int64), "bm25": lexical[order], "tag_match": tag[order],
         "embedded": np.flatnonzero(has_vector),
-        "vectors": vectors[vector_row[order[has_vector]]] if vectors is not None
-        else np.zeros((0, 0), dtype=np.float32),
+        "vectors": vectors[vector_row[order[has_vector]]],
         "norms": norms[vector_row[order[has_vector]]],
     }
-
-
-def aligned(ids: np.ndarray, scored_ids, scores) -> np.ndarray:
-    """The scores of `ids` (NaN where an id has none), from (scored_ids, scores) given
-    in any order."""
-    out = np.full(len(ids), np.nan)
-    if not len(ids) or not scored_ids:
-        return out
-    scored_ids = np.asarray(scored_ids, dtype=np.int64)
-    order = np.argsort(scored_ids)
-    sorted_ids = scored_ids[order]
-    pos = np.minimum(np.searchsorted(sorted_ids, ids), len(sorted_ids) - 1)
-    found = sorted_ids[pos] == ids
-    out[found] = np.asarray(scores, dtype=np.float64)[order][pos[found]]
-    return out
 
 
 def fuse_candidates(pool: CandidatePool, cosine: np.ndarray, w: dict, room: int) -> list[dict]:

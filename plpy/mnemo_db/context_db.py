@@ -321,8 +321,6 @@ def candidate_pool(r: dict, segments: list[dict], channel: str, as_of_epoch: flo
         return np.concatenate([np.asarray(r["mem_" + name] or [], dtype=dtype),
                                messages if messages is not None else np.zeros(n_msg, dtype)])
 
-    mem_vectors = embedding.from_pgvector_bytes(r["mem_embeddings"], int(mem_embedded.sum()))
-    has_both = len(mem_vectors) and len(msg["vectors"])
     return context.CandidatePool(
         memory_ids=mem_ids, message_ids=msg["message_ids"], message_created=msg["message_created"],
         same_session=msg["same_session"], floor_tokens=arr("floor", np.int64, msg["floor_tokens"]),
@@ -331,8 +329,8 @@ def candidate_pool(r: dict, segments: list[dict], channel: str, as_of_epoch: flo
         tag_match=arr("tag", bool, msg["tag_match"]), trigram=arr("trgm", np.float64),
         pinned=arr("pinned", bool), access_count=arr("access", np.int64), is_global=arr("global", bool),
         embedded=np.concatenate([np.flatnonzero(mem_embedded), n_mem + msg["embedded"]]),
-        vectors=np.concatenate([mem_vectors, msg["vectors"]]) if has_both
-        else (mem_vectors if len(mem_vectors) else msg["vectors"]),
+        vectors=context.stacked([embedding.from_pgvector_bytes(r["mem_embeddings"], int(mem_embedded.sum())),
+                                 msg["vectors"]]),
         norms=np.concatenate([np.asarray(r["mem_norm"] or [], dtype=np.float64)[mem_embedded], msg["norms"]]))
 
 

@@ -129,10 +129,11 @@ def test_fusion_keeps_what_fills_the_room_twice_plus_pinned_trigram_and_frequent
     assert kept == list(range(1, context.MIN_CANDIDATES + 1))
 
 
-def test_aligned_scores_follow_ids_whatever_their_order():
-    got = context.aligned(np.array([5, 3, 9], dtype=np.int64), [9, 5, 7], [0.9, 0.5, 0.7])
-    assert got[0] == 0.5 and np.isnan(got[1]) and got[2] == 0.9
-    assert np.isnan(context.aligned(np.array([1], dtype=np.int64), None, None)).all()
+def test_stacked_vectors_skip_empty_blocks():
+    a, b = np.ones((2, 3), dtype=np.float32), np.zeros((1, 3), dtype=np.float32)
+    empty = np.zeros((0, 0), dtype=np.float32)
+    assert context.stacked([empty, a, empty, b]).tolist() == [[1, 1, 1], [1, 1, 1], [0, 0, 0]]
+    assert context.stacked([empty, empty]).shape == (0, 0)
 
 
 def test_bm25_counts_each_contained_lexeme_once_and_weighs_by_length():
