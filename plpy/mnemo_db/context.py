@@ -399,20 +399,28 @@ def fuse_candidates(pool: CandidatePool, cosine: np.ndarray, w: dict, room: int)
     ranked = np.sort(cosine[has_cosine])
     vector_rank = len(ranked) - np.searchsorted(ranked, cosine, side="right") + 1
 
+    # the kept rows' signals as Python values (indexing numpy arrays one element at a
+    # time costs more than the rest of this loop)
+    kept = np.array(sorted(keep), dtype=np.int64)
+    found_by = zip((has_cosine & (vector_rank <= limit))[kept].tolist(), (pool.bm25[kept] > 0).tolist(),
+                   pool.tag_match[kept].tolist(), (pool.trigram[kept] >= TRIGRAM_MATCH).tolist(),
+                   (pool.access_count[kept] > 0).tolist())
+    created = np.concatenate([np.full(n_mem, np.nan), pool.message_created])[kept].tolist()
     out = []
-    for i in sorted(keep):
+    for i, id_, rel, pinned, access, hits, epoch in zip(
+            kept.tolist(), ids[kept].tolist(), relevance[kept].tolist(), pool.pinned[kept].tolist(),
+            pool.access_count[kept].tolist(), found_by, created):
         message = i >= n_mem
-        found = [name for name, hit in (
-            ("vector", has_cosine[i] and vector_rank[i] <= limit), ("fulltext", pool.bm25[i] > 0),
-            ("entity_tag", pool.tag_match[i]), ("trigram", pool.trigram[i] >= TRIGRAM_MATCH),
-            ("frequent", pool.access_count[i] > 0)) if hit]
         out.append({
-            "source": f"{'msg' if message else 'mem'}:{ids[i]}", "id": int(ids[i]),
-            "relevance": float(relevance[i]), "is_pinned": bool(pool.pinned[i]),
-            "access_count": int(pool.access_count[i]), "retrievers": found,
-            "created_epoch": float(pool.message_created[i - n_mem]) if message else None,
+            "source": f"{'msg' if message else 'mem'}:{id_}", "id": id_, "relevance": rel,
+            "is_pinned": pinned, "access_count": access,
+            "retrievers": [name for name, hit in zip(RETRIEVERS, hits) if hit],
+            "created_epoch": epoch if message else None,
         })
     return out
+
+
+RETRIEVERS = ("vector", "fulltext", "entity_tag", "trigram", "frequent")
 
 
 # --------------------------------------------------------------------------- items
@@ -472,8 +480,9 @@ MESSAGE_SUMMARY_MIN_TOKENS = 200
 
 
 def line_tokens(text: str) -> int:
-    """Tokens a line adds to the memory block (its text plus the newline)."""
-    return tokens.count(text) + 1
+    """Tokens a line adds to the memory block: its text and the newline that ends it.
+    Exact, not an estimate: see memory_block_tokens."""
+    return tokens.count(text + "\n")
 
 
 def candidate_item(c: dict, s: float, weights: dict, best_relevance: float) -> Item:
@@ -874,22 +883,44 @@ def parse_options(opts: dict | None, session_channel: str) -> dict:
 
 
 # --------------------------------------------------------------------------- compile
-MEMORY_HEADER_TOKENS = tokens.count_message({"role": "system", "content": MEMORY_HEADER})
-DAY_LINE_TOKENS = tokens.count("(2000-01-01)") + 1  # "(YYYY-MM-DD)" and its newline
+def memory_lines(items: list[Item]) -> list[tuple[str, int]]:
+    """The memory block's lines with their tokens (line_tokens): the header, then each
+    chosen item's line, with a day line whenever the day changes from the line above."""
+    lines, day = [(MEMORY_HEADER, MEMORY_HEADER_LINE_TOKENS)], None
+    for it in items:
+        ts = it.meta.get("created_at")
+        d = ts.date().isoformat() if ts else None  # YYYY-MM-DD (strftime: 4x slower)
+        if d and d != day:
+            lines.append((f"({d})", day_line_tokens(d)))
+            day = d
+        option = it.options[it.chosen]
+        lines.append((option.text, option.tokens))
+    return lines
+
+
+@functools.lru_cache(maxsize=4096)
+def day_line_tokens(day: str) -> int:
+    return line_tokens(f"({day})")
 
 
 def memory_block(items: list[Item]) -> dict:
-    """The memory system message: the header, then each chosen item's line, with a
-    day line whenever the day changes from the line above."""
-    lines, day = [MEMORY_HEADER], None
-    for it in items:
-        ts = it.meta.get("created_at")
-        d = ts.strftime("%Y-%m-%d") if ts else None
-        if d and d != day:
-            lines.append(f"({d})")
-            day = d
-        lines.append(it.options[it.chosen].text)
-    return {"role": "system", "content": "\n".join(lines)}
+    """The memory system message: memory_lines, each ending with a newline."""
+    return {"role": "system", "content": "".join(text + "\n" for text, _ in memory_lines(items))}
+
+
+def memory_block_tokens(items: list[Item]) -> int:
+    """tokens.count_message(memory_block(items)), without tokenising the block again.
+    Exact: every line ends with a newline and the next starts with '[' or '(', where
+    o200k's pre-tokenizer always starts a new piece (a piece ending in punctuation or
+    whitespace takes the newlines that follow it, never what comes after them), and
+    BPE never merges across pieces, so the block costs the sum of its lines
+    (tests/py/test_plpy_units.py checks this on fuzzed blocks)."""
+    return tokens.MESSAGE_OVERHEAD + sum(t for _, t in memory_lines(items)) if items else 0
+
+
+MEMORY_HEADER_LINE_TOKENS = line_tokens(MEMORY_HEADER)
+MEMORY_HEADER_TOKENS = tokens.MESSAGE_OVERHEAD + MEMORY_HEADER_LINE_TOKENS
+DAY_LINE_TOKENS = line_tokens("(2000-01-01)")  # a day line "(YYYY-MM-DD)" and its newline
 
 
 def compile_bundle(session: dict, history: list[dict], candidates: list[dict], opts: dict,
@@ -975,10 +1006,7 @@ def compile_bundle(session: dict, history: list[dict], candidates: list[dict], o
     chosen = sorted((i for i in items if i.chosen is not None), key=order)
 
     # 5. Unused memory budget flows back to history ------------------------------------
-    def block_tokens(sel: list[Item]) -> int:
-        return tokens.count_message(memory_block(sel)) if sel else 0
-
-    mem_tokens = block_tokens(chosen)
+    mem_tokens = memory_block_tokens(chosen)
     degraded = any(f not in ("full", "withheld") for _, f, _ in pick.fidelities)
     if (pick.dropped_units or degraded) and opts["cap_history"] is None:
         wider = available - mem_tokens
@@ -987,9 +1015,9 @@ def compile_bundle(session: dict, history: list[dict], candidates: list[dict], o
             summary_tokens = sum(tokens.count_message(m) for m in summary_msgs)
             in_history = {f"msg:{mid}" for mid, _, _ in pick.fidelities}
             chosen = [i for i in chosen if i.source not in in_history]
-            mem_tokens = block_tokens(chosen)
+            mem_tokens = memory_block_tokens(chosen)
 
-    # B is a hard limit: joined lines can tokenise differently from their sum.
+    # B is a hard limit, and packing did not count the block's day lines.
     mem_limit = opts["cap_memory"] if opts["cap_memory"] is not None else available
     while chosen and (mem_tokens + pick.tokens + summary_tokens > available
                       or mem_tokens > mem_limit):
@@ -997,7 +1025,7 @@ def compile_bundle(session: dict, history: list[dict], candidates: list[dict], o
         victim = min(chosen, key=lambda i: (i.pinned, i.value, i.source))
         chosen.remove(victim)
         victim.chosen = None
-        mem_tokens = block_tokens(chosen)
+        mem_tokens = memory_block_tokens(chosen)
     mem_msgs = [memory_block(chosen)] if chosen else []
 
     # 6. Assemble ------------------------------------------------------------------------

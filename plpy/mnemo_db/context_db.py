@@ -20,6 +20,7 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
+import orjson
 
 from . import context, embedding, redact, summarize
 
@@ -341,6 +342,12 @@ def rows_args(tenant_id: str, fused: list[dict]) -> list:
             [c["id"] for c in messages], [c["created_epoch"] for c in messages]]
 
 
+def dumps(value) -> str:
+    """JSON text (UTF-8, compact) of a report part or the bundle; a timestamp as its
+    str() form."""
+    return orjson.dumps(value, default=str, option=orjson.OPT_PASSTHROUGH_DATETIME).decode()
+
+
 class Stopwatch:
     """Milliseconds spent in each phase of a compile (the report's timings_ms)."""
 
@@ -455,7 +462,7 @@ class Compiler:
             "context_window": s["context_window"], "response_reserve": s["response_reserve"],
             "system_prompt": s["system_prompt"], "summary_text": s["summary_text"],
         }
-        weights = context.weights_for(json.loads(s["scoring"]) if s["scoring"] else None)
+        weights = context.weights_for(orjson.loads(s["scoring"]) if s["scoring"] else None)
 
         # Budget first: it bounds how much history and how many candidates are worth
         # fetching.
@@ -489,7 +496,7 @@ class Compiler:
             tenant_id, session_id, lexical["lexemes"], opts["channel"], s["agent_id"]))
         pool = candidate_pool(lexical, segments, opts["channel"], s["now_epoch"] if as_of else None,
                               exclude, query)
-        previous = [(i["source"], i.get("fidelity")) for i in json.loads(lexical["previous_items"] or "[]")
+        previous = [(i["source"], i.get("fidelity")) for i in orjson.loads(lexical["previous_items"] or "[]")
                     if i.get("section") == "memory"]
         watch.lap("lexical")
         query_vector = embedding_of_query.result()[0] if embedding_of_query else None
@@ -507,9 +514,9 @@ class Compiler:
         if opts["log"]:
             context_id = plpy.execute(self.log, [
                 tenant_id, session_id, query, task, report["budget"]["available"],
-                report["tokens"]["total"], json.dumps(report["tokens"]),
-                json.dumps(report["items"]), json.dumps(report["omissions"]),
-                json.dumps(report["provenance"], default=str), latency,
+                report["tokens"]["total"], dumps(report["tokens"]),
+                dumps(report["items"]), dumps(report["omissions"]),
+                dumps(report["provenance"]), latency,
                 any(i["source"].startswith("mem:") for i in report["items"]),
             ])[0]["context_id"]
         watch.lap("log")
@@ -517,21 +524,20 @@ class Compiler:
         report["context_id"] = context_id
         report["session_id"] = session_id
         report["latency_ms"] = round(latency, 3)
-        return json.dumps(bundle["messages"] if messages_only else bundle, ensure_ascii=False,
-                          default=str)
+        return dumps(bundle["messages"] if messages_only else bundle)
 
     @staticmethod
     def _history_row(r: dict) -> dict:
         return {
             "message_id": r["message_id"], "turn_index": r["turn_index"], "role": r["role"],
             "content": r["content"],
-            "content_parts": json.loads(r["content_parts"]) if r["content_parts"] else None,
+            "content_parts": orjson.loads(r["content_parts"]) if r["content_parts"] else None,
             "name": r["name"],
-            "tool_calls": json.loads(r["tool_calls"]) if r["tool_calls"] else None,
+            "tool_calls": orjson.loads(r["tool_calls"]) if r["tool_calls"] else None,
             "tool_call_id": r["tool_call_id"], "token_count": r["token_count"],
             "sensitivity": r["sensitivity"], "artifact_id": r["artifact_id"],
             "created_at": context.utc_datetime(r["created_epoch"]),
-            "levels": json.loads(r["levels"]) if r["levels"] else None,
+            "levels": orjson.loads(r["levels"]) if r["levels"] else None,
         }
 
     def _candidates(self, tenant_id: str, fused: list[dict]) -> list[dict]:
@@ -547,7 +553,7 @@ class Compiler:
                 continue  # deleted since the pool was read
             levels = None
             if r["content_detail"]:
-                losses = json.loads(r["losses"] or "{}")
+                losses = orjson.loads(r["losses"] or "{}")
                 levels = {name: {"text": r[f"content_{name}"], "losses": losses.get(name, {})}
                           for name in ("detail", "compact", "stub") if r[f"content_{name}"]}
             out.append({

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from mnemo_db import context, excerpt, tokens
 from mnemo_db.context import CandidatePool
 
@@ -196,3 +200,22 @@ def test_pool_cosine_is_pgvectors_and_nan_without_a_vector():
     pool.norms = np.array([5.0, 2.0])
     got = pool.cosine(np.array([0.0, 1.0]))
     assert np.isnan(got[1]) and np.allclose(got[[0, 2]], [0.8, 1.0])
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.tuples(st.text(max_size=80), st.sampled_from(["full", "detail", "stub"]),
+                          st.none() | st.datetimes(min_value=datetime(1900, 1, 1), max_value=datetime(2100, 1, 1))),
+                min_size=1, max_size=8))
+def test_memory_block_tokens_is_the_block_tokenized(lines):
+    # Any text, weird endings included (punctuation, spaces, newlines, '/', emoji):
+    # the sum of the lines' tokens is what the whole block tokenises to.
+    items = []
+    for n, (text, fidelity, ts) in enumerate(lines):
+        line = f"[mem:{n} fact] {text}"
+        items.append(context.Item(source=f"mem:{n}", kind="fact", score=1.0,
+                                  options=[context.Option(fidelity, line, context.line_tokens(line))],
+                                  meta={"created_at": ts and ts.replace(tzinfo=UTC)}, chosen=0))
+    block = context.memory_block(items)
+    assert block["content"].endswith("\n")
+    assert context.memory_block_tokens(items) == tokens.count_message(block)
+    assert context.memory_block_tokens([]) == 0
