@@ -655,11 +655,13 @@ def message_levels(m: dict) -> dict | None:
     return summary_levels(text, kind, _when(m.get("created_at")))
 
 
-def history_versions(m: dict, allowed: tuple[str, ...]) -> dict[str, dict]:
-    """The message at each fidelity. A level the row does not have (it is too short
-    to abbreviate) is the next higher level's text. A row whose sensitivity the
+def history_versions(m: dict, allowed: tuple[str, ...]) -> tuple[dict[str, dict], dict[str, int]]:
+    """The message at each fidelity, and what each costs (tokens.count_message). A
+    level the row does not have (it is too short to abbreviate), or one that would
+    not be shorter, is the next higher level's message. A row whose sensitivity the
     channel may not see is a placeholder at every level (its role and tool-call id
-    stay, so tool-call pairs stay whole)."""
+    stay, so tool-call pairs stay whole). A row sent as stored costs its stored token
+    count (the same count of the same message); each other message is counted once."""
     if m["sensitivity"] not in allowed:
         # Nothing of the row but its shape: no name, and tool calls keep their ids
         # and function names (the results must still pair up) but not their arguments.
@@ -669,21 +671,23 @@ def history_versions(m: dict, allowed: tuple[str, ...]) -> dict[str, dict]:
                 {"id": tc["id"], "type": "function",
                  "function": {"name": tc["function"]["name"], "arguments": "{}"}}
                 for tc in msg["tool_calls"]]
-        return dict.fromkeys(FIDELITIES, msg)
-    out = {"full": openai_message(m)}
+        return dict.fromkeys(FIDELITIES, msg), dict.fromkeys(FIDELITIES, tokens.count_message(msg))
+    above = openai_message(m)
+    above_cost = m["token_count"] if m.get("token_count") is not None else tokens.count_message(above)
+    versions, costs = {"full": above}, {"full": above_cost}
     levels = m.get("levels") or message_levels(m)
     ref = f"msg:{m['message_id']}"
-    above = out["full"]
     for name in ("detail", "compact", "stub"):
         lv = (levels or {}).get(name)
         if lv:
             where = (f"full output in artifact {m['artifact_id']}" if m.get("artifact_id")
                      else "memory_restore for the full text")
             msg = openai_message(m, f"[{name} of {ref}; {where}] {lv['text']}")
-            if tokens.count_message(msg) < tokens.count_message(above):
-                above = msg
-        out[name] = above
-    return out
+            cost = tokens.count_message(msg)
+            if cost < above_cost:
+                above, above_cost = msg, cost
+        versions[name], costs[name] = above, above_cost
+    return versions, costs
 
 
 @dataclass
@@ -704,12 +708,10 @@ class PreparedHistory:
     def __init__(self, history: list[dict], allowed: tuple[str, ...]):
         self.units = group_history(history)
         self.allowed = allowed
-        self._versions: dict[int, list[dict[str, dict]]] = {}
-        self._costs: dict[int, list[dict[str, int]]] = {}
+        self._versions: dict[int, list[tuple[dict[str, dict], dict[str, int]]]] = {}
         self._picks: dict[int, HistoryPick] = {}  # pack_history by budget (read only)
-        # Full-fidelity cost of each unit: the stored token count (the same
-        # tokens.count_message of the same message) unless the unit's messages are
-        # sent altered (withheld, or tool calls without results removed).
+        # Full-fidelity cost of each unit: the stored token counts unless the unit's
+        # messages are sent altered (withheld, or tool calls without results removed).
         self.full_costs = [
             sum(m["token_count"] for m in unit) if self._as_stored(unit)
             else sum(c["full"] for c in self.costs(u))
@@ -720,35 +722,25 @@ class PreparedHistory:
         return all(m.get("token_count") is not None and m["sensitivity"] in self.allowed
                    for m in unit)
 
-    def versions(self, u: int) -> list[dict[str, dict]]:
+    def _prepared(self, u: int) -> list[tuple[dict[str, dict], dict[str, int]]]:
         if u not in self._versions:
             self._versions[u] = [history_versions(m, self.allowed) for m in self.units[u]]
         return self._versions[u]
 
+    def versions(self, u: int) -> list[dict[str, dict]]:
+        """Each message of unit u at every fidelity."""
+        return [v for v, _ in self._prepared(u)]
+
     def costs(self, u: int) -> list[dict[str, int]]:
         """Token cost of each message of unit u at every fidelity."""
-        if u not in self._costs:
-            costs = []
-            for m, v in zip(self.units[u], self.versions(u)):
-                # a level a message does not have is the same object as the one above;
-                # a message sent as stored costs its stored token count
-                counted: dict[int, int] = {}
-                if self._as_stored([m]):
-                    counted[id(v["full"])] = m["token_count"]
-                cost = {}
-                for f in FIDELITIES:
-                    if id(v[f]) not in counted:
-                        counted[id(v[f])] = tokens.count_message(v[f])
-                    cost[f] = counted[id(v[f])]
-                costs.append(cost)
-            self._costs[u] = costs
-        return self._costs[u]
+        return [c for _, c in self._prepared(u)]
 
     def cost(self, u: int, z: int) -> int:
         """Token cost of unit u at fidelity zone z."""
         if z == 0:
             return self.full_costs[u]
-        return sum(c[FIDELITIES[z]] for c in self.costs(u))
+        fidelity = FIDELITIES[z]
+        return sum(c[fidelity] for _, c in self._prepared(u))
 
 
 def pack_history(h: PreparedHistory, budget: int) -> HistoryPick:

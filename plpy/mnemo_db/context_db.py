@@ -148,7 +148,8 @@ SELECT a.*, h.*,
     (SELECT array_agg(t.idf::float8 ORDER BY t.k) FROM terms AS t) AS idf,
     (SELECT CASE WHEN tot.total_length > 0 THEN tot.total_length / tot.n_docs ELSE 8.0 END
         FROM totals AS tot) AS avgdl,
-    (SELECT cl.items::text FROM mnemo.context_log AS cl
+    (SELECT jsonb_path_query_array(cl.items, '$[*] ? (@.section == "memory")')::text
+        FROM mnemo.context_log AS cl
         WHERE cl.tenant_id = $1 AND cl.session_id = $2
         ORDER BY cl.created_at DESC, cl.context_id DESC LIMIT 1) AS previous_items
 FROM
@@ -186,8 +187,14 @@ WITH seg AS (
     SELECT t.n_messages, t.message_ids, t.session_ids, t.session_pos, t.turn_index, t.created_epoch,
         t.token_count, t.stub_tokens, t.doc_length, t.sensitivities, t.sensitivity_pos, t.speakers,
         t.speaker_pos, t.embedded, t.embedding_norm, t.embeddings, t.lexemes, t.posting_offsets, t.postings
-    FROM mnemo_internal.message_segment($1, (SELECT coalesce(max(x.last_message_id), 0)
-        FROM mnemo.message_segments AS x WHERE x.tenant_id = $1), NULL, NULL, $3) AS t
+    FROM (
+        -- the tail is mostly empty: an index probe is cheaper than the function that
+        -- finds out (OFFSET 0: probe first, then call)
+        SELECT sealed.after_id FROM (SELECT coalesce(max(x.last_message_id), 0) AS after_id
+            FROM mnemo.message_segments AS x WHERE x.tenant_id = $1) AS sealed
+        WHERE EXISTS (SELECT FROM mnemo.messages AS m WHERE m.tenant_id = $1 AND m.message_id > sealed.after_id)
+        OFFSET 0
+    ) AS tail CROSS JOIN LATERAL mnemo_internal.message_segment($1, tail.after_id, NULL, NULL, $3) AS t
 )
 SELECT seg.n_messages, seg.message_ids, seg.session_ids, seg.session_pos, seg.turn_index,
     seg.created_epoch, seg.token_count, seg.stub_tokens, seg.doc_length, seg.sensitivities,
