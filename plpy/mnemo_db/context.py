@@ -289,8 +289,10 @@ class MessagePart:
     token_count: np.ndarray
     stub_tokens: np.ndarray  # -1: no stored levels
     doc_length: np.ndarray
-    sensitivity: np.ndarray  # str
-    speaker: np.ndarray  # str: the lower-cased name, '' without one
+    sensitivities: list[str]  # the part's distinct sensitivities
+    sensitivity_pos: np.ndarray  # 1-based into sensitivities
+    speakers: list[str]  # its distinct lower-cased names ('' without one)
+    speaker_pos: np.ndarray  # 1-based into speakers
     embedded: np.ndarray  # bool
     norms: np.ndarray  # one per embedded message, as vectors
     vectors: np.ndarray  # one row per embedded message
@@ -321,14 +323,19 @@ def message_pool(parts: list[MessagePart], idf, avgdl: float, allowed: tuple[str
     visible = cat([p.session_visible[p.session_pos - 1] for p in parts])
     ids = cat([p.message_ids for p in parts])
     created = cat([p.created_epoch for p in parts])
-    keep = visible & np.isin(cat([np.asarray(p.sensitivity) for p in parts]), list(allowed))
+    # per-message flags through each part's dictionary (comparing a few distinct
+    # strings, not one per message)
+    def flags(values: list[str], pos: np.ndarray, test) -> np.ndarray:
+        return np.array([test(v) for v in values], dtype=bool)[pos - 1]
+
+    keep = visible & cat([flags(p.sensitivities, p.sensitivity_pos, allowed.__contains__) for p in parts])
     keep &= ~np.isin(ids, np.asarray(exclude, dtype=np.int64))
     if as_of is not None:
         keep &= created <= as_of
     lexical = cat([bm25(len(p.message_ids), p.hit_rows, p.hit_terms, idf, p.doc_length, avgdl)
                    for p in parts])
-    speaker = cat([np.asarray(p.speaker) for p in parts])
-    tag = np.isin(speaker, words) & (speaker != "")
+    named = set(words) - {""}
+    tag = cat([flags(p.speakers, p.speaker_pos, named.__contains__) for p in parts])
     tokens_ = cat([p.token_count for p in parts])
     stub = cat([p.stub_tokens for p in parts])
     floor = np.where(tokens_ < MESSAGE_SUMMARY_MIN_TOKENS, tokens_,

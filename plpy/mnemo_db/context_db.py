@@ -305,8 +305,8 @@ def message_part(r: dict) -> context.MessagePart:
         turn_index=_sent(r["turn_index"], "i4"), created_epoch=_sent(r["created_epoch"], "f8"),
         token_count=_sent(r["token_count"], "i4"), stub_tokens=_sent(r["stub_tokens"], "i4"),
         doc_length=_sent(r["doc_length"], "i4"),
-        sensitivity=np.asarray(r["sensitivities"])[_sent(r["sensitivity_pos"], "i4") - 1],
-        speaker=np.asarray(r["speakers"])[_sent(r["speaker_pos"], "i4") - 1],
+        sensitivities=list(r["sensitivities"]), sensitivity_pos=_sent(r["sensitivity_pos"], "i4"),
+        speakers=list(r["speakers"]), speaker_pos=_sent(r["speaker_pos"], "i4"),
         embedded=embedded, norms=_sent(r["embedding_norm"], "f8")[embedded],
         vectors=embedding.from_pgvector_bytes(r["embeddings"], int(embedded.sum())),
         hit_rows=_ints(r["hit_rows"]), hit_terms=_ints(r["hit_terms"]))

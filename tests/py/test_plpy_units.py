@@ -149,6 +149,12 @@ def test_bm25_counts_each_contained_lexeme_once_and_weighs_by_length():
     assert context.bm25(2, None, None, idf, [3, 4], 8.0).tolist() == [0.0, 0.0]
 
 
+def _coded(values):
+    """A per-message string column as (its distinct values, 1-based positions into them)."""
+    names = sorted(set(values))
+    return names, np.array([names.index(v) + 1 for v in values])
+
+
 def _part(ids, sessions, turns, visible=None, sensitivity=None, embedded=None, speaker=None,
           hits=((), ()), tokens_=None, stub=None, created=None):
     """A MessagePart from lists (session names in their own order)."""
@@ -156,13 +162,16 @@ def _part(ids, sessions, turns, visible=None, sensitivity=None, embedded=None, s
     names = sorted(set(sessions))
     embedded = np.array(embedded if embedded is not None else [True] * n)
     vectors = np.eye(n, 4, dtype=np.float32)[embedded]
+    sensitivities, sensitivity_pos = _coded(sensitivity or ["none"] * n)
+    speakers, speaker_pos = _coded(speaker or [""] * n)
     return context.MessagePart(
         message_ids=np.array(ids), session_ids=names,
         session_pos=np.array([names.index(s) + 1 for s in sessions]),
         session_visible=np.array([True if visible is None else visible.get(s, True) for s in names]),
         turn_index=np.array(turns), created_epoch=np.array(created or [1.7e9 + i for i in ids], dtype=float),
         token_count=np.array(tokens_ or [10] * n), stub_tokens=np.array(stub or [-1] * n),
-        doc_length=np.array([4] * n), sensitivity=sensitivity or ["none"] * n, speaker=speaker or [""] * n,
+        doc_length=np.array([4] * n), sensitivities=sensitivities, sensitivity_pos=sensitivity_pos,
+        speakers=speakers, speaker_pos=speaker_pos,
         embedded=embedded, norms=np.ones(int(embedded.sum())), vectors=vectors,
         hit_rows=np.array(hits[0], dtype=np.int64), hit_terms=np.array(hits[1], dtype=np.int64))
 
