@@ -350,9 +350,22 @@ def rows_args(tenant_id: str, fused: list[dict]) -> list:
 
 
 def dumps(value) -> str:
-    """JSON text (UTF-8, compact) of a report part or the bundle; a timestamp as its
-    str() form."""
-    return orjson.dumps(value, default=str, option=orjson.OPT_PASSTHROUGH_DATETIME).decode()
+    """JSON text (UTF-8) of a report part or the bundle; a timestamp as its str()
+    form. orjson (~8x faster) unless the value holds what it cannot write: an integer
+    beyond 64 bits, which a stored message's content parts or tool calls may carry
+    (jsonb keeps any number) and which goes back out unchanged."""
+    try:
+        return orjson.dumps(value, default=str, option=orjson.OPT_PASSTHROUGH_DATETIME).decode()
+    except TypeError:
+        return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def loads_stored(text: str | None):
+    """A message's own JSON as the caller stored it (content parts, tool calls): the
+    standard library keeps every number as written (orjson turns an integer beyond
+    64 bits into a float and rejects one beyond a double's range), so the message goes
+    back out verbatim and costs what its stored token count says."""
+    return json.loads(text) if text else None
 
 
 class Stopwatch:
@@ -469,7 +482,7 @@ class Compiler:
             "context_window": s["context_window"], "response_reserve": s["response_reserve"],
             "system_prompt": s["system_prompt"], "summary_text": s["summary_text"],
         }
-        weights = context.weights_for(orjson.loads(s["scoring"]) if s["scoring"] else None)
+        weights = context.weights_for(json.loads(s["scoring"]) if s["scoring"] else None)
 
         # Budget first: it bounds how much history and how many candidates are worth
         # fetching.
@@ -503,8 +516,8 @@ class Compiler:
             tenant_id, session_id, lexical["lexemes"], opts["channel"], s["agent_id"]))
         pool = candidate_pool(lexical, segments, opts["channel"], s["now_epoch"] if as_of else None,
                               exclude, query)
-        previous = [(i["source"], i.get("fidelity")) for i in orjson.loads(lexical["previous_items"] or "[]")
-                    if i.get("section") == "memory"]
+        # (the previous context's memory items only: CANDIDATE_POOL selects them)
+        previous = [(i["source"], i.get("fidelity")) for i in orjson.loads(lexical["previous_items"] or "[]")]
         watch.lap("lexical")
         query_vector = embedding_of_query.result()[0] if embedding_of_query else None
         watch.lap("embedding_wait")
@@ -538,9 +551,9 @@ class Compiler:
         return {
             "message_id": r["message_id"], "turn_index": r["turn_index"], "role": r["role"],
             "content": r["content"],
-            "content_parts": orjson.loads(r["content_parts"]) if r["content_parts"] else None,
+            "content_parts": loads_stored(r["content_parts"]),
             "name": r["name"],
-            "tool_calls": orjson.loads(r["tool_calls"]) if r["tool_calls"] else None,
+            "tool_calls": loads_stored(r["tool_calls"]),
             "tool_call_id": r["tool_call_id"], "token_count": r["token_count"],
             "sensitivity": r["sensitivity"], "artifact_id": r["artifact_id"],
             "created_at": context.utc_datetime(r["created_epoch"]),

@@ -250,6 +250,20 @@ def test_budget_is_a_hard_limit(db, tenant, long_session, budget, task_type):
         assert messages == [{"role": "system", "content": SYSTEM_PROMPT}]
 
 
+def test_stored_content_parts_go_back_out_verbatim_whatever_numbers_they_hold(db, tenant):
+    # jsonb keeps any number; a content part may carry one beyond 64 bits, and the
+    # message must still go back out exactly as stored
+    s = db.start_session(tenant, context_window=128000)
+    parts = [{"type": "text", "text": "Here is the dump you asked for."},
+             {"type": "file", "file": {"file_id": "file-1", "bytes": 123456789012345678901234567890,
+                                       "checksum": -12345678901234567890123}}]
+    db.record_message(tenant, s, {"role": "user", "content": parts})
+    sent = db.compile_context(tenant, s)
+    assert sent[-1] == {"role": "user", "content": parts}
+    bundle = db.compile_context_bundle(tenant, s)
+    assert bundle["messages"][-1]["content"] == parts
+
+
 def test_history_is_verbatim_when_everything_fits(db, tenant, long_session):
     everything = db.compile_context_bundle(tenant, long_session, budget=100_000)
     full_cost = everything["report"]["tokens"]["total"]
