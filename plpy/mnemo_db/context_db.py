@@ -181,12 +181,14 @@ MESSAGE_SEGMENTS = """
 WITH seg AS (
     SELECT s.n_messages, s.message_ids, s.session_ids, s.session_pos, s.turn_index, s.created_epoch,
         s.token_count, s.stub_tokens, s.doc_length, s.sensitivities, s.sensitivity_pos, s.speakers,
-        s.speaker_pos, s.embedded, s.embedding_norm, s.embeddings, s.lexemes, s.posting_offsets, s.postings
+        s.speaker_pos, s.embedded, s.embedding_norm, s.embeddings, s.embedding_scale, s.lexemes,
+        s.posting_offsets, s.postings
     FROM mnemo.message_segments AS s WHERE s.tenant_id = $1
     UNION ALL
     SELECT t.n_messages, t.message_ids, t.session_ids, t.session_pos, t.turn_index, t.created_epoch,
         t.token_count, t.stub_tokens, t.doc_length, t.sensitivities, t.sensitivity_pos, t.speakers,
-        t.speaker_pos, t.embedded, t.embedding_norm, t.embeddings, t.lexemes, t.posting_offsets, t.postings
+        t.speaker_pos, t.embedded, t.embedding_norm, q.codes, q.scales, t.lexemes, t.posting_offsets,
+        t.postings
     FROM (
         -- the tail is mostly empty: an index probe is cheaper than the function that
         -- finds out (OFFSET 0: probe first, then call)
@@ -195,11 +197,12 @@ WITH seg AS (
         WHERE EXISTS (SELECT FROM mnemo.messages AS m WHERE m.tenant_id = $1 AND m.message_id > sealed.after_id)
         OFFSET 0
     ) AS tail CROSS JOIN LATERAL mnemo_internal.message_segment($1, tail.after_id, NULL, NULL, $3) AS t
+        CROSS JOIN LATERAL mnemo_internal.quantize_embeddings(t.embeddings) AS q
 )
 SELECT seg.n_messages, seg.message_ids, seg.session_ids, seg.session_pos, seg.turn_index,
     seg.created_epoch, seg.token_count, seg.stub_tokens, seg.doc_length, seg.sensitivities,
     seg.sensitivity_pos, seg.speakers, seg.speaker_pos, seg.embedded, seg.embedding_norm, seg.embeddings,
-    ARRAY(SELECT coalesce(ss.session_id = $2 OR ss.channel = ANY($4)
+    seg.embedding_scale, ARRAY(SELECT coalesce(ss.session_id = $2 OR ss.channel = ANY($4)
             AND (ss.channel NOT IN ('private', 'agent') OR ss.agent_id = $5), false)
         FROM unnest(seg.session_ids) WITH ORDINALITY AS u (session_id, k)
         LEFT JOIN mnemo.sessions AS ss ON ss.tenant_id = $1 AND ss.session_id = u.session_id
@@ -299,6 +302,9 @@ def _sent(data: bytes | None, dtype: str) -> np.ndarray:
 def message_part(r: dict) -> context.MessagePart:
     """A MESSAGE_SEGMENTS row as a context.MessagePart."""
     embedded = _sent(r["embedded"], "u1").astype(bool)
+    # codes x scale is the vector: the cosine on the codes takes its norm / scale
+    with np.errstate(divide="ignore", invalid="ignore"):
+        norms = _sent(r["embedding_norm"], "f8")[embedded] / _sent(r["embedding_scale"], "f4")
     return context.MessagePart(
         message_ids=_sent(r["message_ids"], "i8"), session_ids=[str(x) for x in r["session_ids"]],
         session_pos=_sent(r["session_pos"], "i4"), session_visible=np.asarray(r["session_visible"], dtype=bool),
@@ -307,8 +313,7 @@ def message_part(r: dict) -> context.MessagePart:
         doc_length=_sent(r["doc_length"], "i4"),
         sensitivities=list(r["sensitivities"]), sensitivity_pos=_sent(r["sensitivity_pos"], "i4"),
         speakers=list(r["speakers"]), speaker_pos=_sent(r["speaker_pos"], "i4"),
-        embedded=embedded, norms=_sent(r["embedding_norm"], "f8")[embedded],
-        vectors=embedding.from_pgvector_bytes(r["embeddings"], int(embedded.sum())),
+        embedded=embedded, norms=norms, vectors=embedding.from_int8_codes(r["embeddings"], len(norms)),
         hit_rows=_ints(r["hit_rows"]), hit_terms=_ints(r["hit_terms"]))
 
 

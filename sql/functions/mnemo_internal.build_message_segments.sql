@@ -11,6 +11,7 @@
 -- returning 0) before it reads, so every id up to what it reads is committed.
 -- Messages whose embed job is still queued, and all after them, wait for the next
 -- run (their vectors belong in the segment); one whose job failed is sealed without.
+-- Vectors are stored as int8 codes with a scale each (quantize_embeddings).
 -- Writes: message_segments.
 CREATE OR REPLACE FUNCTION mnemo_internal.build_message_segments(
     p_tenant_id text, p_min_messages integer DEFAULT 64
@@ -28,6 +29,7 @@ DECLARE
     v_after bigint;
     v_no integer;
     v_seg record;
+    v_vectors record;
     v_new integer;
     v_sealed integer := 0;
 BEGIN
@@ -72,17 +74,18 @@ BEGIN
         -- messages were pruned since: then it waits for a few more)
         v_new := v_seg.n_messages - CASE WHEN v_no = v_last.segment_no THEN v_last.n_messages ELSE 0 END;
         EXIT WHEN v_new < p_min_messages;
+        SELECT * INTO v_vectors FROM mnemo_internal.quantize_embeddings(v_seg.embeddings);
         INSERT INTO mnemo.message_segments AS s (
             tenant_id, segment_no, after_message_id, last_message_id, n_messages, message_ids,
             session_ids, session_pos, turn_index, created_epoch, token_count, stub_tokens, doc_length,
             sensitivities, sensitivity_pos, speakers, speaker_pos, embedded, embedding_norm, embeddings,
-            lexemes, posting_offsets, postings)
+            embedding_scale, lexemes, posting_offsets, postings)
         VALUES (
             p_tenant_id, v_no, v_after, v_seg.last_message_id, v_seg.n_messages, v_seg.message_ids,
             v_seg.session_ids, v_seg.session_pos, v_seg.turn_index, v_seg.created_epoch, v_seg.token_count,
             v_seg.stub_tokens, v_seg.doc_length, v_seg.sensitivities, v_seg.sensitivity_pos, v_seg.speakers,
-            v_seg.speaker_pos, v_seg.embedded, v_seg.embedding_norm, v_seg.embeddings, v_seg.lexemes,
-            v_seg.posting_offsets, v_seg.postings)
+            v_seg.speaker_pos, v_seg.embedded, v_seg.embedding_norm, v_vectors.codes, v_vectors.scales,
+            v_seg.lexemes, v_seg.posting_offsets, v_seg.postings)
         ON CONFLICT (tenant_id, segment_no) DO UPDATE SET
             after_message_id = excluded.after_message_id, last_message_id = excluded.last_message_id,
             built_at = now(), n_messages = excluded.n_messages, message_ids = excluded.message_ids,
@@ -93,6 +96,7 @@ BEGIN
             sensitivity_pos = excluded.sensitivity_pos, speakers = excluded.speakers,
             speaker_pos = excluded.speaker_pos, embedded = excluded.embedded,
             embedding_norm = excluded.embedding_norm, embeddings = excluded.embeddings,
+            embedding_scale = excluded.embedding_scale,
             lexemes = excluded.lexemes, posting_offsets = excluded.posting_offsets,
             postings = excluded.postings;
         v_sealed := v_sealed + v_new;

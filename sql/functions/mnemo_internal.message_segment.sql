@@ -1,10 +1,10 @@
 -- mnemo_internal.message_segment(p_tenant_id, p_after_id, p_until_id, p_limit, p_lexemes) -> one row
 -- What compile_context needs to score a tenant's recallable messages with ids in
 -- (p_after_id, p_until_id] (NULL: no upper end), the first p_limit of them (NULL: all),
--- as arrays in message id order: a
--- sealed segment's contents (mnemo_internal.build_message_segments stores it) and
--- the live tail after a tenant's last segment (read by compile_context in the same
--- shape, so both are scored by the same code, context.message_pool).
+-- as arrays in message id order: a sealed segment's contents
+-- (mnemo_internal.build_message_segments stores it, the vectors quantized) and the
+-- live tail after a tenant's last segment (read by compile_context in the same shape,
+-- so both are scored by the same code, context.message_pool).
 -- Recallable: not pruned, with text, spoken by a user, an assistant or a tool, not
 -- secret. What depends on the reader (its channel's sensitivities and sessions, as_of,
 -- the verbatim window) is filtered when scoring.

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from mnemo_db import context, excerpt, tokens
+from mnemo_db import context, embedding, excerpt, tokens
 from mnemo_db.context import CandidatePool
 
 
@@ -228,3 +228,27 @@ def test_memory_block_tokens_is_the_block_tokenized(lines):
     assert block["content"].endswith("\n")
     assert context.memory_block_tokens(items) == tokens.count_message(block)
     assert context.memory_block_tokens([]) == 0
+
+
+def test_int8_segment_vectors_keep_the_cosine():
+    # sealed segments keep vectors as int8 codes and a scale each: the cosine the
+    # compile computes on the codes (norm / scale) stays within 0.01 of the exact one
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((50, embedding.DIMENSIONS)).astype(np.float32)
+    x[7] = 0.0  # no direction at all
+    x[3] *= 1e-6  # tiny values are scaled, not flushed to zero
+    codes, scales = embedding.quantize_int8(x.astype(">f4").tobytes())
+    assert len(codes) == 50 * embedding.DIMENSIONS and len(scales) == 50 * 4
+    q = rng.standard_normal(embedding.DIMENSIONS).astype(np.float32)
+    norms = np.linalg.norm(x, axis=1).astype(np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        exact = (x @ q) / (norms * np.linalg.norm(q))
+        pool = _pool(memories=[], messages=[{"id": i} for i in range(50)])
+        pool.embedded = np.arange(50)
+        pool.vectors = embedding.from_int8_codes(codes, 50)
+        pool.norms = norms / np.frombuffer(scales, dtype=">f4")
+    got = pool.cosine(q)
+    keep = np.arange(50) != 7
+    assert np.abs(got[keep] - exact[keep]).max() < 0.01
+    assert np.isnan(got[7])  # like pgvector: a zero vector has no cosine
+    assert np.abs(pool.vectors).max() == 127

@@ -5,8 +5,10 @@ is never trusted over the table, and the sweep seals what waits."""
 
 from __future__ import annotations
 
+import json
 import threading
 
+import numpy as np
 import psycopg
 import pytest
 from conftest import DSN
@@ -59,6 +61,28 @@ def test_sealing_changes_no_context(db, tenant):
         picked = lambda bundle: [{k: v for k, v in i.items() if k != "score"} for i in bundle["report"]["items"]]
         assert picked(a) == picked(b)
     assert any(i["source"].startswith("msg:") for b in after for i in b["report"]["items"])
+
+
+def test_sealed_vectors_are_int8_codes_that_keep_pgvectors_cosine(db, tenant):
+    _conversation(db, tenant, sessions=1, turns=10)
+    assert build(db, tenant) == 20
+    n, ids, embedded, norms, codes, scales = db.conn.execute(
+        "SELECT n_messages, message_ids, embedded, embedding_norm, embeddings, embedding_scale"
+        " FROM mnemo.message_segments WHERE tenant_id = %s", (tenant,)).fetchone()
+    assert len(codes) == 20 * 384 and len(scales) == 20 * 4  # a byte a dimension
+    assert np.frombuffer(embedded, dtype=np.uint8).all()
+    query = "What changed in the quarterly billing export?"
+    exact = dict(db.conn.execute(
+        "SELECT message_id, 1 - (embedding <=> mnemo.embed(%s)) FROM mnemo.messages"
+        " WHERE tenant_id = %s", (query, tenant)).fetchall())
+    q = np.array(json.loads(db.conn.execute("SELECT mnemo.embed(%s)::text", (query,)).fetchone()[0]),
+                 dtype=np.float32)
+    vectors = np.frombuffer(codes, dtype=np.int8).reshape(n, 384).astype(np.float32)
+    got = (vectors @ q) * np.frombuffer(scales, dtype=">f4") / (
+        np.frombuffer(norms, dtype=">f8") * np.linalg.norm(q))
+    ids = np.frombuffer(ids, dtype=">i8").tolist()
+    assert max(abs(g - exact[i]) for i, g in zip(ids, got, strict=True)) < 0.005
+    assert ids[int(np.argmax(got))] == max(exact, key=exact.get)  # the same best match
 
 
 def test_the_tail_after_a_segment_and_what_changed_since(db, tenant):

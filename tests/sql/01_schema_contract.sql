@@ -2,7 +2,7 @@
 -- the API's signatures, volatility and privileges, and the hygiene of every routine.
 -- Catalog checks only; nothing is written (and the transaction is rolled back).
 BEGIN;
-SELECT plan(232);
+SELECT plan(235);
 
 -- The tenant tables of 0001_schema.sql (21) and 0003_lifecycle.sql (2), all
 -- hash-partitioned by tenant_id.
@@ -397,6 +397,20 @@ SELECT has_function('mnemo_internal', 'message_segment', ARRAY['text', 'bigint',
     'mnemo_internal.message_segment(text, bigint, bigint, integer, text[])');
 SELECT has_function('mnemo_internal', 'segment_hits', ARRAY['text[]', 'integer[]', 'integer[]', 'text[]']::name [],
     'mnemo_internal.segment_hits(text[], integer[], integer[], text[])');
+
+-- Segment vectors as int8 codes with a scale each (migration 0008).                3
+SELECT col_not_null('mnemo', 'message_segments', 'embedding_scale',
+    'message_segments.embedding_scale: one float4 scale per embedded message');
+-- a vector of 0.1 and -0.025: scale 0.1 / 127, codes 127 and -32 (-31.75 rounded)
+SELECT results_eq(
+    $$SELECT encode(q.codes, 'hex'), length(q.scales)
+      FROM mnemo_internal.quantize_embeddings(substring(vector_send(
+          (array_fill(0.1::real, ARRAY[383]) || ARRAY[-0.025::real])::vector) FROM 5)) AS q$$,
+    $$VALUES (repeat('7f', 383) || 'e0', 4)$$,
+    'quantize_embeddings: int8 codes of x / (max |x| / 127), one float4 scale');
+SELECT throws_ok(
+    $$SELECT mnemo_internal.quantize_embeddings('\x0102'::bytea)$$, NULL, NULL,
+    'quantize_embeddings refuses bytes that are not whole 384-float vectors');
 
 -- Routine hygiene ------------------------------------------------------------------ 3
 SELECT is_empty($$

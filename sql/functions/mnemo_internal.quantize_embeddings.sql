@@ -1,0 +1,24 @@
+-- mnemo_internal.quantize_embeddings(p_embeddings) -> (codes, scales)
+-- Vectors concatenated as pgvector sends them (big-endian float4, without the 4-byte
+-- header; mnemo_internal.message_segment's embeddings) as int8 codes, 384 bytes a
+-- vector, and one big-endian float4 scale per vector: vector = scale x codes, within
+-- scale / 2 per component (embedding.quantize_int8). How sealed segments and the
+-- live tail hand their vectors to compile_context: a quarter of the bytes to read.
+CREATE OR REPLACE FUNCTION mnemo_internal.quantize_embeddings(
+    p_embeddings bytea, OUT codes bytea, OUT scales bytea
+)
+LANGUAGE plpython3u
+IMMUTABLE
+STRICT
+PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+if 'mnemo_quantize_int8' not in GD:
+    plpy.execute('SELECT mnemo_internal.py_bootstrap()')
+    from mnemo_db import embedding
+    GD['mnemo_quantize_int8'] = embedding.quantize_int8
+return GD['mnemo_quantize_int8'](p_embeddings)
+$$;
+
+COMMENT ON FUNCTION mnemo_internal.quantize_embeddings(bytea) IS
+'Concatenated float4 vectors (pgvector''s send format) as int8 codes and a scale per vector.';
