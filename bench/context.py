@@ -19,7 +19,7 @@
    noise on this shared machine hits every figure alike, each sample with a distinct
    real question (LoCoMo qa) on a random (tenant, session):
    (a) SELECT mnemo.compile_context(t, s, q, '{"budget": 4000}') -- with its
-       context_log row and its record_access job, as in production;
+       context_log row, as in production;
    (b) SELECT mnemo.embed(q) alone;
    (c) the floor: the query embedding plus one bare KNN on the tenant's messages in one
        statement (whatever plan the planner picks; printed);
@@ -767,7 +767,7 @@ def main() -> None:
         print(f"load this run: {timing['loaded_messages']} messages in {timing['load_s']:.1f} s, "
               f"HNSW build {timing['index_s']:.1f} s, VACUUM ANALYZE {timing['analyze_s']:.1f} s")
     print(f"ratio p95 compile / floor: {figures['ratio_p95']}x "
-          "(compile includes its context_log insert and record_access job)")
+          "(compile includes its context_log insert)")
     print(json.dumps(figures))
 
 

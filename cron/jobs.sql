@@ -12,6 +12,9 @@ SELECT cron.schedule(
 -- Retrieval segments: a tenant's newer messages sealed for compile_context's scoring.
 SELECT cron.schedule('mnemo-segments', '* * * * *', $$CALL mnemo.run_sweep('segments')$$);
 
+-- Access statistics of the memories that compile_context sent (from context_log).
+SELECT cron.schedule('mnemo-access', '* * * * *', $$CALL mnemo.run_sweep('access')$$);
+
 -- Working memory (UNLOGGED) rebuilt from durable data after a crash or a change.
 SELECT cron.schedule('mnemo-working-memory', '* * * * *', $$CALL mnemo.run_sweep('working_memory')$$);
 

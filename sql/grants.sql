@@ -31,6 +31,7 @@ REVOKE EXECUTE ON FUNCTION mnemo_internal.sweep_partitions(timestamptz, text, in
 REVOKE EXECUTE ON FUNCTION mnemo_internal.sweep_working_memory(timestamptz, text, integer, jsonb) FROM mnemo_app;
 REVOKE EXECUTE ON FUNCTION mnemo_internal.sweep_prune(timestamptz, text, integer, jsonb) FROM mnemo_app;
 REVOKE EXECUTE ON FUNCTION mnemo_internal.sweep_segments(timestamptz, text, integer, jsonb) FROM mnemo_app;
+REVOKE EXECUTE ON FUNCTION mnemo_internal.sweep_access(timestamptz, text, integer, jsonb) FROM mnemo_app;
 REVOKE EXECUTE ON FUNCTION mnemo_internal.build_message_segments(text, integer) FROM mnemo_app;
 
 -- Tables: the parents only, never the partitions, so no one reads around the policies.

@@ -234,18 +234,13 @@ JOIN mnemo.messages AS m ON m.tenant_id = $1 AND m.message_id = k.message_id
 """
 CANDIDATE_ROWS_TYPES = ["text", "bigint[]", "bigint[]", "float8[]"]
 
-# The context_log row, and when memories were sent ($12), the job that folds their
-# use into the access statistics (off the hot path).
+# The context_log row (its memory items are folded into the access statistics by
+# the 'access' sweep, off the hot path).
 LOG = """
-WITH logged AS (
-    INSERT INTO mnemo.context_log (tenant_id, session_id, query, task_type, budget, tokens_used,
-        sections, items, omissions, provenance, latency_ms)
-    VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8::jsonb, $9::jsonb, $10::jsonb, $11)
-    RETURNING context_id
-)
-SELECT logged.context_id, CASE WHEN $12 THEN mnemo_internal.enqueue_job($1, 'record_access',
-    'session:' || $2, jsonb_build_object('session_id', $2)) END AS access_job
-FROM logged
+INSERT INTO mnemo.context_log (tenant_id, session_id, query, task_type, budget, tokens_used,
+    sections, items, omissions, provenance, latency_ms)
+VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8::jsonb, $9::jsonb, $10::jsonb, $11)
+RETURNING context_id
 """
 
 _WORD_RE = re.compile(r"[\w.-]+")
@@ -401,7 +396,7 @@ class Compiler:
         self.message_segments = p(MESSAGE_SEGMENTS, MESSAGE_SEGMENTS_TYPES)
         self.candidate_rows = p(CANDIDATE_ROWS, CANDIDATE_ROWS_TYPES)
         self.log = p(LOG, ["text", "uuid", "text", "text", "integer", "integer", "text", "text",
-                           "text", "text", "real", "boolean"])
+                           "text", "text", "real"])
         # as_of must be finite and within what Python's datetime holds (years 1-9999)
         self.check_ts = p("SELECT t AS ts FROM (SELECT $1::timestamptz AS t) AS x"
                           " WHERE isfinite(t) AND t BETWEEN '0001-01-02' AND '9999-12-30'",
@@ -542,7 +537,6 @@ class Compiler:
                 report["tokens"]["total"], dumps(report["tokens"]),
                 dumps(report["items"]), dumps(report["omissions"]),
                 dumps(report["provenance"]), latency,
-                any(i["source"].startswith("mem:") for i in report["items"]),
             ])[0]["context_id"]
         watch.lap("log")
         report["timings_ms"] = watch.laps

@@ -13,8 +13,8 @@
 --     tool_tokens (tokens of the caller's own tool definitions), log (default true).
 -- B = context window - system prompt - response reserve - tool definitions, split
 -- between memories and history by task type (seed 003 §6.1); B is never exceeded.
--- See plpy/mnemo_db/context.py for the algorithm. Writes one context_log row and
--- queues a 'record_access' job (access statistics are updated off the hot path).
+-- See plpy/mnemo_db/context.py for the algorithm. Writes one context_log row (the
+-- 'access' sweep folds it into the memories' access statistics, off the hot path).
 -- Raises MN001 (bad option), MN002 (unknown tenant), MN003 (unknown session), MN008.
 CREATE OR REPLACE FUNCTION mnemo.compile_context_bundle(
     p_tenant_id text,

@@ -1,6 +1,6 @@
 -- CALL mnemo.run_sweep(p_sweep, p_now, p_tenant_id, p_batch_size, p_max_batches)
 -- Runs one lifecycle sweep (DESIGN.md "Lifecycle"): promotion, expiry, summaries,
--- compaction, partitions, working_memory, prune or segments. Every pg_cron job of the lifecycle
+-- compaction, partitions, working_memory, prune, segments or access. Every pg_cron job of the lifecycle
 -- is a CALL of this procedure (cron/jobs.sql); it can also be called by hand, at top
 -- level (it commits), e.g. CALL mnemo.run_sweep('compaction');
 --   p_now: the sweep's clock (default now()), so tests and back-fills control time.
@@ -24,7 +24,8 @@ LANGUAGE plpgsql
 AS $$
 DECLARE
     v_sweeps constant text[] := ARRAY[
-        'promotion', 'expiry', 'summaries', 'compaction', 'partitions', 'working_memory', 'prune', 'segments'];
+        'promotion', 'expiry', 'summaries', 'compaction', 'partitions', 'working_memory', 'prune', 'segments',
+        'access'];
     v_python constant text[] := ARRAY['promotion', 'expiry', 'summaries', 'compaction'];
     v_batch integer;
     v_run bigint;

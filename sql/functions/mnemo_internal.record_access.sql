@@ -1,9 +1,10 @@
 -- mnemo_internal.record_access(p_tenant_id, p_session_id) -> integer
--- Job 'record_access': counts the memories that the session's not yet accounted
--- context_log rows included into memories.access_count / last_accessed_at (the
--- frequency and freshness terms of the retrieval score), then marks those rows
--- accounted. Runs off the hot path so compile_context stays read-mostly. Returns the
--- number of memories updated. Writes: memories, context_log.
+-- Counts the memories that the session's not yet accounted context_log rows included
+-- into memories.access_count / last_accessed_at (the frequency and freshness terms
+-- of the retrieval score), then marks those rows accounted. Called by the 'access'
+-- sweep (mnemo_internal.sweep_access), off the hot path, and by the job of the same
+-- name that earlier versions queued. Returns the number of memories updated.
+-- Writes: memories, context_log.
 CREATE OR REPLACE FUNCTION mnemo_internal.record_access(p_tenant_id text, p_session_id uuid)
 RETURNS integer
 LANGUAGE plpgsql
@@ -35,4 +36,4 @@ END;
 $$;
 
 COMMENT ON FUNCTION mnemo_internal.record_access(text, uuid) IS
-'Job record_access: folds context_log inclusions into memory access statistics.';
+'Folds a session''s unaccounted context_log inclusions into memory access statistics.';

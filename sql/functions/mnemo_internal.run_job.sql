@@ -14,7 +14,7 @@ BEGIN
             NULL;  -- used by tests and health checks
         WHEN 'extract' THEN
             PERFORM mnemo_internal.extract(p_tenant_id, p_payload);
-        WHEN 'record_access' THEN
+        WHEN 'record_access' THEN  -- queued by versions before the 'access' sweep
             PERFORM mnemo_internal.record_access(p_tenant_id, (p_payload ->> 'session_id')::uuid);
         WHEN 'fail' THEN
             RAISE EXCEPTION USING ERRCODE = 'MN001',

@@ -661,8 +661,6 @@ def test_bad_options_raise_mn001_and_log_nothing(db, tenant, opts, exc):
             call(tenant, s, "hello", **opts)
         assert info.value.sqlstate == "MN001" and info.value.message
     assert context_log(db, tenant) == []
-    assert db._call("SELECT count(*) FROM mnemo.jobs WHERE tenant_id = %(t)s"
-                    " AND kind = 'record_access'", {"t": tenant}) == 0
 
 
 @pytest.mark.xfail(strict=True, reason=(
@@ -886,19 +884,28 @@ def test_embed_job_counts_each_document_once_into_the_lexicon(db, tenant, sessio
     assert lexicon() == first  # a re-embedding is not a new document
 
 
-def test_record_access_job_folds_context_log_into_access_statistics(db, tenant, session):
+def test_access_sweep_folds_context_log_into_access_statistics(db, tenant, session):
     m = db.record_event(tenant, session, "decision", {"decision": "Bill in arrears"})
     run_jobs(db, tenant)
+    jobs_before = db._call("SELECT count(*) FROM mnemo.jobs WHERE tenant_id = %(t)s", {"t": tenant})
     for _ in range(2):
         bundle = db.compile_context_bundle(tenant, session, "how do we bill?")
         assert f"mem:{m['memory_id']}" in {i["source"] for i in bundle["report"]["items"]}
-    run_jobs(db, tenant)  # runs record_access
-    count, last = db.conn.execute(
-        "SELECT access_count, last_accessed_at FROM mnemo.memories"
-        " WHERE tenant_id = %s AND memory_id = %s", (tenant, m["memory_id"])).fetchone()
+    # the compile writes its log row and nothing else
+    assert db._call("SELECT count(*) FROM mnemo.jobs WHERE tenant_id = %(t)s", {"t": tenant}) == jobs_before
+
+    def access() -> tuple:
+        return db.conn.execute("SELECT access_count, last_accessed_at FROM mnemo.memories"
+                               " WHERE tenant_id = %s AND memory_id = %s", (tenant, m["memory_id"])).fetchone()
+
+    assert access() == (0, None)
+    db.conn.execute("CALL mnemo.run_sweep('access', now(), %s, 1)", (tenant,))
+    count, last = access()
     assert count == 2 and last is not None
     assert db.conn.execute("SELECT bool_and(accounted) FROM mnemo.context_log"
                            " WHERE tenant_id = %s", (tenant,)).fetchone()[0]
-    run_jobs(db, tenant)
-    assert db.conn.execute("SELECT access_count FROM mnemo.memories WHERE tenant_id = %s"
-                           " AND memory_id = %s", (tenant, m["memory_id"])).fetchone()[0] == 2
+    run = db.conn.execute("SELECT status, counts FROM mnemo_internal.lifecycle_runs"
+                          " WHERE sweep = 'access' ORDER BY run_id DESC LIMIT 1").fetchone()
+    assert run == ("done", {"sessions": 1, "memories_updated": 1})
+    db.conn.execute("CALL mnemo.run_sweep('access', now(), %s)", (tenant,))
+    assert access()[0] == 2  # a row is counted once

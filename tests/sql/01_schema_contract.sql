@@ -2,7 +2,7 @@
 -- the API's signatures, volatility and privileges, and the hygiene of every routine.
 -- Catalog checks only; nothing is written (and the transaction is rolled back).
 BEGIN;
-SELECT plan(235);
+SELECT plan(237);
 
 -- The tenant tables of 0001_schema.sql (21) and 0003_lifecycle.sql (2), all
 -- hash-partitioned by tenant_id.
@@ -355,7 +355,8 @@ FROM (VALUES
     ('insert_memory', ARRAY['text', 'uuid', 'text', 'text', 'text', 'jsonb', 'bigint[]', 'text', 'text[]', 'jsonb'])
 ) AS v (f, args) ORDER BY f;
 -- Lifecycle (issue 5): the sweep driver, its batch functions, the admin view, the
--- UNLOGGED working-memory marker, and privileges (and the segments sweep's).       18
+-- UNLOGGED working-memory marker, and privileges (and the segments and access
+-- sweeps').                                                                           20
 SELECT has_function('mnemo', 'run_sweep', ARRAY['text', 'timestamp with time zone', 'text', 'integer',
     'integer']::name [], 'mnemo.run_sweep(text, timestamptz, text, integer, integer)');
 SELECT is_procedure('mnemo', 'run_sweep', ARRAY['text', 'timestamp with time zone', 'text', 'integer',
@@ -363,7 +364,8 @@ SELECT is_procedure('mnemo', 'run_sweep', ARRAY['text', 'timestamp with time zon
 SELECT has_function('mnemo', 'lifecycle_status', ARRAY[]::name [], 'mnemo.lifecycle_status()');
 SELECT has_function('mnemo_internal', f, ARRAY['timestamp with time zone', 'text', 'integer', 'jsonb']::name [],
     format('mnemo_internal.%s(timestamptz, text, integer, jsonb)', f))
-FROM unnest(ARRAY['sweep_partitions', 'sweep_working_memory', 'sweep_prune', 'sweep_segments']) AS f ORDER BY f;
+FROM unnest(ARRAY['sweep_partitions', 'sweep_working_memory', 'sweep_prune', 'sweep_segments', 'sweep_access'])
+    AS f ORDER BY f;
 SELECT has_function('mnemo_internal', 'sweep_py', ARRAY['text', 'timestamp with time zone', 'text', 'integer',
     'jsonb']::name [], 'mnemo_internal.sweep_py(text, timestamptz, text, integer, jsonb)');
 SELECT is((SELECT relpersistence::text FROM pg_class WHERE oid = 'mnemo_internal.working_memory_built'::regclass),
@@ -380,6 +382,7 @@ FROM (VALUES
     ('mnemo_internal', 'sweep_working_memory', ARRAY['timestamp with time zone', 'text', 'integer', 'jsonb']),
     ('mnemo_internal', 'sweep_prune', ARRAY['timestamp with time zone', 'text', 'integer', 'jsonb']),
     ('mnemo_internal', 'sweep_segments', ARRAY['timestamp with time zone', 'text', 'integer', 'jsonb']),
+    ('mnemo_internal', 'sweep_access', ARRAY['timestamp with time zone', 'text', 'integer', 'jsonb']),
     ('mnemo_internal', 'build_message_segments', ARRAY['text', 'integer'])
 ) AS v (s, f, args)
 ORDER BY s, f;
