@@ -17,7 +17,7 @@ import json
 import re
 import sys
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import orjson
@@ -409,9 +409,9 @@ class Compiler:
         plpy.execute("SELECT mnemo.embed('')")  # loads the model in this backend
         self.embedder = embedding.loaded()
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mnemo-embed")
-        # The embedding thread needs the GIL for a moment between its native steps;
-        # with Python's default 5 ms switch interval it waited behind the compile's own
-        # Python work for up to that long each time (embedding_wait p50 6.2 -> 4.2 ms).
+        # The embedding thread needs the GIL to start the encoder and to return its
+        # output; with Python's default 5 ms switch interval it waited behind the
+        # compile's own Python work for up to that long (embedding_wait p50 6.2 -> 4.2 ms).
         sys.setswitchinterval(0.0002)
         # Everything loaded so far (model, tokenizer, modules) lives as long as the
         # backend: out of the garbage collector's sight, a full collection no longer
@@ -419,14 +419,13 @@ class Compiler:
         # compiles, straight into the latency tail).
         gc.freeze()
 
-    def _embed_async(self, query: str | None) -> Future | None:
-        """Starts embedding the query on the pool's thread. It needs the GIL only for
-        moments (tokenizing, pooling) around onnxruntime's run, which releases it, and
-        gets them whenever the compile runs Python between its statements (switch
-        interval above). Waiting here until the thread had started cost a thread
-        handoff on every compile (p95 +3.5 ms on the 'session' phase) and gained
-        nothing: the embedding is still ready before the cosine scores need it."""
-        return self.pool.submit(self.embedder.embed, [query]) if query else None
+    def _embed_async(self, query: str | None) -> embedding.PendingEmbedding | None:
+        """Starts embedding the query on the pool's thread (embedding.Embedder.start:
+        tokenized here, the thread runs only the encoder, without the GIL), which gets
+        the GIL to start whenever the compile runs Python between its statements
+        (switch interval above). Waiting here until the thread had started cost a
+        thread handoff on every compile (p95 +3.5 ms on the 'session' phase)."""
+        return self.embedder.start(query, self.pool) if query else None
 
     @staticmethod
     def _clean_query(query: str | None, redacting: bool) -> str | None:

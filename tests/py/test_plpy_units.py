@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from concurrent.futures import Future
 from datetime import UTC, datetime
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from mnemo_db import context, embedding, excerpt, tokens
@@ -252,3 +254,17 @@ def test_int8_segment_vectors_keep_the_cosine():
     assert np.abs(got[keep] - exact[keep]).max() < 0.01
     assert np.isnan(got[7])  # like pgvector: a zero vector has no cosine
     assert np.abs(pool.vectors).max() == 127
+
+
+def test_pending_embedding_pools_the_encoders_output_or_raises_its_error():
+    # what the encoder hands back: its hidden states per token (the third is padding)
+    mask = np.array([[1, 1, 0]], dtype=np.int64)
+    hidden = np.array([[[3.0, 0.0], [1.0, 2.0], [50.0, 50.0]]], dtype=np.float32)
+    done = Future()
+    done.set_result([hidden])
+    assert np.allclose(embedding.PendingEmbedding(done, mask).result(),
+                       [[2.0 / 5 ** 0.5, 1.0 / 5 ** 0.5]])  # mean of 2 tokens, normalised
+    failed = Future()
+    failed.set_exception(RuntimeError("input too long"))
+    with pytest.raises(RuntimeError, match="input too long"):
+        embedding.PendingEmbedding(failed, mask).result()
