@@ -680,7 +680,8 @@ def explain_candidates(conn, tenant: str, session: str, query: str) -> None:
     room = ctx.memory_room(ready, available, opts)
     w = ctx.weights_for(None)
     vector = np.asarray(json.loads(conn.execute("SELECT mnemo.embed(%s)::text", (query,)).fetchone()[0]))
-    pool_params = context_db.pool_args(tenant, session, query, None, channel)
+    words = context_db.query_words(query)
+    pool_params = context_db.pool_args(tenant, session, query, words, None, channel)
     # The retrieval statements in turn, each with what the one before returned.
     plans = [("HISTORY", run_prepared("history", context_db.HISTORY, context_db.HISTORY_TYPES,
                                       history_params, True)),
@@ -693,7 +694,7 @@ def explain_candidates(conn, tenant: str, session: str, query: str) -> None:
         "segments", context_db.MESSAGE_SEGMENTS, context_db.MESSAGE_SEGMENTS_TYPES, segments_params, True)))
     segments = run_prepared("segments", context_db.MESSAGE_SEGMENTS, context_db.MESSAGE_SEGMENTS_TYPES,
                             segments_params, False)
-    pool = context_db.candidate_pool(lexical, segments, channel, None, exclude, query)
+    pool = context_db.candidate_pool(lexical, segments, channel, None, exclude, words)
     cosine = pool.cosine(vector)
     fused = ctx.fuse_candidates(pool, cosine, w, room)
     plans.append(("CANDIDATE_ROWS", run_prepared(

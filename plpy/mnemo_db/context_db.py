@@ -102,8 +102,9 @@ ORDER BY m.turn_index DESC LIMIT 1
 #    (created_at) each lookup prunes to one partition. Epoch seconds as float8
 #    round-trip a timestamp's microseconds exactly through to_timestamp() until 2106.
 #    A message pruned since its segment was sealed is dropped here.
-# Vectors travel as pgvector sends them (embedding.from_pgvector_bytes): the cosines
-# are computed once the query's embedding is there, without another statement.
+# Vectors travel as bytes (memories as pgvector sends them, messages as int8 codes
+# with a scale each): the cosines are computed once the query's embedding is there,
+# without another statement.
 CANDIDATE_POOL = """
 WITH lexemes AS (
     SELECT x.lexeme, (row_number() OVER (ORDER BY x.lexeme))::integer - 1 AS k
@@ -271,9 +272,9 @@ def history_args(tenant_id: str, session_id: str, as_of, available: int, channel
             context.RECENT_TURNS]
 
 
-def pool_args(tenant_id: str, session_id: str, query: str | None, as_of, channel: str) -> list:
-    """The CANDIDATE_POOL statement's arguments."""
-    words = query_words(query)
+def pool_args(tenant_id: str, session_id: str, query: str | None, words: list[str], as_of,
+              channel: str) -> list:
+    """The CANDIDATE_POOL statement's arguments (words: query_words(query))."""
     return [tenant_id, session_id, trigram_query(query, words), query, as_of,
             list(context.CHANNEL_SENSITIVITY[channel]), list(context.CHANNEL_EXCLUDED_KINDS.get(channel, ())),
             words]
@@ -313,15 +314,15 @@ def message_part(r: dict) -> context.MessagePart:
 
 
 def candidate_pool(r: dict, segments: list[dict], channel: str, as_of_epoch: float | None,
-                   exclude: list[int], query: str | None) -> context.CandidatePool:
+                   exclude: list[int], words: list[str]) -> context.CandidatePool:
     """The CANDIDATE_POOL row (memories) and the MESSAGE_SEGMENTS rows as a
-    context.CandidatePool."""
+    context.CandidatePool (words: the query's, query_words)."""
     idf, avgdl = r["idf"] or [], r["avgdl"]
     mem_ids = _ints(r["mem_ids"])
     n_mem = len(mem_ids)
     mem_embedded = np.asarray(r["mem_embedded"] or [], dtype=bool)
     msg = context.message_pool([message_part(x) for x in segments], idf, avgdl,
-                               context.CHANNEL_SENSITIVITY[channel], as_of_epoch, exclude, query_words(query))
+                               context.CHANNEL_SENSITIVITY[channel], as_of_epoch, exclude, words)
     n_msg = len(msg["message_ids"])
 
     def arr(name: str, dtype, messages=None) -> np.ndarray:
@@ -509,12 +510,13 @@ class Compiler:
         prepared = context.PreparedHistory(history, context.CHANNEL_SENSITIVITY[opts["channel"]])
         room = context.memory_room(prepared, available, opts)
         watch.lap("history")
+        words = query_words(query)
         lexical = plpy.execute(self.candidate_pool, pool_args(
-            tenant_id, session_id, query, as_of, opts["channel"]))[0]
+            tenant_id, session_id, query, words, as_of, opts["channel"]))[0]
         segments = plpy.execute(self.message_segments, segments_args(
             tenant_id, session_id, lexical["lexemes"], opts["channel"], s["agent_id"]))
         pool = candidate_pool(lexical, segments, opts["channel"], s["now_epoch"] if as_of else None,
-                              exclude, query)
+                              exclude, words)
         # (the previous context's memory items only: CANDIDATE_POOL selects them)
         previous = [(i["source"], i.get("fidelity")) for i in orjson.loads(lexical["previous_items"] or "[]")]
         watch.lap("lexical")

@@ -4,6 +4,7 @@
 -- vector, and one big-endian float4 scale per vector: vector = scale x codes, within
 -- scale / 2 per component (embedding.quantize_int8). How sealed segments and the
 -- live tail hand their vectors to compile_context: a quarter of the bytes to read.
+-- Raises MN001 when the bytes are not whole 384-float vectors.
 CREATE OR REPLACE FUNCTION mnemo_internal.quantize_embeddings(
     p_embeddings bytea, OUT codes bytea, OUT scales bytea
 )
@@ -13,11 +14,15 @@ STRICT
 PARALLEL SAFE
 SET search_path = pg_catalog, public, pg_temp
 AS $$
-if 'mnemo_quantize_int8' not in GD:
+if 'mnemo_embedding' not in GD:
     plpy.execute('SELECT mnemo_internal.py_bootstrap()')
     from mnemo_db import embedding
-    GD['mnemo_quantize_int8'] = embedding.quantize_int8
-return GD['mnemo_quantize_int8'](p_embeddings)
+    GD['mnemo_embedding'] = embedding
+embedding = GD['mnemo_embedding']
+if len(p_embeddings) % (4 * embedding.DIMENSIONS):
+    plpy.error(f'quantize_embeddings needs whole {embedding.DIMENSIONS}-float vectors, '
+               f'got {len(p_embeddings)} bytes', sqlstate='MN001')
+return embedding.quantize_int8(p_embeddings)
 $$;
 
 COMMENT ON FUNCTION mnemo_internal.quantize_embeddings(bytea) IS

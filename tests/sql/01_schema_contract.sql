@@ -412,8 +412,8 @@ SELECT results_eq(
     $$VALUES (repeat('7f', 383) || 'e0', 4)$$,
     'quantize_embeddings: int8 codes of x / (max |x| / 127), one float4 scale');
 SELECT throws_ok(
-    $$SELECT mnemo_internal.quantize_embeddings('\x0102'::bytea)$$, NULL, NULL,
-    'quantize_embeddings refuses bytes that are not whole 384-float vectors');
+    $$SELECT mnemo_internal.quantize_embeddings('\x0102'::bytea)$$, 'MN001', NULL,
+    'quantize_embeddings refuses bytes that are not whole 384-float vectors (MN001)');
 
 -- Routine hygiene ------------------------------------------------------------------ 3
 SELECT is_empty($$
