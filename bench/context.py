@@ -680,8 +680,8 @@ def explain_candidates(conn, tenant: str, session: str, query: str) -> None:
         return [r["QUERY PLAN"] for r in rows] if analyze else rows
 
     history_params = context_db.history_args(tenant, session, None, available, channel)
-    history = [context_db.Compiler._history_row(r) for r in run_prepared(
-        "history", context_db.HISTORY, context_db.HISTORY_TYPES, history_params, False)]
+    history = context_db.history_messages(run_prepared(
+        "history", context_db.HISTORY, context_db.HISTORY_TYPES, history_params, False)[0])
     opts["task_type"] = task = ctx.classify_task(query, history, True)
     exclude = ctx.verbatim_message_ids(history, ctx.history_share(available, task, opts["cap_history"]))
     ready = ctx.PreparedHistory(history, ctx.CHANNEL_SENSITIVITY[channel])
