@@ -236,9 +236,14 @@ class CandidatePool:
     pinned: np.ndarray  # bool
     access_count: np.ndarray  # int64
     is_global: np.ndarray  # bool
-    # the stored vectors: the pool positions that have one, their rows, their norms
+    # The stored vectors: the pool positions that have one (embedded), the matrices
+    # that hold them (vectors: the memories' float32, then each message part's int8
+    # codes, as read: never copied into one matrix), each position's row in those
+    # matrices taken one under the other (vector_rows; None: the k-th embedded
+    # position is row k) and its norm.
     embedded: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    vectors: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.float32))
+    vectors: list[np.ndarray] = field(default_factory=list)
+    vector_rows: np.ndarray | None = None
     norms: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
     @property
@@ -251,16 +256,14 @@ class CandidatePool:
         out = np.full(self.size, np.nan)
         if len(self.embedded):
             q = np.asarray(query, dtype=np.float32)
+            # each matrix's products (int8 codes are multiplied in float32), then
+            # picked and ordered: the pool's order never moves the vectors themselves
+            dots = np.concatenate([(m @ q).astype(np.float64) for m in self.vectors if len(m)])
+            if self.vector_rows is not None:
+                dots = dots[self.vector_rows]
             with np.errstate(divide="ignore", invalid="ignore"):
-                out[self.embedded] = (self.vectors @ q).astype(np.float64) / (
-                    self.norms * float(np.linalg.norm(q)))
+                out[self.embedded] = dots / (self.norms * float(np.linalg.norm(q)))
         return out
-
-
-def stacked(blocks) -> np.ndarray:
-    """Blocks of vectors one under the other (an empty block has no width to agree on)."""
-    blocks = [b for b in blocks if len(b)]
-    return np.concatenate(blocks) if blocks else np.zeros((0, 0), dtype=np.float32)
 
 
 def bm25(n: int, hit_rows, hit_terms, idf, doc_length, avgdl: float) -> np.ndarray:
@@ -304,7 +307,8 @@ def message_pool(parts: list[MessagePart], idf, avgdl: float, allowed: tuple[str
                  as_of: float | None, exclude: list[int], words: list[str]) -> dict:
     """The messages a reader may recall, from segments and the tail, as the message
     half of a CandidatePool (arrays under its field names, plus the embedded ones'
-    `embedded` positions, `vectors` and `norms`), in session and turn order: only
+    `embedded` positions, `vectors`: the parts' matrices, `vector_rows`: each one's
+    row in them, and `norms`), in session and turn order: only
     sensitivities in `allowed`, visible sessions, written by `as_of` (epoch), not in
     `exclude` (the verbatim window). A long message's floor is its stub level, or
     MESSAGE_SUMMARY_MIN_TOKENS until its levels are stored."""
@@ -314,7 +318,7 @@ def message_pool(parts: list[MessagePart], idf, avgdl: float, allowed: tuple[str
         return {"message_ids": np.zeros(0, dtype=np.int64), "message_created": empty,
                 "same_session": np.zeros(0, dtype=bool), "floor_tokens": np.zeros(0, dtype=np.int64),
                 "bm25": empty, "tag_match": np.zeros(0, dtype=bool), "embedded": np.zeros(0, dtype=np.int64),
-                "vectors": np.zeros((0, 0), dtype=np.float32), "norms": empty}
+                "vectors": [], "vector_rows": np.zeros(0, dtype=np.int64), "norms": empty}
     cat = np.concatenate
     sessions = sorted({sid for p in parts for sid in p.session_ids})
     rank = {sid: i for i, sid in enumerate(sessions)}
@@ -341,8 +345,7 @@ def message_pool(parts: list[MessagePart], idf, avgdl: float, allowed: tuple[str
     floor = np.where(tokens_ < MESSAGE_SUMMARY_MIN_TOKENS, tokens_,
                      np.where(stub >= 0, stub, MESSAGE_SUMMARY_MIN_TOKENS))
     embedded = cat([p.embedded for p in parts])
-    vector_row = np.cumsum(embedded) - 1  # each embedded message's row in `vectors`
-    vectors = stacked(p.vectors for p in parts)
+    vector_row = np.cumsum(embedded) - 1  # each embedded message's row in the parts' vectors
     norms = cat([p.norms for p in parts])
 
     order = np.flatnonzero(keep)
@@ -354,7 +357,7 @@ def message_pool(parts: list[MessagePart], idf, avgdl: float, allowed: tuple[str
         if len(order) else np.zeros(0, dtype=bool),
         "floor_tokens": floor[order].astype(np.int64), "bm25": lexical[order], "tag_match": tag[order],
         "embedded": np.flatnonzero(has_vector),
-        "vectors": vectors[vector_row[order[has_vector]]],
+        "vectors": [p.vectors for p in parts], "vector_rows": vector_row[order[has_vector]],
         "norms": norms[vector_row[order[has_vector]]],
     }
 

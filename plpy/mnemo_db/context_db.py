@@ -341,6 +341,7 @@ def candidate_pool(r: dict, segments: list[dict], channel: str, as_of_epoch: flo
     mem_ids = _ints(r["mem_ids"])
     n_mem = len(mem_ids)
     mem_embedded = np.asarray(r["mem_embedded"] or [], dtype=bool)
+    n_mem_vectors = int(mem_embedded.sum())
     msg = context.message_pool([message_part(x) for x in segments], idf, avgdl,
                                context.CHANNEL_SENSITIVITY[channel], as_of_epoch, exclude, words)
     n_msg = len(msg["message_ids"])
@@ -358,8 +359,8 @@ def candidate_pool(r: dict, segments: list[dict], channel: str, as_of_epoch: flo
         tag_match=arr("tag", bool, msg["tag_match"]), trigram=arr("trgm", np.float64),
         pinned=arr("pinned", bool), access_count=arr("access", np.int64), is_global=arr("global", bool),
         embedded=np.concatenate([np.flatnonzero(mem_embedded), n_mem + msg["embedded"]]),
-        vectors=context.stacked([embedding.from_pgvector_bytes(r["mem_embeddings"], int(mem_embedded.sum())),
-                                 msg["vectors"]]),
+        vectors=[embedding.from_pgvector_bytes(r["mem_embeddings"], n_mem_vectors)] + msg["vectors"],
+        vector_rows=np.concatenate([np.arange(n_mem_vectors), n_mem_vectors + msg["vector_rows"]]),
         norms=np.concatenate([np.asarray(r["mem_norm"] or [], dtype=np.float64)[mem_embedded], msg["norms"]]))
 
 

@@ -134,11 +134,11 @@ def quantize_int8(data: bytes | None) -> tuple[bytes, bytes]:
 
 
 def from_int8_codes(data: bytes | None, rows: int) -> np.ndarray:
-    """`rows` vectors of int8 codes (quantize_int8) as a float32 matrix of the codes
-    (not yet scaled)."""
+    """`rows` vectors of int8 codes (quantize_int8) as an int8 matrix of the codes
+    (not yet scaled; a product with a float32 vector is computed in float32)."""
     if not rows or not data:
-        return np.zeros((0, 0), dtype=np.float32)
-    return np.frombuffer(data, dtype=np.int8).reshape(rows, -1).astype(np.float32)
+        return np.zeros((0, 0), dtype=np.int8)
+    return np.frombuffer(data, dtype=np.int8).reshape(rows, -1)
 
 
 def from_pgvector_bytes(data: bytes | None, rows: int) -> np.ndarray:

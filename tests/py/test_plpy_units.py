@@ -135,11 +135,17 @@ def test_fusion_keeps_what_fills_the_room_twice_plus_pinned_trigram_and_frequent
     assert kept == list(range(1, context.MIN_CANDIDATES + 1))
 
 
-def test_stacked_vectors_skip_empty_blocks():
-    a, b = np.ones((2, 3), dtype=np.float32), np.zeros((1, 3), dtype=np.float32)
-    empty = np.zeros((0, 0), dtype=np.float32)
-    assert context.stacked([empty, a, empty, b]).tolist() == [[1, 1, 1], [1, 1, 1], [0, 0, 0]]
-    assert context.stacked([empty, empty]).shape == (0, 0)
+def test_pool_cosine_reads_each_vector_in_its_matrix_through_vector_rows():
+    # memories' float32 vectors, an empty part, a part's int8 codes: the pool's order
+    # (vector_rows) picks rows across them without stacking them
+    pool = _pool(memories=[{"id": 1}], messages=[{"id": 5}, {"id": 6}, {"id": 7}])
+    pool.embedded = np.array([0, 1, 3])
+    pool.vectors = [np.array([[0.0, 3.0]], dtype=np.float32), np.zeros((0, 0), dtype=np.int8),
+                    np.array([[1, 0], [2, 2]], dtype=np.int8)]
+    pool.vector_rows = np.array([0, 2, 1])  # message 5 is the codes' second row, 7 the first
+    pool.norms = np.array([3.0, 8 ** 0.5, 1.0])
+    got = pool.cosine(np.array([1.0, 0.0]))
+    assert np.isnan(got[2]) and np.allclose(got[[0, 1, 3]], [0.0, 2 / 8 ** 0.5, 1.0])
 
 
 def test_bm25_counts_each_contained_lexeme_once_and_weighs_by_length():
@@ -192,7 +198,8 @@ def test_message_pool_merges_segments_and_tail_in_session_and_turn_order():
     assert got["floor_tokens"].tolist() == [10, context.MESSAGE_SUMMARY_MIN_TOKENS, 10, 10, 10]
     # message 7 has no vector; the others keep theirs, aligned
     assert got["embedded"].tolist() == [0, 2, 3, 4]
-    assert got["vectors"].shape == (4, 4) and got["vectors"][0].tolist() == [0, 1, 0, 0]
+    vectors = np.concatenate(got["vectors"])[got["vector_rows"]]
+    assert vectors.shape == (4, 4) and vectors[0].tolist() == [0, 1, 0, 0]
 
 
 def test_message_pool_filters_what_the_reader_may_not_recall():
@@ -201,13 +208,13 @@ def test_message_pool_filters_what_the_reader_may_not_recall():
     got = context.message_pool([part], [], 4.0, ("none", "low"), 350.0, [1], [])
     assert got["message_ids"].tolist() == [3]  # 1 excluded, 2 too sensitive, 4 after as_of
     empty = context.message_pool([], [], 4.0, ("none",), None, [], [])
-    assert len(empty["message_ids"]) == 0 and empty["vectors"].shape == (0, 0)
+    assert len(empty["message_ids"]) == 0 and empty["vectors"] == [] and len(empty["vector_rows"]) == 0
 
 
 def test_pool_cosine_is_pgvectors_and_nan_without_a_vector():
     pool = _pool(memories=[{"id": 1}], messages=[{"id": 5}, {"id": 6}])
     pool.embedded = np.array([0, 2])
-    pool.vectors = np.array([[3.0, 4.0], [0.0, 2.0]], dtype=np.float32)
+    pool.vectors = [np.array([[3.0, 4.0], [0.0, 2.0]], dtype=np.float32)]
     pool.norms = np.array([5.0, 2.0])
     got = pool.cosine(np.array([0.0, 1.0]))
     assert np.isnan(got[1]) and np.allclose(got[[0, 2]], [0.8, 1.0])
@@ -247,13 +254,13 @@ def test_int8_segment_vectors_keep_the_cosine():
         exact = (x @ q) / (norms * np.linalg.norm(q))
         pool = _pool(memories=[], messages=[{"id": i} for i in range(50)])
         pool.embedded = np.arange(50)
-        pool.vectors = embedding.from_int8_codes(codes, 50)
+        pool.vectors = [embedding.from_int8_codes(codes, 50)]
         pool.norms = norms / np.frombuffer(scales, dtype=">f4")
     got = pool.cosine(q)
     keep = np.arange(50) != 7
     assert np.abs(got[keep] - exact[keep]).max() < 0.01
     assert np.isnan(got[7])  # like pgvector: a zero vector has no cosine
-    assert np.abs(pool.vectors).max() == 127
+    assert pool.vectors[0].dtype == np.int8 and np.abs(pool.vectors[0]).max() == 127
 
 
 def test_pending_embedding_pools_the_encoders_output_or_raises_its_error():
