@@ -4,14 +4,17 @@
 -- its binding with SET ROLE mnemo_app), else the transaction's mnemo.tenant_id
 -- setting, which mnemo_internal.enter_tenant() sets for unbound service roles.
 -- Used by every row-level security policy. Reads: mnemo_internal.role_tenants.
+-- PL/pgSQL for the reason given in bound_tenant_id.
 CREATE OR REPLACE FUNCTION mnemo_internal.current_tenant_id()
 RETURNS text
-LANGUAGE sql
+LANGUAGE plpgsql
 STABLE
 PARALLEL SAFE
 SET search_path = pg_catalog, public, pg_temp
 AS $$
-    SELECT coalesce(mnemo_internal.bound_tenant_id(), nullif(current_setting('mnemo.tenant_id', true), ''))
+BEGIN
+    RETURN coalesce(mnemo_internal.bound_tenant_id(), nullif(current_setting('mnemo.tenant_id', true), ''));
+END;
 $$;
 
 COMMENT ON FUNCTION mnemo_internal.current_tenant_id() IS

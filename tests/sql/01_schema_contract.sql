@@ -2,7 +2,7 @@
 -- the API's signatures, volatility and privileges, and the hygiene of every routine.
 -- Catalog checks only; nothing is written (and the transaction is rolled back).
 BEGIN;
-SELECT plan(237);
+SELECT plan(240);
 
 -- The tenant tables of 0001_schema.sql (21) and 0003_lifecycle.sql (2), all
 -- hash-partitioned by tenant_id.
@@ -229,6 +229,13 @@ SELECT has_function('mnemo', 'create_message_partitions', ARRAY['date', 'integer
     'mnemo.create_message_partitions(date, integer)');
 SELECT volatility_is('mnemo_internal', 'current_tenant_id', ARRAY[]::name [], 'stable',
     'current_tenant_id is STABLE (evaluated once per statement by the policies)');
+-- A SQL function with a SET clause is never inlined and is planned at every call:
+-- the functions every policy check and every compile_context run are PL/pgSQL.
+SELECT function_lang_is('mnemo_internal', f, ARRAY[]::name [], 'plpgsql',
+    format('%s is PL/pgSQL (its plan is kept for the session)', f))
+FROM unnest(ARRAY['current_tenant_id', 'bound_tenant_id']) AS f;
+SELECT function_lang_is('mnemo_internal', 'redaction_enabled', ARRAY['text']::name [], 'plpgsql',
+    'redaction_enabled is PL/pgSQL (its plan is kept for the session)');
 
 -- Internal helpers exist with their signatures ----------------------------------- 13
 SELECT has_function('mnemo_internal', f, args::name [], format('mnemo_internal.%s(%s)', f, array_to_string(args, ', ')))
