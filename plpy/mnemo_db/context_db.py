@@ -590,19 +590,18 @@ class Compiler:
             return []
         r = self.plpy.execute(self.candidate_rows, rows_args(tenant_id, fused))[0]
         at = {source: i for i, source in enumerate(r["source"] or ())}
-        text, detail, losses_ = r["text"], r["content_detail"], r["losses"]
         out = []
         for c in fused:
             i = at.get(c["source"])
             if i is None:
                 continue  # deleted since the pool was read
             levels = None
-            if detail[i]:
-                losses = orjson.loads(losses_[i] or "{}")
+            if r["content_detail"][i]:
+                losses = orjson.loads(r["losses"][i] or "{}")
                 levels = {name: {"text": r[f"content_{name}"][i], "losses": losses.get(name, {})}
                           for name in ("detail", "compact", "stub") if r[f"content_{name}"][i]}
             out.append({
-                "source": c["source"], "kind": r["kind"][i], "text": text[i] or "",
+                "source": c["source"], "kind": r["kind"][i], "text": r["text"][i] or "",
                 "levels": levels, "relevance": c["relevance"],
                 "sensitivity": r["sensitivity"][i], "is_pinned": c["is_pinned"],
                 "access_count": c["access_count"],
