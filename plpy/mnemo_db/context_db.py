@@ -460,10 +460,8 @@ class Compiler:
 
     def _embed_async(self, query: str | None) -> embedding.PendingEmbedding | None:
         """Starts embedding the query on the pool's thread (embedding.Embedder.start:
-        tokenized here, the thread runs only the encoder, without the GIL), which gets
-        the GIL to start whenever the compile runs Python between its statements
-        (switch interval above). Waiting here until the thread had started cost a
-        thread handoff on every compile (p95 +3.5 ms on the 'session' phase)."""
+        tokenized here, the thread runs only the encoder, without the GIL) and returns
+        once the encoder runs."""
         return self.embedder.start(query, self.pool) if query else None
 
     @staticmethod
