@@ -456,6 +456,9 @@ class Item:
     # are often the long ones.
     value: float = 0.0
     meta: dict = field(default_factory=dict)
+    # YYYY-MM-DD of meta["created_at"] (the block's day lines), once: the block's
+    # lines are laid out again for every item B makes packing drop
+    day: str | None = field(init=False, default=None)
     chosen: int | None = None  # index into options
     # Stickiness: an item of the previous context is worth (1 + stickiness) times more
     # at its previous fidelity and below, not above. Boosting its fuller options too
@@ -463,6 +466,10 @@ class Item:
     # give the same context again (provider prompt caches).
     sticky_from: int | None = None
     stickiness: float = 0.0
+
+    def __post_init__(self):
+        ts = self.meta.get("created_at")
+        self.day = ts.date().isoformat() if ts else None  # (strftime: 4x slower)
 
 
 # The extractive levels of a text, memoised per backend: stored messages never change,
@@ -890,8 +897,7 @@ def memory_lines(items: list[Item]) -> list[tuple[str, int]]:
     chosen item's line, with a day line whenever the day changes from the line above."""
     lines, day = [(MEMORY_HEADER, MEMORY_HEADER_LINE_TOKENS)], None
     for it in items:
-        ts = it.meta.get("created_at")
-        d = ts.date().isoformat() if ts else None  # YYYY-MM-DD (strftime: 4x slower)
+        d = it.day
         if d and d != day:
             lines.append((f"({d})", day_line_tokens(d)))
             day = d

@@ -862,6 +862,28 @@ def test_a_named_speaker_is_an_entity_match(db, tenant):
         f"msg:{jon}", f"msg:{maria}"]
 
 
+def test_a_misspelt_identifier_reaches_its_memory_by_trigram(db, tenant):
+    """A short query (a name or identifier) is matched by trigram word similarity, so
+    a misspelling still finds the memory full text cannot; a question is not (a
+    string comparison per memory that almost never matches)."""
+    s = db.start_session(tenant, context_window=128000)
+    target = db.remember(tenant, "The release checklist lives in docs/release_checklist_v2.md",
+                         kind="fact")
+    for i in range(5):
+        db.remember(tenant, f"Unrelated note {i}: the cafeteria opens at {i + 7} am.", kind="fact")
+    run_jobs(db, tenant)
+
+    def found(query):
+        report = db.compile_context_bundle(tenant, s, query, log=False)["report"]
+        return report["provenance"]["retrievers"].get("trigram", 0), [
+            i["source"] for i in report["items"] if i["section"] == "memory"]
+
+    hits, sources = found("release_cheklist_v2")
+    assert hits == 1 and f"mem:{target}" in sources
+    # as similar (word_similarity 0.94), but five words: full text's to find
+    assert found("release cheklist lives in docs")[0] == 0
+
+
 def test_embed_job_counts_each_document_once_into_the_lexicon(db, tenant, session):
     """BM25 statistics: the first embedding of a message adds it to mnemo.lexicon (one
     document per distinct lexeme, plus totals on lexeme ''); nothing is counted twice."""
