@@ -188,12 +188,11 @@ def relevance_of(c: dict, w: dict) -> float:
     return min(max(c.get("relevance") or 0.0, 0.0) / (1 + w["neighbour"]), 1.0)
 
 
-def score(c: dict, w: dict, now: datetime, max_access: int) -> float:
+def score(c: dict, w: dict, now: datetime, max_access: int, relevance: float) -> float:
     """Seed 003 §6.2: relevance, freshness, frequency, authority, each in [0, 1].
 
-    `relevance` comes from fuse_candidates (cosine, BM25, tags, neighbour turns) and
-    is rescaled here to [0, 1]."""
-    relevance = relevance_of(c, w)
+    `relevance`: relevance_of(c, w), c's fused relevance (fuse_candidates: cosine,
+    BM25, tags, neighbour turns) rescaled to [0, 1]."""
     seen = c.get("last_accessed_at") or c["created_at"]
     hours = max((now - seen).total_seconds() / 3600.0, 0.0)
     freshness = math.exp(-w["lambda_per_hour"] * hours)
@@ -441,7 +440,7 @@ class Option:
     tokens: int
 
 
-@dataclass
+@dataclass(eq=False)  # an item is itself: removing one from a list compares identities
 class Item:
     """A memory or recalled message that may enter the memory block."""
     source: str  # mem:12 | msg:345
@@ -502,7 +501,7 @@ def line_tokens(text: str) -> int:
     return tokens.count(text + "\n")
 
 
-def candidate_item(c: dict, s: float, weights: dict, best_relevance: float) -> Item:
+def candidate_item(c: dict, s: float, relevance: float, weights: dict, best_relevance: float) -> Item:
     """The fidelity options of a candidate: its stored levels, else the extractive
     fallback (summarize.py), never plain truncation. A lower level is offered only
     when it saves a good part of the tokens of the level above; short items (and
@@ -524,7 +523,7 @@ def candidate_item(c: dict, s: float, weights: dict, best_relevance: float) -> I
             o.tokens = line_tokens(o.text)
             if o.tokens <= LOWER_FIDELITY_MAX_SHARE * out[-1].tokens:
                 out.append(o)
-    likelihood = math.exp((relevance_of(c, weights) - best_relevance) / weights["temperature"])
+    likelihood = math.exp((relevance - best_relevance) / weights["temperature"])
     sticky = next((k for k, o in enumerate(out) if o.fidelity == c.get("previous_fidelity")), None)
     return Item(source=c["source"], kind=c["kind"], score=s, options=out, value=s * likelihood,
                 pinned=bool(c.get("is_pinned")), meta={"created_at": c.get("created_at")},
@@ -729,10 +728,10 @@ class PreparedHistory:
         self._picks: dict[int, HistoryPick] = {}  # pack_history by budget (read only)
         # Full-fidelity cost of each unit: the stored token counts unless the unit's
         # messages are sent altered (withheld, or tool calls without results removed).
+        self.stored = [self._as_stored(unit) for unit in self.units]
         self.full_costs = [
-            sum(m["token_count"] for m in unit) if self._as_stored(unit)
-            else sum(c["full"] for c in self.costs(u))
-            for u, unit in enumerate(self.units)
+            sum(m["token_count"] for m in unit) if stored else sum(c["full"] for c in self.costs(u))
+            for u, (unit, stored) in enumerate(zip(self.units, self.stored))
         ]
 
     def _as_stored(self, unit: list[dict]) -> bool:
@@ -744,13 +743,16 @@ class PreparedHistory:
             self._versions[u] = [history_versions(m, self.allowed) for m in self.units[u]]
         return self._versions[u]
 
-    def versions(self, u: int) -> list[dict[str, dict]]:
-        """Each message of unit u at every fidelity."""
-        return [v for v, _ in self._prepared(u)]
-
     def costs(self, u: int) -> list[dict[str, int]]:
         """Token cost of each message of unit u at every fidelity."""
         return [c for _, c in self._prepared(u)]
+
+    def at(self, u: int, fidelity: str) -> list[tuple[dict, int]]:
+        """Each message of unit u at a fidelity, with its cost. A unit sent as stored
+        needs no other version (most of a history is: its levels are not counted)."""
+        if fidelity == "full" and self.stored[u]:
+            return [(openai_message(m), m["token_count"]) for m in self.units[u]]
+        return [(v[fidelity], c[fidelity]) for v, c in self._prepared(u)]
 
     def cost(self, u: int, z: int) -> int:
         """Token cost of unit u at fidelity zone z."""
@@ -800,11 +802,11 @@ def pack_history(h: PreparedHistory, budget: int) -> HistoryPick:
     messages, fids, used = [], [], 0
     for u, z in zip(range(first, len(units)), zones):
         fid = FIDELITIES[z]
-        for m, v, c in zip(units[u], h.versions(u), h.costs(u)):
+        for m, (version, cost) in zip(units[u], h.at(u, fid)):
             label = "withheld" if m["sensitivity"] not in h.allowed else fid
-            messages.append(v[fid])
-            fids.append((m["message_id"], label, c[fid]))
-            used += c[fid]
+            messages.append(version)
+            fids.append((m["message_id"], label, cost))
+            used += cost
     first_turn = units[first][0]["turn_index"] if kept else None
     pick = h._picks[budget] = HistoryPick(messages, fids, used, first, first_turn)
     return pick
@@ -829,7 +831,10 @@ def budget_for(session: dict, opts: dict) -> tuple[list[dict], int, int, int]:
     system_msgs = []
     if session.get("system_prompt"):
         system_msgs.append({"role": "system", "content": session["system_prompt"]})
-    system_tokens = sum(tokens.count_message(m) for m in system_msgs)
+    # the count stored with the prompt (mnemo.start_session), else counted here
+    system_tokens = session.get("system_prompt_tokens")
+    if system_tokens is None or not system_msgs:
+        system_tokens = sum(tokens.count_message(m) for m in system_msgs)
     tool_tokens = (PHANTOM_TOOL_TOKENS if opts["phantom_tools"] else 0) + opts["tool_tokens"]
     window_budget = session["context_window"] - system_tokens - session["response_reserve"] - tool_tokens
     available = window_budget if opts["budget"] is None else min(opts["budget"], window_budget)
@@ -963,12 +968,13 @@ def compile_bundle(session: dict, history: list[dict], candidates: list[dict], o
             c["previous_fidelity"] = prev_fidelity.get(c["source"])
             visible.append(c)
     max_access = max((c.get("access_count") or 0 for c in visible), default=0)
-    scored = sorted(((score(c, weights, now, max_access), c) for c in visible),
-                    key=lambda sc: (-sc[0], sc[1]["source"]))
+    relevance = [relevance_of(c, weights) for c in visible]
+    scored = sorted(((score(c, weights, now, max_access, r), r, c) for c, r in zip(visible, relevance)),
+                    key=lambda src: (-src[0], src[2]["source"]))
 
     # Every candidate's fidelity options, once (packing below only chooses).
-    best = max((relevance_of(c, weights) for c in visible), default=0.0)
-    all_items = [candidate_item(c, s, weights, best) for s, c in scored]
+    best = max(relevance, default=0.0)
+    all_items = [candidate_item(c, s, r, weights, best) for s, r, c in scored]
 
     # 3. History within its share (plus whatever memories leave unused) --------------
     # Pinned memories are kept: their cheapest lines (with the block header and a day

@@ -28,7 +28,7 @@ ENTER = "SELECT mnemo_internal.enter_tenant($1)"
 
 SESSION = """
 SELECT s.channel, s.agent_id, s.status, s.context_window, s.response_reserve, s.summary_text,
-    sp.content AS system_prompt, t.config -> 'scoring' AS scoring,
+    sp.content AS system_prompt, sp.token_count AS system_prompt_tokens, t.config -> 'scoring' AS scoring,
     extract(epoch FROM coalesce($3, now()))::float8 AS now_epoch,
     mnemo_internal.redaction_enabled($1) AS redact
 FROM mnemo.sessions AS s
@@ -519,7 +519,8 @@ class Compiler:
         now = context.utc_datetime(s["now_epoch"])
         session = {
             "context_window": s["context_window"], "response_reserve": s["response_reserve"],
-            "system_prompt": s["system_prompt"], "summary_text": s["summary_text"],
+            "system_prompt": s["system_prompt"], "system_prompt_tokens": s["system_prompt_tokens"],
+            "summary_text": s["summary_text"],
         }
         weights = context.weights_for(json.loads(s["scoring"]) if s["scoring"] else None)
 
