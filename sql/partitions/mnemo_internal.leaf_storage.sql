@@ -7,6 +7,11 @@
 -- and its embedding (the largest column) is moved to the TOAST table, so every exact
 -- per-tenant vector scan in compile_context paid a TOAST lookup per row (measured:
 -- cosine over a tenant's 1,000 messages 2.6 ms with TOASTed embeddings, 1.3 ms inline).
+-- mnemo.memories' leaves also leave 30 % of each page free (fillfactor 70): the access
+-- statistics (the 'access' sweep, every minute) update memory rows in place, and an
+-- update that finds no room on its page is not HOT: a new row version elsewhere, with
+-- an entry in each of the table's twelve indexes, the HNSW graph's included (~85 % of
+-- the bench's access updates; the sweep took ~5 s a minute for ~11k memories).
 -- Touches: nothing (reads the catalog).
 CREATE OR REPLACE FUNCTION mnemo_internal.leaf_storage(p_table regclass)
 RETURNS text
@@ -14,11 +19,14 @@ LANGUAGE sql
 STABLE
 SET search_path = pg_catalog, public, pg_temp
 AS $$
-    SELECT CASE WHEN EXISTS (
-        SELECT FROM pg_attribute AS a
-        WHERE a.attrelid = p_table AND a.attnum > 0 AND NOT a.attisdropped
-            AND a.atttypid = to_regtype('vector')
-    ) THEN 'WITH (toast_tuple_target = 8160)' ELSE '' END
+    SELECT coalesce('WITH (' || nullif(concat_ws(', ',
+        CASE WHEN EXISTS (
+            SELECT FROM pg_attribute AS a
+            WHERE a.attrelid = p_table AND a.attnum > 0 AND NOT a.attisdropped
+                AND a.atttypid = to_regtype('vector')
+        ) THEN 'toast_tuple_target = 8160' END,
+        CASE WHEN pg_partition_root(p_table) = 'mnemo.memories'::regclass THEN 'fillfactor = 70' END
+    ), '') || ')', '')
 $$;
 
 COMMENT ON FUNCTION mnemo_internal.leaf_storage(regclass) IS

@@ -2,7 +2,7 @@
 -- the API's signatures, volatility and privileges, and the hygiene of every routine.
 -- Catalog checks only; nothing is written (and the transaction is rolled back).
 BEGIN;
-SELECT plan(240);
+SELECT plan(242);
 
 -- The tenant tables of 0001_schema.sql (21) and 0003_lifecycle.sql (2), all
 -- hash-partitioned by tenant_id.
@@ -98,15 +98,23 @@ SELECT is_empty($$
 $$, 'all other partitions in schema mnemo are logged (durable)');
 
 -- Storage: rows with an embedding stay inline up to a page (no TOAST lookup per row
--- in the exact vector scans), on every leaf, the month partitions included.           3
+-- in the exact vector scans), on every leaf, the month partitions included; memories
+-- leave room for HOT updates.                                                            5
 SELECT is_empty($$
     SELECT c.oid::regclass::text FROM pg_class AS c
     WHERE c.relnamespace = 'mnemo'::regnamespace AND c.relispartition AND c.relkind = 'r'
         AND (c.relname LIKE 'messages\_%' OR c.relname LIKE 'memories\_%')
         AND NOT coalesce(c.reloptions @> ARRAY['toast_tuple_target=8160'], false)
 $$, 'every leaf of mnemo.messages and mnemo.memories keeps rows inline up to a page');
-SELECT is(mnemo_internal.leaf_storage('mnemo.memories'), 'WITH (toast_tuple_target = 8160)',
+SELECT is(mnemo_internal.leaf_storage('mnemo.messages'), 'WITH (toast_tuple_target = 8160)',
     'a table with an embedding column gets the inline storage clause');
+SELECT is(mnemo_internal.leaf_storage('mnemo.memories'), 'WITH (toast_tuple_target = 8160, fillfactor = 70)',
+    'memories also leave room on each page for in-place (HOT) updates of their access statistics');
+SELECT is_empty($$
+    SELECT t.relid::text FROM pg_partition_tree('mnemo.memories') AS t
+    JOIN pg_class AS c ON c.oid = t.relid
+    WHERE t.isleaf AND NOT coalesce(c.reloptions @> ARRAY['fillfactor=70'], false)
+$$, 'every leaf of mnemo.memories has fillfactor 70');
 SELECT is(mnemo_internal.leaf_storage('mnemo.tool_calls'), '',
     'a table without one gets the defaults');
 
