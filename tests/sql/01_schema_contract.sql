@@ -2,7 +2,7 @@
 -- the API's signatures, volatility and privileges, and the hygiene of every routine.
 -- Catalog checks only; nothing is written (and the transaction is rolled back).
 BEGIN;
-SELECT plan(242);
+SELECT plan(243);
 
 -- The tenant tables of 0001_schema.sql (21) and 0003_lifecycle.sql (2), all
 -- hash-partitioned by tenant_id.
@@ -99,7 +99,7 @@ $$, 'all other partitions in schema mnemo are logged (durable)');
 
 -- Storage: rows with an embedding stay inline up to a page (no TOAST lookup per row
 -- in the exact vector scans), on every leaf, the month partitions included; memories
--- leave room for HOT updates.                                                            5
+-- leave room for HOT updates; context_log compresses with lz4.                          6
 SELECT is_empty($$
     SELECT c.oid::regclass::text FROM pg_class AS c
     WHERE c.relnamespace = 'mnemo'::regnamespace AND c.relispartition AND c.relkind = 'r'
@@ -115,6 +115,11 @@ SELECT is_empty($$
     JOIN pg_class AS c ON c.oid = t.relid
     WHERE t.isleaf AND NOT coalesce(c.reloptions @> ARRAY['fillfactor=70'], false)
 $$, 'every leaf of mnemo.memories has fillfactor 70');
+SELECT is_empty($$
+    SELECT t.relid::text || '.' || a.attname FROM pg_partition_tree('mnemo.context_log') AS t
+    JOIN pg_attribute AS a ON a.attrelid = t.relid
+    WHERE a.attname IN ('sections', 'items', 'omissions', 'provenance') AND a.attcompression <> 'l'
+$$, 'context_log compresses its JSON with lz4 (one row per compile: ~5x faster than pglz)');
 SELECT is(mnemo_internal.leaf_storage('mnemo.tool_calls'), '',
     'a table without one gets the defaults');
 
