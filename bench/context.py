@@ -27,7 +27,7 @@
        statement (whatever plan the planner picks; printed);
    (d) the bare KNN alone (vector passed in) with HNSW iterative scan (relaxed_order,
        HNSW forced with enable_sort = off) and as an exact scan, with recall against the
-       exact top 10.
+       exact top 10; informational, so on the first --knn-samples samples only.
    Prints p50/p95/p99 of each and the plans, and ends with one JSON line.
 
 Usage: bench/context.py [--small] [--tenants N] [--messages M] [--memories K]
