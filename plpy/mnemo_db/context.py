@@ -22,6 +22,7 @@ import itertools
 import json
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -376,10 +377,10 @@ def fuse_candidates(pool: CandidatePool, cosine: np.ndarray, w: dict, room: int)
     if n == 0:
         return []
     n_mem = len(pool.memory_ids)
-    cos = np.nan_to_num(cosine, nan=0.0)
     best_bm25 = pool.bm25.max()
     lexical = pool.bm25 / best_bm25 if best_bm25 > 0 else np.zeros(n)
-    rel0 = np.minimum(1.0, (1 - w["lexical"]) * np.maximum(cos, 0.0) + w["lexical"] * lexical
+    # fmax: a member without an embedding (NaN) counts as cosine 0
+    rel0 = np.minimum(1.0, (1 - w["lexical"]) * np.fmax(cosine, 0.0) + w["lexical"] * lexical
                       + np.where(pool.tag_match, w["tag_bonus"], 0.0))
     turn = rel0[n_mem:]
     before = np.zeros_like(turn)
@@ -391,8 +392,9 @@ def fuse_candidates(pool: CandidatePool, cosine: np.ndarray, w: dict, room: int)
     relevance[n_mem:] += w["neighbour"] * np.maximum(before, after)
 
     ids = np.concatenate([pool.memory_ids, pool.message_ids])
-    is_message = np.arange(n) >= n_mem
-    by_relevance = np.lexsort((ids, is_message, -relevance))
+    # one tie-breaking key: memories (0) before messages (1), then the lower id
+    tie = np.concatenate([pool.memory_ids, pool.message_ids + (1 << 62)])
+    by_relevance = np.lexsort((tie, -relevance))
     lines = np.cumsum(pool.floor_tokens[by_relevance] + LINE_OVERHEAD)
     limit = int(np.searchsorted(lines, OVERFILL * room)) + 1
     limit = min(max(limit, MIN_CANDIDATES), MAX_CANDIDATES)
@@ -403,33 +405,38 @@ def fuse_candidates(pool: CandidatePool, cosine: np.ndarray, w: dict, room: int)
         by_use = np.lexsort((ids[frequent], -pool.access_count[frequent]))
         keep.update(frequent[by_use[:FREQUENT_GLOBAL]].tolist())
 
-    # vector rank: 1 + how many candidates are strictly closer to the query
-    has_cosine = ~np.isnan(cosine)
-    ranked = np.sort(cosine[has_cosine])
-    vector_rank = len(ranked) - np.searchsorted(ranked, cosine, side="right") + 1
-
+    kept = np.array(sorted(keep), dtype=np.int64)
+    # the kept ones' vector rank: 1 + how many members are strictly closer to the query
+    # (NaN, no embedding: no rank)
+    kept_cosine = cosine[kept]
+    ranked = np.sort(cosine[~np.isnan(cosine)])
+    by_vector = (len(ranked) - np.searchsorted(ranked, kept_cosine, side="right") + 1 <= limit) \
+        & ~np.isnan(kept_cosine)
+    # which retrievers found each kept one, as a bit set (see RETRIEVER_SETS)
+    found_by = (by_vector * 1 + (pool.bm25[kept] > 0) * 2 + pool.tag_match[kept] * 4
+                + (pool.trigram[kept] >= TRIGRAM_MATCH) * 8 + (pool.access_count[kept] > 0) * 16)
+    is_message = kept >= n_mem
+    created = np.where(is_message, pool.message_created[np.maximum(kept - n_mem, 0)], np.nan) \
+        if len(pool.message_created) else np.full(len(kept), np.nan)
     # the kept rows' signals as Python values (indexing numpy arrays one element at a
     # time costs more than the rest of this loop)
-    kept = np.array(sorted(keep), dtype=np.int64)
-    found_by = zip((has_cosine & (vector_rank <= limit))[kept].tolist(), (pool.bm25[kept] > 0).tolist(),
-                   pool.tag_match[kept].tolist(), (pool.trigram[kept] >= TRIGRAM_MATCH).tolist(),
-                   (pool.access_count[kept] > 0).tolist())
-    created = np.concatenate([np.full(n_mem, np.nan), pool.message_created])[kept].tolist()
     out = []
-    for i, id_, rel, pinned, access, hits, epoch in zip(
-            kept.tolist(), ids[kept].tolist(), relevance[kept].tolist(), pool.pinned[kept].tolist(),
-            pool.access_count[kept].tolist(), found_by, created):
-        message = i >= n_mem
+    for message, id_, rel, pinned, access, found, epoch in zip(
+            is_message.tolist(), ids[kept].tolist(), relevance[kept].tolist(), pool.pinned[kept].tolist(),
+            pool.access_count[kept].tolist(), found_by.tolist(), created.tolist()):
         out.append({
-            "source": f"{'msg' if message else 'mem'}:{id_}", "id": id_, "relevance": rel,
-            "is_pinned": pinned, "access_count": access,
-            "retrievers": [name for name, hit in zip(RETRIEVERS, hits) if hit],
+            "source": f"msg:{id_}" if message else f"mem:{id_}", "id": id_, "relevance": rel,
+            "is_pinned": pinned, "access_count": access, "retrievers": RETRIEVER_SETS[found],
             "created_epoch": epoch if message else None,
         })
     return out
 
 
 RETRIEVERS = ("vector", "fulltext", "entity_tag", "trigram", "frequent")
+# The retrievers named by each bit set of RETRIEVERS (bit k: RETRIEVERS[k]), built once:
+# a list per candidate cost more than the rest of fuse_candidates' loop. Shared: read only.
+RETRIEVER_SETS = tuple(tuple(name for k, name in enumerate(RETRIEVERS) if bits >> k & 1)
+                       for bits in range(1 << len(RETRIEVERS)))
 
 
 # --------------------------------------------------------------------------- items
@@ -501,15 +508,27 @@ def line_tokens(text: str) -> int:
     return tokens.count(text + "\n")
 
 
-def candidate_item(c: dict, s: float, relevance: float, weights: dict, best_relevance: float) -> Item:
+def full_line(c: dict) -> str:
+    """A candidate's line at full fidelity: its label and its text."""
+    return f"{item_label(c)} {c['text']}"
+
+
+def count_lines(lines: list[str]) -> list[int]:
+    """line_tokens of each line (compile_bundle's default line counter)."""
+    return [line_tokens(text) for text in lines]
+
+
+def candidate_item(c: dict, s: float, relevance: float, weights: dict, best_relevance: float,
+                   full_tokens: int | None = None) -> Item:
     """The fidelity options of a candidate: its stored levels, else the extractive
     fallback (summarize.py), never plain truncation. A lower level is offered only
     when it saves a good part of the tokens of the level above; short items (and
     recalled turns under MESSAGE_SUMMARY_MIN_TOKENS) are offered verbatim only, so
-    nothing is summarised that could not be used."""
+    nothing is summarised that could not be used. full_tokens: line_tokens of its
+    full_line, when the caller has counted it already."""
     label = item_label(c)
-    full = Option("full", f"{label} {c['text']}", 0)
-    full.tokens = line_tokens(full.text)
+    full = Option("full", full_line(c), 0)
+    full.tokens = line_tokens(full.text) if full_tokens is None else full_tokens
     out = [full]
     is_message = c["source"].startswith("msg:")
     short = full.tokens < (MESSAGE_SUMMARY_MIN_TOKENS if is_message else summarize.MIN_TOKENS_FOR_SUMMARY)
@@ -938,9 +957,12 @@ DAY_LINE_TOKENS = line_tokens("(2000-01-01)")  # a day line "(YYYY-MM-DD)" and i
 
 def compile_bundle(session: dict, history: list[dict], candidates: list[dict], opts: dict,
                    now: datetime, weights: dict, previous: list[tuple[str, str]],
-                   query: str | None, prepared: PreparedHistory | None = None) -> dict:
+                   query: str | None, prepared: PreparedHistory | None = None,
+                   line_counter: Callable[[list[str]], list[int]] = count_lines) -> dict:
     """The context bundle: messages, phantom tools and the report (without ids).
-    `prepared` is the history already made ready by the caller, if it was."""
+    `prepared` is the history already made ready by the caller, if it was.
+    `line_counter` counts the candidates' full lines (count_lines, or a caller's
+    equivalent that counts on two threads: tokenising releases the GIL)."""
     channel = opts["channel"]
     allowed = CHANNEL_SENSITIVITY[channel]
     omissions: list[dict] = []
@@ -974,7 +996,8 @@ def compile_bundle(session: dict, history: list[dict], candidates: list[dict], o
 
     # Every candidate's fidelity options, once (packing below only chooses).
     best = max(relevance, default=0.0)
-    all_items = [candidate_item(c, s, r, weights, best) for s, r, c in scored]
+    full_tokens = line_counter([full_line(c) for _, _, c in scored])
+    all_items = [candidate_item(c, s, r, weights, best, t) for (s, r, c), t in zip(scored, full_tokens)]
 
     # 3. History within its share (plus whatever memories leave unused) --------------
     # Pinned memories are kept: their cheapest lines (with the block header and a day

@@ -135,6 +135,39 @@ def test_fusion_keeps_what_fills_the_room_twice_plus_pinned_trigram_and_frequent
     assert kept == list(range(1, context.MIN_CANDIDATES + 1))
 
 
+def test_fusion_ties_go_to_the_memory_then_the_lower_id_and_name_every_retriever():
+    w = context.weights_for(None)
+    # all equally (ir)relevant: MIN_CANDIDATES are kept, memories first whatever their
+    # ids, then the messages with the lowest ids
+    n_mem, n_msg = 30, 60
+    pool = _pool(memories=[{"id": 100 + i} for i in range(n_mem)],
+                 messages=[{"id": n_msg - i, "session": str(i)} for i in range(n_msg)])
+    kept = {c["source"] for c in context.fuse_candidates(pool, np.zeros(n_mem + n_msg), w, 1)}
+    want = {f"mem:{100 + i}" for i in range(n_mem)}
+    want |= {f"msg:{i}" for i in range(1, context.MIN_CANDIDATES - n_mem + 1)}
+    assert kept == want
+    # a memory found by every retriever, one found by none but pinned
+    pool = _pool(memories=[{"id": 1, "bm25": 1.0, "tag": True, "trgm": 0.9, "access": 3, "glob": True},
+                           {"id": 2, "pinned": True}])
+    got = {c["source"]: c["retrievers"] for c in
+           context.fuse_candidates(pool, np.array([0.9, np.nan]), w, room=100)}
+    assert got == {"mem:1": context.RETRIEVERS, "mem:2": ()}
+
+
+def test_count_lines_split_counts_as_count_lines():
+    from concurrent.futures import ThreadPoolExecutor
+
+    from mnemo_db import context_db
+
+    words = ["memory", " block", "[msg:12 Ana]", "café", "2024-05-01", "\n", "x" * 300, "🙂"]
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        for n in (0, 1, context_db.PARALLEL_COUNT_MIN_LINES - 1, context_db.PARALLEL_COUNT_MIN_LINES, 97):
+            lines = [" ".join(words[(i * 7 + k) % len(words)] for k in range(i % 13 + 1)) for i in range(n)]
+            if n > 1:
+                lines[0] = "long line " * 400  # most of the text in one line
+            assert context_db.count_lines_split(lines, pool) == context.count_lines(lines)
+
+
 def test_pool_cosine_reads_each_vector_in_its_matrix_through_vector_rows():
     # memories' float32 vectors, an empty part, a part's int8 codes: the pool's order
     # (vector_rows) picks rows across them without stacking them
