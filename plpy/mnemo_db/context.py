@@ -440,14 +440,16 @@ RETRIEVER_SETS = tuple(tuple(name for k, name in enumerate(RETRIEVERS) if bits >
 
 
 # --------------------------------------------------------------------------- items
-@dataclass
+@dataclass(slots=True)
 class Option:
     fidelity: str
     text: str
     tokens: int
 
 
-@dataclass(eq=False)  # an item is itself: removing one from a list compares identities
+# eq=False: an item is itself (removing one from a list compares identities); slots:
+# ~90 are made per compile and packing reads their attributes in its inner loops
+@dataclass(eq=False, slots=True)
 class Item:
     """A memory or recalled message that may enter the memory block."""
     source: str  # mem:12 | msg:345
@@ -461,9 +463,9 @@ class Item:
     # knapsack into "as many short items as possible", and the items a question needs
     # are often the long ones.
     value: float = 0.0
-    meta: dict = field(default_factory=dict)
-    # YYYY-MM-DD of meta["created_at"] (the block's day lines), once: the block's
-    # lines are laid out again for every item B makes packing drop
+    created_at: datetime | None = None
+    # YYYY-MM-DD of created_at (the block's day lines), once: the block's lines are
+    # laid out again for every item B makes packing drop
     day: str | None = field(init=False, default=None)
     chosen: int | None = None  # index into options
     # Stickiness: an item of the previous context is worth (1 + stickiness) times more
@@ -474,7 +476,7 @@ class Item:
     stickiness: float = 0.0
 
     def __post_init__(self):
-        ts = self.meta.get("created_at")
+        ts = self.created_at
         self.day = ts.date().isoformat() if ts else None  # (strftime: 4x slower)
 
 
@@ -519,16 +521,17 @@ def count_lines(lines: list[str]) -> list[int]:
 
 
 def candidate_item(c: dict, s: float, relevance: float, weights: dict, best_relevance: float,
-                   full_tokens: int | None = None) -> Item:
+                   full: Option | None = None) -> Item:
     """The fidelity options of a candidate: its stored levels, else the extractive
     fallback (summarize.py), never plain truncation. A lower level is offered only
     when it saves a good part of the tokens of the level above; short items (and
     recalled turns under MESSAGE_SUMMARY_MIN_TOKENS) are offered verbatim only, so
-    nothing is summarised that could not be used. full_tokens: line_tokens of its
-    full_line, when the caller has counted it already."""
+    nothing is summarised that could not be used. full: its full_line option, when
+    the caller has counted it already."""
     label = item_label(c)
-    full = Option("full", full_line(c), 0)
-    full.tokens = line_tokens(full.text) if full_tokens is None else full_tokens
+    if full is None:
+        full = Option("full", f"{label} {c['text']}", 0)
+        full.tokens = line_tokens(full.text)
     out = [full]
     is_message = c["source"].startswith("msg:")
     short = full.tokens < (MESSAGE_SUMMARY_MIN_TOKENS if is_message else summarize.MIN_TOKENS_FOR_SUMMARY)
@@ -543,9 +546,10 @@ def candidate_item(c: dict, s: float, relevance: float, weights: dict, best_rele
             if o.tokens <= LOWER_FIDELITY_MAX_SHARE * out[-1].tokens:
                 out.append(o)
     likelihood = math.exp((relevance - best_relevance) / weights["temperature"])
-    sticky = next((k for k, o in enumerate(out) if o.fidelity == c.get("previous_fidelity")), None)
+    previous = c.get("previous_fidelity")  # (most candidates were not in the last context)
+    sticky = None if previous is None else next((k for k, o in enumerate(out) if o.fidelity == previous), None)
     return Item(source=c["source"], kind=c["kind"], score=s, options=out, value=s * likelihood,
-                pinned=bool(c.get("is_pinned")), meta={"created_at": c.get("created_at")},
+                pinned=bool(c.get("is_pinned")), created_at=c.get("created_at"),
                 sticky_from=sticky, stickiness=weights["stickiness"])
 
 
@@ -581,6 +585,11 @@ def pack_items(items: list[Item], budget: int) -> int:
     steps = []
     for n, it in enumerate(items):
         if it.pinned or it.value <= 0:
+            continue
+        if len(it.options) == 1:  # (most items) one step: nothing to full fidelity
+            x, y = it.options[0].tokens, _value(it, 0)
+            if y > 0:  # (the hull below drops a step of no value)
+                steps.append((-y / max(x, 1), -it.value, it.source, n, 0, x))
             continue
         # options from cheapest to fullest, then the upper convex hull from (0, 0)
         pts = [(it.options[k].tokens, _value(it, k), k) for k in range(len(it.options) - 1, -1, -1)]
@@ -996,8 +1005,10 @@ def compile_bundle(session: dict, history: list[dict], candidates: list[dict], o
 
     # Every candidate's fidelity options, once (packing below only chooses).
     best = max(relevance, default=0.0)
-    full_tokens = line_counter([full_line(c) for _, _, c in scored])
-    all_items = [candidate_item(c, s, r, weights, best, t) for (s, r, c), t in zip(scored, full_tokens)]
+    fulls = [Option("full", full_line(c), 0) for _, _, c in scored]
+    for o, t in zip(fulls, line_counter([o.text for o in fulls])):
+        o.tokens = t
+    all_items = [candidate_item(c, s, r, weights, best, o) for (s, r, c), o in zip(scored, fulls)]
 
     # 3. History within its share (plus whatever memories leave unused) --------------
     # Pinned memories are kept: their cheapest lines (with the block header and a day
@@ -1037,7 +1048,7 @@ def compile_bundle(session: dict, history: list[dict], candidates: list[dict], o
     # Stable order: items of the previous context keep their places, new ones follow
     # in time order, so consecutive contexts share the longest possible prefix.
     def order(i: Item) -> tuple:
-        ts = i.meta.get("created_at")
+        ts = i.created_at
         return (prev_rank.get(i.source, len(prev_rank)), ts.timestamp() if ts else 0.0, i.source)
 
     chosen = sorted((i for i in items if i.chosen is not None), key=order)

@@ -265,7 +265,7 @@ def test_memory_block_tokens_is_the_block_tokenized(lines):
         line = f"[mem:{n} fact] {text}"
         items.append(context.Item(source=f"mem:{n}", kind="fact", score=1.0,
                                   options=[context.Option(fidelity, line, context.line_tokens(line))],
-                                  meta={"created_at": ts and ts.replace(tzinfo=UTC)}, chosen=0))
+                                  created_at=ts and ts.replace(tzinfo=UTC), chosen=0))
     block = context.memory_block(items)
     assert block["content"].endswith("\n")
     assert context.memory_block_tokens(items) == tokens.count_message(block)
