@@ -163,10 +163,12 @@ SELECT a.*, h.*,
     (SELECT array_agg(t.idf::float8 ORDER BY t.k) FROM terms AS t) AS idf,
     (SELECT CASE WHEN tot.total_length > 0 THEN tot.total_length / tot.n_docs ELSE 8.0 END
         FROM totals AS tot) AS avgdl,
-    (SELECT jsonb_path_query_array(cl.items, '$[*] ? (@.section == "memory")')::text
-        FROM mnemo.context_log AS cl
-        WHERE cl.tenant_id = $1 AND cl.session_id = $2
-        ORDER BY cl.created_at DESC, cl.context_id DESC LIMIT 1) AS previous_items
+    -- the newest row picked first, then its items filtered: in one level, the filter ran
+    -- on every row the sort read (two or more), each detoasting its items
+    (SELECT jsonb_path_query_array(last.items, '$[*] ? (@.section == "memory")')::text
+        FROM (SELECT cl.items FROM mnemo.context_log AS cl
+            WHERE cl.tenant_id = $1 AND cl.session_id = $2
+            ORDER BY cl.created_at DESC, cl.context_id DESC LIMIT 1) AS last) AS previous_items
 FROM
     (SELECT array_agg(mem.id) AS mem_ids,
         array_agg(mem.doc_length) AS mem_doc_length,

@@ -240,6 +240,9 @@ def test_message_pool_filters_what_the_reader_may_not_recall():
                  created=[100.0, 200.0, 300.0, 400.0])
     got = context.message_pool([part], [], 4.0, ("none", "low"), 350.0, [1], [])
     assert got["message_ids"].tolist() == [3]  # 1 excluded, 2 too sensitive, 4 after as_of
+    # excluded ids in any order, some of them not in the part
+    got = context.message_pool([part], [], 4.0, ("none", "low", "high"), None, [99, 4, 2, 0], [])
+    assert got["message_ids"].tolist() == [1, 3]
     empty = context.message_pool([], [], 4.0, ("none",), None, [], [])
     assert len(empty["message_ids"]) == 0 and empty["vectors"] == [] and len(empty["vector_rows"]) == 0
 
