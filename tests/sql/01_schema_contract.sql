@@ -2,7 +2,7 @@
 -- the API's signatures, volatility and privileges, and the hygiene of every routine.
 -- Catalog checks only; nothing is written (and the transaction is rolled back).
 BEGIN;
-SELECT plan(243);
+SELECT plan(244);
 
 -- The tenant tables of 0001_schema.sql (21) and 0003_lifecycle.sql (2), all
 -- hash-partitioned by tenant_id.
@@ -122,6 +122,13 @@ SELECT is_empty($$
 $$, 'context_log compresses its JSON with lz4 (one row per compile: ~5x faster than pglz)');
 SELECT is(mnemo_internal.leaf_storage('mnemo.tool_calls'), '',
     'a table without one gets the defaults');
+
+-- Segments' arrays uncompressed (migration 0011).                                  1
+SELECT is_empty($$
+    SELECT t.relid::text || '.' || a.attname FROM pg_partition_tree('mnemo.message_segments') AS t
+    JOIN pg_attribute AS a ON a.attrelid = t.relid
+    WHERE a.attnum > 0 AND NOT a.attisdropped AND a.attstorage = 'x' AND a.attname <> 'tenant_id'
+$$, 'every varlena column of every message_segments partition is stored EXTERNAL (uncompressed)');
 
 -- Keys --------------------------------------------------------------------------- 2
 -- Every primary key in schema mnemo includes tenant_id (non-partition tables).
