@@ -533,8 +533,8 @@ def candidate_item(c: dict, s: float, relevance: float, weights: dict, best_rele
     the caller has counted it already."""
     label = item_label(c)
     if full is None:
-        full = Option("full", f"{label} {c['text']}", 0)
-        full.tokens = line_tokens(full.text)
+        text = full_line(c)
+        full = Option("full", text, line_tokens(text))
     out = [full]
     is_message = c["source"].startswith("msg:")
     short = full.tokens < (MESSAGE_SUMMARY_MIN_TOKENS if is_message else summarize.MIN_TOKENS_FOR_SUMMARY)
@@ -1008,9 +1008,8 @@ def compile_bundle(session: dict, history: list[dict], candidates: list[dict], o
 
     # Every candidate's fidelity options, once (packing below only chooses).
     best = max(relevance, default=0.0)
-    fulls = [Option("full", full_line(c), 0) for _, _, c in scored]
-    for o, t in zip(fulls, line_counter([o.text for o in fulls])):
-        o.tokens = t
+    lines = [full_line(c) for _, _, c in scored]
+    fulls = [Option("full", text, n) for text, n in zip(lines, line_counter(lines))]
     all_items = [candidate_item(c, s, r, weights, best, o) for (s, r, c), o in zip(scored, fulls)]
 
     # 3. History within its share (plus whatever memories leave unused) --------------

@@ -85,8 +85,8 @@ FROM (
 HISTORY_TYPES = ["text", "uuid", "timestamptz", "bigint", "integer", "text[]", "integer", "integer"]
 MIN_MESSAGE_TOKENS = 3  # the per-message framing alone
 MAX_HISTORY_ROWS = 4000
-# Fewer candidate lines than this are counted on one thread (handing half to the
-# embedding thread costs a thread wake-up, ~30 us).
+# Fewer candidate lines than this are counted on one thread: handing half to the
+# embedding thread costs a thread wake-up, more than counting a few short lines.
 PARALLEL_COUNT_MIN_LINES = 16
 
 LAST_USER = """
