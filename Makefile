@@ -15,7 +15,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 
 .PHONY: help up down psql test deploy setup system python cluster sample \
-        test-sql test-py lint bench-embed bench-locomo bench-context clean
+        test-sql test-py lint bench-embed bench-locomo bench-context bench-ab clean
 
 help:
 	@echo "make up          install what is missing, start the local cluster, deploy, show a sample"
@@ -24,6 +24,7 @@ help:
 	@echo "make bench-embed embedding benchmark"
 	@echo "make bench-locomo LoCoMo evidence recall vs last-n, vector and full-text baselines"
 	@echo "make bench-context compile_context latency at scale (1,000 tenants, 1M messages)"
+	@echo "make bench-ab ARGS='main=/tmp/main/plpy new=plpy'  same output? faster? (on the bench-context corpus)"
 	@echo "DATABASE_URL=... make up|test   use an existing server instead of the local cluster"
 
 system:
@@ -81,6 +82,10 @@ bench-locomo: deploy
 # First run builds the corpus (resumable); later runs only measure. ARGS=--small: 50 tenants.
 bench-context: deploy
 	@$(PY) bench/context.py $(ARGS)
+
+# Two plpy/ trees on the bench-context corpus: identical contexts, then interleaved timing.
+bench-ab: deploy
+	@$(PY) bench/ab.py $(ARGS)
 
 clean: down
 	rm -rf "$(MNEMO_HOME)" $(VENV)
