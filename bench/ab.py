@@ -51,7 +51,8 @@ $load$ LANGUAGE plpython3u"""
 
 
 def connect(tree: str | None = None) -> psycopg.Connection:
-    """A warm-able autocommit connection; with a tree, compile_context runs that tree's code."""
+    """An autocommit connection without server-side prepares (as bench-context's); with a
+    tree, compile_context in its backend runs that tree's code."""
     conn = psycopg.connect(bench.DSN, autocommit=True, prepare_threshold=None)
     if tree is not None:
         path = str(Path(tree).resolve())
@@ -62,7 +63,8 @@ def connect(tree: str | None = None) -> psycopg.Connection:
 
 
 def corpus_samples(conn, n: int, seed: int) -> list[tuple[str, str, str]]:
-    """n (tenant, session, question) samples of the bench corpus, as bench-context draws them."""
+    """n samples of the bench corpus: a random (tenant, session) and a distinct LoCoMo
+    question each (the questions repeat only past their number)."""
     rng = random.Random(seed)
     sessions: dict[str, list[str]] = {}
     for t, s in conn.execute("SELECT tenant_id, session_id::text FROM mnemo.sessions "
