@@ -7,7 +7,8 @@ working tree) on the bench-context corpus (build it first: make bench-context):
    budgets with logging off (a logged compile becomes the next one's previous context,
    so the second tree would see the first one's row); counts the compiles whose
    messages are not byte-identical to the first tree's, and the candidates per compile.
-2. Speed: each tree in its own warm backend, plus the floor of bench-context (the query
+2. Speed (after loading the corpus into shared buffers, as bench-context does): each
+   tree in its own warm backend, plus the floor of bench-context (the query
    embedding and one bare KNN), interleaved per sample in a rotating order so that noise
    on this shared machine hits every figure alike; p50/p95/p99 and the ratio to the floor.
    Each backend loads its own copy of the model, so the figures run higher than
@@ -73,8 +74,7 @@ def corpus_samples(conn, n: int, seed: int) -> list[tuple[str, str, str]]:
     if not sessions:
         sys.exit("no bench corpus: run make bench-context first")
     tenants = sorted(sessions)
-    questions = list(dict.fromkeys(q["question"] for s in json.loads(bench.LOCOMO.read_text())
-                                   for q in s["qa"] if isinstance(q.get("question"), str)))
+    questions = bench.locomo_questions(json.loads(bench.LOCOMO.read_text()))
     rng.shuffle(questions)
     out = []
     for i in range(n):
@@ -157,6 +157,7 @@ def main() -> None:
         trees.append((name, path))
     conns = {name: connect(path) for name, path in trees}
     floor_conn = connect()
+    bench.prewarm(floor_conn)  # as bench-context: otherwise the first tree to reach a tenant pays its reads
     samples = corpus_samples(floor_conn, max(args.samples + args.warmup, args.same), args.seed)
     same = same_output(conns, samples[:args.same], [int(b) for b in args.budgets.split(",")]) \
         if args.same and len(conns) > 1 else {}

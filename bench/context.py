@@ -125,6 +125,12 @@ def _seed_lines() -> list[str]:
     return lines
 
 
+def locomo_questions(data: list[dict]) -> list[str]:
+    """The distinct questions of the LoCoMo samples, in the file's order."""
+    return list(dict.fromkeys(q["question"] for s in data for q in s["qa"]
+                              if isinstance(q.get("question"), str)))
+
+
 class Pool:
     """Distinct real texts with their real embeddings, grouped per conversation."""
 
@@ -158,8 +164,7 @@ class Pool:
         self.seeds = [add(None, t) for t in _seed_lines()]
         for sample in data:
             self.facts.append([add(s, t) for s, t in _facts(sample)])
-        self.questions = list(dict.fromkeys(q["question"] for s in data for q in s["qa"]
-                                            if isinstance(q.get("question"), str)))
+        self.questions = locomo_questions(data)
         self.vectors: np.ndarray | None = None
 
     def digest(self) -> str:
@@ -546,9 +551,7 @@ def measure(args, counts: tuple[int, int, int, int]) -> dict:
                              "WHERE tenant_id = ANY(%s) ORDER BY 1, 2", (ids,)):
         sessions.setdefault(t, []).append(s)
     tenants = sorted(sessions)
-    questions = list(dict.fromkeys(
-        q["question"] for s in json.loads(LOCOMO.read_text()) for q in s["qa"]
-        if isinstance(q.get("question"), str)))
+    questions = locomo_questions(json.loads(LOCOMO.read_text()))
     rng.shuffle(questions)
     n = args.warmup + args.samples
     if len(questions) < n:

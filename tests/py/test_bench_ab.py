@@ -17,22 +17,25 @@ sys.path.insert(0, str(ROOT / "bench"))
 import ab  # bench/ab.py
 
 
-def backend_module_file(conn) -> str:
+def server_notice(conn, expression: str, *imports: str) -> str:
+    """str() of a PL/Python expression, evaluated in the connection's backend."""
     notices = []
     conn.add_notice_handler(lambda d: notices.append(d.message_primary))
-    conn.execute("DO $$\nplpy.execute('SELECT mnemo_internal.py_bootstrap()')\nimport mnemo_db.context_db\n"
-                 "plpy.notice(mnemo_db.context_db.__file__)\n$$ LANGUAGE plpython3u")
+    body = "\n".join(["plpy.execute('SELECT mnemo_internal.py_bootstrap()')", *imports,
+                      f"plpy.notice(str({expression}))"])
+    conn.execute(f"DO $$\n{body}\n$$ LANGUAGE plpython3u")
     return notices[-1]
+
+
+def backend_module_file(conn) -> str:
+    return server_notice(conn, "mnemo_db.context_db.__file__", "import mnemo_db.context_db")
 
 
 def server_reads(tree: Path) -> bool:
     """Whether the server's OS user can read the tree's compile module."""
     with ab.connect() as conn:
-        notices = []
-        conn.add_notice_handler(lambda d: notices.append(d.message_primary))
-        conn.execute("DO $$\nimport os\nplpy.notice(str(os.access(%s, os.R_OK)))\n$$ LANGUAGE plpython3u"
-                     .replace("%s", repr(str(tree / "mnemo_db" / "context_db.py"))))
-        return notices[-1] == "True"
+        path = repr(str(tree / "mnemo_db" / "context_db.py"))
+        return server_notice(conn, f"os.access({path}, os.R_OK)", "import os") == "True"
 
 
 @pytest.fixture
