@@ -8,6 +8,12 @@ import threading
 import psycopg
 from conftest import DSN
 
+# The runs below use a worker of their own: pg_cron's runner (worker 0) may still be in
+# its minute-long run beside them (right after `make up`, say), and a second run of the
+# same worker returns at once, leaving the queue as it was (test_context runs as 11,
+# test_formation 12, test_secrets 13).
+WORKER = 14
+
 
 def _jobs(db, tenant):
     with db.conn.cursor() as cur:
@@ -27,7 +33,7 @@ def test_record_message_enqueues_embed_and_runner_embeds(db, tenant, session):
     jobs = _jobs(db, tenant)
     # one embed job per message, and one extract job for the session (memory formation)
     assert sorted(j[1] for j in jobs) == ["embed"] * 5 + ["extract"] and {j[2] for j in jobs} == {"queued"}
-    db.run_jobs(batch_size=2, max_batches=100_000)  # drains the whole queue, 2 at a time
+    db.run_jobs(batch_size=2, max_batches=100_000, worker=WORKER)  # drains the whole queue, 2 at a time
     assert {(j[2], j[3]) for j in _jobs(db, tenant)} == {("done", 1)}
     with db.conn.cursor() as cur:
         cur.execute("SELECT message_id, embedding <=> mnemo.embed(content) FROM mnemo.messages"
@@ -41,24 +47,24 @@ def test_enqueue_is_idempotent_while_queued(db, tenant):
     a = _enqueue(db, tenant, "noop", "same-key")
     b = _enqueue(db, tenant, "noop", "same-key")
     assert a == b and len(_jobs(db, tenant)) == 1
-    db.run_jobs()
+    db.run_jobs(worker=WORKER)
     # once done, the same key may be queued again (new work), and runs cleanly
     c = _enqueue(db, tenant, "noop", "same-key")
     assert c != a
-    db.run_jobs()
+    db.run_jobs(worker=WORKER)
     assert [j[2] for j in _jobs(db, tenant)] == ["done", "done"]
 
 
 def test_embed_job_twice_is_harmless(db, tenant, session):
     mid = db.record_message(tenant, session, {"role": "user", "content": "I live in Paris"})
-    db.run_jobs()
+    db.run_jobs(worker=WORKER)
     first = db._call("SELECT embedding::text FROM mnemo.messages WHERE tenant_id=%(t)s AND message_id=%(m)s",
                      {"t": tenant, "m": mid})
     created = db._call("SELECT created_at FROM mnemo.messages WHERE tenant_id=%(t)s AND message_id=%(m)s",
                        {"t": tenant, "m": mid})
     _enqueue(db, tenant, "embed", f"message:{mid}",
              f'{{"target": "message", "message_id": {mid}, "created_at": "{created.isoformat()}"}}')
-    db.run_jobs()
+    db.run_jobs(worker=WORKER)
     again = db._call("SELECT embedding::text FROM mnemo.messages WHERE tenant_id=%(t)s AND message_id=%(m)s",
                      {"t": tenant, "m": mid})
     assert first == again
@@ -70,7 +76,7 @@ def test_failures_retry_with_backoff_then_fail(db, tenant):
     _enqueue(db, tenant, "fail", "boom", '{"message": "disk on fire"}')
     delays = []
     for attempt in range(1, max_tries + 1):
-        db.run_jobs()
+        db.run_jobs(worker=WORKER)
         (job,) = _jobs(db, tenant)
         assert job[3] == attempt and job[4] == "disk on fire"
         if attempt < max_tries:
@@ -89,7 +95,7 @@ def test_a_failing_job_does_not_block_the_others(db, tenant):
     _enqueue(db, tenant, "fail", "bad")
     for i in range(3):
         _enqueue(db, tenant, "noop", f"ok{i}")
-    db.run_jobs()
+    db.run_jobs(worker=WORKER)
     assert sorted(j[2] for j in _jobs(db, tenant)) == ["done", "done", "done", "queued"]
 
 
@@ -142,5 +148,5 @@ def test_a_runner_that_dies_releases_its_claims(db, tenant):
     victim.close()
     (job,) = _jobs(db, tenant)
     assert job[2] == "queued" and job[3] == 0
-    db.run_jobs()
+    db.run_jobs(worker=WORKER)
     assert _jobs(db, tenant)[0][2] == "done"
