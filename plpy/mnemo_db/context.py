@@ -524,13 +524,16 @@ def count_lines(lines: list[str]) -> list[int]:
 
 
 def candidate_item(c: dict, s: float, relevance: float, weights: dict, best_relevance: float,
-                   full: Option | None = None) -> Item:
+                   full: Option | None = None, label_tokens: int | None = None) -> Item:
     """The fidelity options of a candidate: its stored levels, else the extractive
     fallback (summarize.py), never plain truncation. A lower level is offered only
     when it saves a good part of the tokens of the level above; short items (and
     recalled turns under MESSAGE_SUMMARY_MIN_TOKENS) are offered verbatim only, so
     nothing is summarised that could not be used. full: its full_line option, when
-    the caller has counted it already."""
+    the caller has counted it already; label_tokens: its label's tokens, when known
+    (a stored level's line then costs that plus the level's c["text_tokens"], the
+    tokens of its full, detail, compact and stub texts as line text, None where not
+    stored)."""
     label = item_label(c)
     if full is None:
         text = full_line(c)
@@ -539,13 +542,16 @@ def candidate_item(c: dict, s: float, relevance: float, weights: dict, best_rele
     is_message = c["source"].startswith("msg:")
     short = full.tokens < (MESSAGE_SUMMARY_MIN_TOKENS if is_message else summarize.MIN_TOKENS_FOR_SUMMARY)
     levels = c.get("levels") or {}
+    # the stored counts are of the stored levels' texts only
+    stored = c.get("text_tokens") if label_tokens is not None else None
     if not short and not levels.get("stub"):
-        levels = summary_levels(c["text"], c["kind"], _when(c.get("created_at")))
-    for name in () if short else ("detail", "compact", "stub"):
+        levels, stored = summary_levels(c["text"], c["kind"], _when(c.get("created_at"))), None
+    for k, name in () if short else ((1, "detail"), (2, "compact"), (3, "stub")):
         lv = levels.get(name)
         if lv and lv.get("text"):
+            n = stored[k] if stored else None
             o = Option(name, f"{label} {lv['text']}", 0)
-            o.tokens = line_tokens(o.text)
+            o.tokens = line_tokens(o.text) if n is None else label_tokens + n
             if o.tokens <= LOWER_FIDELITY_MAX_SHARE * out[-1].tokens:
                 out.append(o)
     likelihood = math.exp((relevance - best_relevance) / weights["temperature"])
@@ -554,6 +560,22 @@ def candidate_item(c: dict, s: float, relevance: float, weights: dict, best_rele
     return Item(source=c["source"], kind=c["kind"], score=s, options=out, value=s * likelihood,
                 pinned=bool(c.get("is_pinned")), created_at=c.get("created_at"),
                 sticky_from=sticky, stickiness=weights["stickiness"])
+
+
+def full_options(candidates: list[dict], line_counter: Callable[[list[str]], list[int]] = count_lines
+                 ) -> tuple[list[Option], list[int]]:
+    """Each candidate's full_line Option and its label's tokens. A line costs its
+    label's tokens plus its text part's (tokens.count_line_text), which is stored with
+    the row (text_tokens, migration 0012): only the lines of rows without it (written
+    before 0012) are counted, by line_counter (count_lines or an equivalent)."""
+    labels = [item_label(c) for c in candidates]
+    label_n = [tokens.count(label) for label in labels]
+    lines = [f"{label} {c['text']}" for label, c in zip(labels, candidates)]
+    stored = [(c.get("text_tokens") or (None,))[0] for c in candidates]
+    missing = [k for k, n in enumerate(stored) if n is None]
+    counted = dict(zip(missing, line_counter([lines[k] for k in missing])))
+    return ([Option("full", line, counted[k] if n is None else label_n[k] + n)
+             for k, (line, n) in enumerate(zip(lines, stored))], label_n)
 
 
 def _value(it: Item, k: int) -> float:
@@ -973,8 +995,9 @@ def compile_bundle(session: dict, history: list[dict], candidates: list[dict], o
                    line_counter: Callable[[list[str]], list[int]] = count_lines) -> dict:
     """The context bundle: messages, phantom tools and the report (without ids).
     `prepared` is the history already made ready by the caller, if it was.
-    `line_counter` counts the candidates' full lines (count_lines, or a caller's
-    equivalent that counts on two threads: tokenising releases the GIL)."""
+    `line_counter` counts the full lines of candidates without stored text_tokens
+    (count_lines, or a caller's equivalent that counts on two threads: tokenising
+    releases the GIL)."""
     channel = opts["channel"]
     allowed = CHANNEL_SENSITIVITY[channel]
     omissions: list[dict] = []
@@ -1008,9 +1031,9 @@ def compile_bundle(session: dict, history: list[dict], candidates: list[dict], o
 
     # Every candidate's fidelity options, once (packing below only chooses).
     best = max(relevance, default=0.0)
-    lines = [full_line(c) for _, _, c in scored]
-    fulls = [Option("full", text, n) for text, n in zip(lines, line_counter(lines))]
-    all_items = [candidate_item(c, s, r, weights, best, o) for (s, r, c), o in zip(scored, fulls)]
+    fulls, label_n = full_options([c for _, _, c in scored], line_counter)
+    all_items = [candidate_item(c, s, r, weights, best, o, n)
+                 for (s, r, c), o, n in zip(scored, fulls, label_n)]
 
     # 3. History within its share (plus whatever memories leave unused) --------------
     # Pinned memories are kept: their cheapest lines (with the block header and a day

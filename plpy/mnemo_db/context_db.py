@@ -238,14 +238,19 @@ SELECT array_agg(r.source) AS source, array_agg(r.kind) AS kind, array_agg(r.tex
     array_agg(r.sensitivity) AS sensitivity, array_agg(r.accessed_epoch) AS accessed_epoch,
     array_agg(r.created_epoch) AS created_epoch, array_agg(r.confidence) AS confidence,
     array_agg(r.provenance_type) AS provenance_type, array_agg(r.role) AS role,
-    array_agg(r.name) AS name
+    array_agg(r.name) AS name, array_agg(r.full_tokens) AS full_tokens,
+    array_agg(r.detail_tokens) AS detail_tokens, array_agg(r.compact_tokens) AS compact_tokens,
+    array_agg(r.stub_tokens) AS stub_tokens
 FROM (
     SELECT 'mem:' || mm.memory_id AS source, mm.kind, mm.content_full AS text, mm.content_detail,
         mm.content_compact, mm.content_stub, mm.losses::text AS losses, mm.sensitivity,
         extract(epoch FROM mm.last_accessed_at)::float8 AS accessed_epoch,
         extract(epoch FROM mm.created_at)::float8 AS created_epoch,
         mm.confidence::float8 AS confidence, mm.provenance_type,
-        NULL::text AS role, NULL::text AS name
+        NULL::text AS role, NULL::text AS name,
+        -- each text's tokens as a line's text part (migration 0012; NULL: count it)
+        mm.line_tokens[1] AS full_tokens, mm.line_tokens[2] AS detail_tokens,
+        mm.line_tokens[3] AS compact_tokens, mm.line_tokens[4] AS stub_tokens
     FROM mnemo.memories AS mm
     WHERE mm.tenant_id = $1 AND mm.memory_id = ANY($2)
     UNION ALL
@@ -253,7 +258,8 @@ FROM (
         NULL, k.created_epoch, 1.0,
         -- A message is a verbatim record: one authority for every speaker (a role says
         -- who spoke, not how reliable it is), tool outputs aside.
-        CASE m.role WHEN 'tool' THEN 'tool_output' ELSE 'fact' END, m.role, m.name
+        CASE m.role WHEN 'tool' THEN 'tool_output' ELSE 'fact' END, m.role, m.name,
+        m.line_tokens, NULL, NULL, NULL
     FROM unnest($3::bigint[], $4::float8[]) AS k (message_id, created_epoch)
     JOIN mnemo.messages AS m ON m.tenant_id = $1 AND m.message_id = k.message_id
         AND m.created_at = to_timestamp(k.created_epoch) AND NOT m.is_pruned
@@ -616,6 +622,8 @@ class Compiler:
             return []
         r = self.plpy.execute(self.candidate_rows, rows_args(tenant_id, fused))[0]
         at = {source: i for i, source in enumerate(r["source"] or ())}
+        full_tokens, detail_tokens, compact_tokens, stub_tokens = (
+            r["full_tokens"], r["detail_tokens"], r["compact_tokens"], r["stub_tokens"])
         out = []
         for c in fused:
             i = at.get(c["source"])
@@ -636,5 +644,6 @@ class Compiler:
                 "confidence": r["confidence"][i], "provenance_type": r["provenance_type"][i],
                 "role": r["role"][i], "name": r["name"][i],
                 "retrievers": c["retrievers"],
+                "text_tokens": (full_tokens[i], detail_tokens[i], compact_tokens[i], stub_tokens[i]),
             })
         return out

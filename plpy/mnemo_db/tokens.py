@@ -37,6 +37,17 @@ def count(text: str | None) -> int:
     return encoding().count(text)
 
 
+def count_line_text(text: str) -> int:
+    """Tokens of the text part of a memory-block line (context.full_line): the space
+    after the item's label, the text and the newline. A line is
+    f"{label} {text}\n" with a label ending in "]" (context.item_label), and o200k's
+    pre-tokenizer always splits between that "]" and the space (no pattern takes a
+    space after punctuation), so the line costs count(label) + count_line_text(text)
+    exactly. The text part is counted once, when a row is written (the line_tokens
+    columns, mnemo_internal.line_tokens), instead of at every compile."""
+    return count(f" {text}\n")
+
+
 def content_text(content) -> str:
     """The text of an OpenAI message content: a string or a list of content parts."""
     if content is None:

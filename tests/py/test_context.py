@@ -314,6 +314,62 @@ def test_older_turns_degrade_to_the_levels_their_embed_job_stored(db, tenant):
     assert long_text not in sent
 
 
+def test_stored_line_tokens_give_the_context_counting_gives(db, tenant):
+    """The triggers of migration 0012 keep line_tokens (each text's tokens as a memory-
+    block line's text part) in step with the texts, and a compile that adds them to
+    its labels' counts sends exactly what counting every line sends: the same bundle
+    with the stored counts as with them cleared (NULL: rows from before 0012)."""
+    s = db.start_session(tenant, context_window=128000)
+    other = db.start_session(tenant, context_window=128000, channel="team")
+    for i in range(10):
+        _say(db, tenant, other, "user", f"Team note {i}: the exporter for region-{i} writes "
+             f"reports/{i}.csv at 0{i}:15 UTC; ticket OPS-{4100 + i} tracks its retries.")
+    long_text = " ".join(f"Rule {i}: exports to bucket-{i} are checked by job check-{i} "
+                         f"within {i + 3} minutes, or OPS-{4200 + i} is paged." for i in range(8))
+    ids = [db.record_event(tenant, s, "decision", {"decision": long_text})["memory_id"]]
+    ids += [db.record_event(tenant, s, "decision", {
+        "decision": f"Decision {k}: reports/{k}.csv is written in UTC."})["memory_id"] for k in range(4)]
+    # stored levels for the long one (the summaries job's columns): its lines cost the
+    # stored counts too
+    db._call("UPDATE mnemo.memories SET content_detail = %(d)s, content_compact = %(c)s,"
+             " content_stub = %(s)s WHERE tenant_id = %(t)s AND memory_id = %(m)s",
+             {"d": long_text[: len(long_text) // 2], "c": long_text[:120], "s": "Export rules, OPS pages.",
+              "t": tenant, "m": ids[0]})
+    _say(db, tenant, s, "user", "Which job checks the region exports, and who is paged?")
+    run_jobs(db, tenant)
+
+    texts = db._call("SELECT array_agg(array[content_full, content_detail, content_compact, content_stub]"
+                     " ORDER BY memory_id) FROM mnemo.memories WHERE tenant_id = %(t)s", {"t": tenant})
+    stored = db._call("SELECT array_agg(array_to_string(line_tokens, ',', '-') ORDER BY memory_id)"
+                      " FROM mnemo.memories WHERE tenant_id = %(t)s", {"t": tenant})
+    assert stored == [",".join("-" if x is None else str(tokens.count_line_text(x)) for x in row)
+                      for row in texts]
+    msgs = db._call("SELECT array_agg(array[content, line_tokens::text]) FROM mnemo.messages"
+                    " WHERE tenant_id = %(t)s", {"t": tenant})
+    assert all(n == str(tokens.count_line_text(c)) for c, n in msgs)
+
+    opts = {"budget": 400, "task_type": "knowledge", "log": False}
+    with_stored = db.compile_context_bundle(tenant, s, **opts)
+    recalled = {i["source"].split(":")[0] for i in with_stored["report"]["items"] if i["section"] == "memory"}
+    assert recalled == {"mem", "msg"}  # both kinds of stored count were used
+    assert any(i["source"] == f"mem:{ids[0]}" and i["fidelity"] != "full"
+               for i in with_stored["report"]["items"])  # and a stored level's
+    db._call("UPDATE mnemo.memories SET line_tokens = NULL WHERE tenant_id = %(t)s", {"t": tenant})
+    db._call("UPDATE mnemo.messages SET line_tokens = NULL WHERE tenant_id = %(t)s", {"t": tenant})
+    counted = db.compile_context_bundle(tenant, s, **opts)
+    with_stored["report"].pop("timings_ms"), counted["report"].pop("timings_ms")
+    with_stored["report"].pop("latency_ms"), counted["report"].pop("latency_ms")
+    assert counted == with_stored
+    # and the compile does read them: at a stored 1,000 tokens no line fits at full
+    # fidelity (a recalled turn may still enter as its extractive stub, counted)
+    db._call("UPDATE mnemo.messages SET line_tokens = 1000 WHERE tenant_id = %(t)s", {"t": tenant})
+    db._call("UPDATE mnemo.memories SET line_tokens = '{1000,1000,1000,1000}' WHERE tenant_id = %(t)s",
+             {"t": tenant})
+    inflated = db.compile_context_bundle(tenant, s, **opts)["report"]["items"]
+    assert [i for i in inflated if i["section"] == "memory"]
+    assert not [i for i in inflated if i["section"] == "memory" and i["fidelity"] == "full"]
+
+
 def test_short_turns_are_all_kept_when_they_fit(db, tenant):
     s = db.start_session(tenant, context_window=128000)
     ids = [_say(db, tenant, s, "user", "ok") for _ in range(60)]

@@ -154,6 +154,36 @@ def test_fusion_ties_go_to_the_memory_then_the_lower_id_and_name_every_retriever
     assert got == {"mem:1": context.RETRIEVERS, "mem:2": ()}
 
 
+@settings(max_examples=400, deadline=None)
+@given(text=st.text(), name=st.one_of(st.none(), st.text(min_size=1, max_size=12)),
+       ident=st.integers(min_value=0, max_value=10**12), kind=st.sampled_from(["fact", "decision", "message"]))
+def test_a_line_costs_its_label_plus_its_stored_text_part(text, name, ident, kind):
+    """The stored line_tokens (migration 0012) are exact: whatever the text and label,
+    a memory-block line costs its label's tokens plus tokens.count_line_text(text)."""
+    for c in ({"source": f"mem:{ident}", "kind": kind, "text": text},
+              {"source": f"msg:{ident}", "kind": "message", "name": name, "role": "user", "text": text}):
+        label = context.item_label(c)
+        assert context.line_tokens(context.full_line(c)) == tokens.count(label) + tokens.count_line_text(text)
+
+
+def test_full_options_count_only_the_lines_without_stored_counts():
+    cands = [{"source": f"msg:{i}", "kind": "message", "role": "user", "name": None,
+              "text": f"turn {i}: the exporter writes reports/{i}.csv"} for i in range(5)]
+    for i in (0, 3):
+        cands[i]["text_tokens"] = (tokens.count_line_text(cands[i]["text"]), None, None, None)
+    asked = []
+
+    def counter(lines):
+        asked.extend(lines)
+        return context.count_lines(lines)
+
+    options, label_n = context.full_options(cands, counter)
+    assert [o.text for o in options] == [context.full_line(c) for c in cands]
+    assert [o.tokens for o in options] == context.count_lines([context.full_line(c) for c in cands])
+    assert label_n == [tokens.count(context.item_label(c)) for c in cands]
+    assert asked == [context.full_line(cands[i]) for i in (1, 2, 4)]
+
+
 def test_count_lines_split_counts_as_count_lines():
     from concurrent.futures import ThreadPoolExecutor
 

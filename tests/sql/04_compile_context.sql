@@ -4,7 +4,7 @@
 -- a failed call logged nothing. Behaviour at large (properties, stability, OpenAI SDK
 -- validation, the onboarding scenario) is in tests/py/test_context*.py.
 BEGIN;
-SELECT plan(30);
+SELECT plan(37);
 
 SELECT has_function('mnemo', 'compile_context', ARRAY['text', 'uuid', 'text', 'jsonb'],
     'compile_context(tenant, session, query, options) exists');
@@ -68,6 +68,27 @@ SELECT is((SELECT context_id FROM mnemo.context_log WHERE tenant_id = 'tap_ctx')
     (SELECT (bundle #>> '{report,context_id}')::bigint FROM b), 'the report names its context_log row');
 SELECT is(mnemo.compile_context('tap_ctx', 'c0000000-0000-4000-8000-000000000001', NULL, '{"log": false}'),
     (SELECT bundle -> 'messages' FROM b), 'compile_context returns the bundle''s messages (and log:false logs nothing)');
+
+-- Line tokens (migration 0012): each text's tokens as a memory-block line's text part
+-- (space, text, newline), kept by triggers whichever path writes the row.
+SELECT has_trigger('mnemo', 'memories', 'memories_line_tokens', 'memories keep their line tokens by trigger');
+SELECT has_trigger('mnemo', 'messages', 'messages_line_tokens', 'messages keep their line tokens by trigger');
+SELECT is(mnemo_internal.line_tokens(ARRAY['Deploy with make up.', NULL, '']),
+    ARRAY[mnemo.count_tokens(' Deploy with make up.' || chr(10)), NULL, mnemo.count_tokens(' ' || chr(10))],
+    'line_tokens counts space, text and newline; NULL stays NULL');
+SELECT is((SELECT array_agg(line_tokens ORDER BY message_id) FROM mnemo.messages WHERE tenant_id = 'tap_ctx'),
+    (SELECT array_agg(mnemo.count_tokens(' ' || content || chr(10)) ORDER BY message_id) FROM mnemo.messages
+        WHERE tenant_id = 'tap_ctx' AND content IS NOT NULL HAVING count(*) = 3),
+    'record_message stores each message''s line tokens');
+SELECT lives_ok($$ SELECT mnemo.record_event('tap_ctx', 'c0000000-0000-4000-8000-000000000001', 'decision',
+    '{"decision": "Ship on Fridays only after the canary passes."}') $$, 'a decision memory recorded');
+SELECT is((SELECT array[line_tokens[1], line_tokens[4]] FROM mnemo.memories WHERE tenant_id = 'tap_ctx'),
+    (SELECT array[mnemo.count_tokens(' ' || content_full || chr(10)), mnemo.count_tokens(' ' || content_stub || chr(10))]
+        FROM mnemo.memories WHERE tenant_id = 'tap_ctx' AND content_stub IS NOT NULL),
+    'a new memory stores the line tokens of its texts');
+UPDATE mnemo.memories SET content_detail = 'Fridays: canary first.' WHERE tenant_id = 'tap_ctx';
+SELECT is((SELECT line_tokens[2] FROM mnemo.memories WHERE tenant_id = 'tap_ctx'),
+    mnemo.count_tokens(' Fridays: canary first.' || chr(10)), 'a level written later gets its count');
 
 -- Errors: each by SQLSTATE, and nothing logged.
 SELECT throws_ok($$ SELECT mnemo.compile_context('tap_ctx', 'c0000000-0000-4000-8000-0000000000ff') $$,

@@ -1,0 +1,17 @@
+-- mnemo_internal.messages_line_tokens() -> trigger
+-- BEFORE INSERT OR UPDATE OF content on mnemo.messages (migration 0012): keeps
+-- line_tokens, the line-text tokens of content (mnemo_internal.line_tokens; NULL
+-- without text content), in step with it, whichever path writes a message.
+CREATE OR REPLACE FUNCTION mnemo_internal.messages_line_tokens()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+BEGIN
+    NEW.line_tokens := (mnemo_internal.line_tokens(ARRAY[NEW.content]))[1];
+    RETURN NEW;
+END
+$$;
+
+COMMENT ON FUNCTION mnemo_internal.messages_line_tokens() IS
+'Trigger: messages.line_tokens follows content.';
