@@ -1,12 +1,15 @@
 -- mnemo_internal.sweep_access(p_now, p_tenant_id, p_batch_size, p_state) -> jsonb
--- One batch of the 'access' sweep: folds the context_log rows that compile_context
--- wrote since the last run into the access statistics of the memories they sent
--- (mnemo_internal.record_access, per session: up to p_batch_size sessions a batch).
--- A sweep over context_log's unaccounted rows (partial index) instead of a job queued
--- by every compile: the compile writes only its log row (its statement ~0.35 ms
--- faster, one row of WAL fewer), and the folding runs once a minute for everything
--- that waits. The statistics (the frequency and freshness of the retrieval score)
--- lag by up to a minute. p_now and p_state are the sweep contract's; unused here.
+-- One batch of the 'access' sweep: folds up to p_batch_size context_log rows that
+-- compile_context wrote since the last run into the access statistics of the
+-- memories they sent (access_count + the times sent, last_accessed_at), and marks
+-- them accounted, in one statement. A sweep over context_log's unaccounted rows
+-- (partial index) instead of a job queued by every compile: the compile writes only
+-- its log row (its statement ~0.35 ms faster, one row of WAL fewer), and the folding
+-- runs once a minute for everything that waits. The statistics (the frequency and
+-- freshness of the retrieval score) lag by up to a minute. Set-based, not a call of
+-- mnemo_internal.record_access per session: ~0.35 ms a compile folded instead of
+-- ~0.8 ms, a burst each minute that busy compiles share the machine with.
+-- p_now and p_state are the sweep contract's; unused here.
 -- Called by mnemo.run_sweep('access') (pg_cron, every minute). Writes: memories,
 -- context_log.
 CREATE OR REPLACE FUNCTION mnemo_internal.sweep_access(
@@ -20,20 +23,36 @@ VOLATILE
 SET search_path = pg_catalog, public, pg_temp
 AS $$
 DECLARE
-    v_s record;
-    v_sessions integer := 0;
-    v_memories integer := 0;
+    v_contexts integer;
+    v_memories integer;
 BEGIN
-    FOR v_s IN
-        SELECT DISTINCT cl.tenant_id, cl.session_id FROM mnemo.context_log AS cl
+    WITH picked AS (
+        SELECT cl.tenant_id, cl.context_id FROM mnemo.context_log AS cl
         WHERE NOT cl.accounted AND (p_tenant_id IS NULL OR cl.tenant_id = p_tenant_id)
         LIMIT p_batch_size
-    LOOP
-        v_memories := v_memories + mnemo_internal.record_access(v_s.tenant_id, v_s.session_id);
-        v_sessions := v_sessions + 1;
-    END LOOP;
-    RETURN jsonb_build_object('rows', v_sessions, 'done', v_sessions < p_batch_size,
-        'counts', jsonb_build_object('sessions', v_sessions, 'memories_updated', v_memories));
+    ), folded AS (
+        -- NOT accounted again: a row another folder took meanwhile is skipped, not counted twice
+        UPDATE mnemo.context_log AS cl SET accounted = true
+        FROM picked AS p
+        WHERE cl.tenant_id = p.tenant_id AND cl.context_id = p.context_id AND NOT cl.accounted
+        RETURNING cl.tenant_id, cl.items, cl.created_at
+    ), uses AS (
+        SELECT f.tenant_id, substr(i.item ->> 'source', 5)::bigint AS memory_id, count(*) AS n,
+            max(f.created_at) AS last_at
+        FROM folded AS f CROSS JOIN LATERAL jsonb_array_elements(f.items) AS i (item)
+        WHERE i.item ->> 'source' LIKE 'mem:%'
+        GROUP BY 1, 2
+    ), counted AS (
+        UPDATE mnemo.memories AS m
+        SET access_count = m.access_count + u.n,
+            last_accessed_at = greatest(m.last_accessed_at, u.last_at)
+        FROM uses AS u
+        WHERE m.tenant_id = u.tenant_id AND m.memory_id = u.memory_id
+        RETURNING 1
+    )
+    SELECT (SELECT count(*) FROM folded), (SELECT count(*) FROM counted) INTO v_contexts, v_memories;
+    RETURN jsonb_build_object('rows', v_contexts, 'done', v_contexts < p_batch_size,
+        'counts', jsonb_build_object('contexts', v_contexts, 'memories_updated', v_memories));
 END;
 $$;
 

