@@ -13,7 +13,9 @@ SELECT cron.schedule(
 SELECT cron.schedule('mnemo-segments', '* * * * *', $$CALL mnemo.run_sweep('segments')$$);
 
 -- Access statistics of the memories that compile_context sent (from context_log).
-SELECT cron.schedule('mnemo-access', '* * * * *', $$CALL mnemo.run_sweep('access')$$);
+SELECT cron.schedule(
+    'mnemo-access', '* * * * *', $$CALL mnemo.run_sweep('access', p_max_seconds => 55)$$
+);
 
 -- Working memory (UNLOGGED) rebuilt from durable data after a crash or a change.
 SELECT cron.schedule('mnemo-working-memory', '* * * * *', $$CALL mnemo.run_sweep('working_memory')$$);

@@ -24,7 +24,7 @@ REVOKE EXECUTE ON FUNCTION mnemo.set_helper_llm(text, text, text, real, integer,
 FROM mnemo_app;
 REVOKE EXECUTE ON FUNCTION mnemo_internal.extract(text, jsonb) FROM mnemo_app;
 -- Lifecycle sweeps and their admin view (issue 5).
-REVOKE EXECUTE ON PROCEDURE mnemo.run_sweep(text, timestamptz, text, integer, integer) FROM mnemo_app;
+REVOKE EXECUTE ON PROCEDURE mnemo.run_sweep(text, timestamptz, text, integer, integer, integer) FROM mnemo_app;
 REVOKE EXECUTE ON FUNCTION mnemo.lifecycle_status() FROM mnemo_app;
 REVOKE EXECUTE ON FUNCTION mnemo_internal.sweep_py(text, timestamptz, text, integer, jsonb) FROM mnemo_app;
 REVOKE EXECUTE ON FUNCTION mnemo_internal.sweep_partitions(timestamptz, text, integer, jsonb) FROM mnemo_app;

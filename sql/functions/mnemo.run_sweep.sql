@@ -1,10 +1,15 @@
--- CALL mnemo.run_sweep(p_sweep, p_now, p_tenant_id, p_batch_size, p_max_batches)
+-- CALL mnemo.run_sweep(p_sweep, p_now, p_tenant_id, p_batch_size, p_max_batches, p_max_seconds)
 -- Runs one lifecycle sweep (DESIGN.md "Lifecycle"): promotion, expiry, summaries,
 -- compaction, partitions, working_memory, prune, segments or access. Every pg_cron job of the lifecycle
 -- is a CALL of this procedure (cron/jobs.sql); it can also be called by hand, at top
 -- level (it commits), e.g. CALL mnemo.run_sweep('compaction');
 --   p_now: the sweep's clock (default now()), so tests and back-fills control time.
 --   p_tenant_id: only this tenant's rows (default: all tenants).
+--   p_max_seconds: once done, look again every 5 s until this many seconds from the
+--   start (default 0: one pass). The 'access' job polls so (cron/jobs.sql): the
+--   minute's compiles are folded a few seconds after they ran, in small batches,
+--   not all in one burst when the minute starts, beside every other sweep's start.
+--   p_now stays the run's clock.
 -- Takes an advisory lock per sweep (a second run of the same sweep returns at once),
 -- calls its batch function (mnemo_internal.sweep_py for the Python sweeps, else
 -- mnemo_internal.sweep_<name>) batch after batch and COMMITs after each, so a
@@ -13,12 +18,23 @@
 -- batch is rolled back, recorded with its SQLSTATE, and re-raised.
 -- No SET search_path here: a procedure with a SET clause cannot COMMIT, so every name
 -- is schema-qualified instead. Raises MN001 for an unknown sweep or bad sizes.
+-- (Before p_max_seconds it had five parameters: that signature is dropped once, or
+-- a CALL with five arguments would match both.)
+DO $$
+BEGIN
+    IF to_regprocedure('mnemo.run_sweep(text, timestamptz, text, integer, integer)') IS NOT NULL THEN
+        DROP PROCEDURE mnemo.run_sweep(text, timestamptz, text, integer, integer);
+    END IF;
+END
+$$;
+
 CREATE OR REPLACE PROCEDURE mnemo.run_sweep(
     p_sweep text,
     p_now timestamptz DEFAULT now(),
     p_tenant_id text DEFAULT NULL,
     p_batch_size integer DEFAULT NULL,
-    p_max_batches integer DEFAULT 100000
+    p_max_batches integer DEFAULT 100000,
+    p_max_seconds integer DEFAULT 0
 )
 LANGUAGE plpgsql
 AS $$
@@ -36,13 +52,16 @@ DECLARE
     v_rows bigint := 0;
     v_error text;
     v_sqlstate text;
+    v_poll constant interval := '5 seconds';
+    v_until timestamptz := pg_catalog.clock_timestamp() + pg_catalog.make_interval(secs => p_max_seconds);
 BEGIN
     IF p_sweep IS NULL OR NOT p_sweep = ANY(v_sweeps) THEN
         RAISE EXCEPTION USING ERRCODE = 'MN001', MESSAGE = pg_catalog.format('unknown sweep %L', p_sweep),
             HINT = 'one of ' || pg_catalog.array_to_string(v_sweeps, ', ');
     END IF;
     v_batch := coalesce(p_batch_size, (mnemo_internal.setting('lifecycle_batch_size') #>> '{}')::integer);
-    IF v_batch < 1 OR p_max_batches IS NULL OR p_max_batches < 1 OR p_now IS NULL THEN
+    IF v_batch < 1 OR p_max_batches IS NULL OR p_max_batches < 1 OR p_now IS NULL
+        OR p_max_seconds IS NULL OR p_max_seconds < 0 THEN
         RAISE EXCEPTION USING ERRCODE = 'MN001', MESSAGE = 'run_sweep needs a clock and positive batch sizes';
     END IF;
     IF NOT pg_catalog.pg_try_advisory_lock(pg_catalog.hashtext('mnemo.run_sweep'), pg_catalog.hashtext(p_sweep)) THEN
@@ -79,7 +98,12 @@ BEGIN
         SET batches = v_batches, rows_touched = v_rows, counts = v_counts
         WHERE run_id = v_run;
         COMMIT;
-        EXIT WHEN coalesce((v_result ->> 'done')::boolean, true) OR v_batches >= p_max_batches;
+        EXIT WHEN v_batches >= p_max_batches;
+        IF coalesce((v_result ->> 'done')::boolean, true) THEN
+            EXIT WHEN pg_catalog.clock_timestamp() + v_poll > v_until;
+            PERFORM pg_catalog.pg_sleep_for(v_poll);
+            v_state := '{}';  -- the next pass starts over
+        END IF;
     END LOOP;
     UPDATE mnemo_internal.lifecycle_runs
     SET status = CASE WHEN v_error IS NULL THEN 'done' ELSE 'failed' END,
@@ -95,5 +119,5 @@ BEGIN
 END;
 $$;
 
-COMMENT ON PROCEDURE mnemo.run_sweep (text, timestamptz, text, integer, integer) IS
+COMMENT ON PROCEDURE mnemo.run_sweep (text, timestamptz, text, integer, integer, integer) IS
 'Runs a lifecycle sweep in committed batches under an advisory lock; recorded in lifecycle_runs.';

@@ -15,7 +15,9 @@ from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import openai
+import psycopg
 import pytest
+from conftest import DSN
 from mnemo_db import context as ctx
 from mnemo_db import tokens
 from openai.types.chat import ChatCompletionMessageParam, ChatCompletionToolParam
@@ -966,24 +968,56 @@ def test_access_sweep_folds_context_log_into_access_statistics(db, tenant, sessi
     m = db.record_event(tenant, session, "decision", {"decision": "Bill in arrears"})
     run_jobs(db, tenant)
     jobs_before = db._call("SELECT count(*) FROM mnemo.jobs WHERE tenant_id = %(t)s", {"t": tenant})
+    access = ("SELECT access_count, last_accessed_at FROM mnemo.memories"
+              " WHERE tenant_id = %s AND memory_id = %s")
+    # One transaction, so that pg_cron's 'access' job (it polls all the time) cannot
+    # fold these rows first: the batch function itself, a batch of one row at a time.
+    with psycopg.connect(DSN) as c:
+        for _ in range(2):
+            bundle = c.execute("SELECT mnemo.compile_context_bundle(%s, %s, 'how do we bill?')",
+                               (tenant, session)).fetchone()[0]
+            assert f"mem:{m['memory_id']}" in {i["source"] for i in bundle["report"]["items"]}
+        # the compile writes its log row and nothing else
+        assert c.execute("SELECT count(*) FROM mnemo.jobs WHERE tenant_id = %s", (tenant,)).fetchone()[0] \
+            == jobs_before
+        assert c.execute(access, (tenant, m["memory_id"])).fetchone() == (0, None)
+        batches = [c.execute("SELECT mnemo_internal.sweep_access(now(), %s, 1, '{}')", (tenant,)).fetchone()[0]
+                   for _ in range(3)]
+        assert [(b["counts"], b["done"]) for b in batches] == [
+            ({"contexts": 1, "memories_updated": 1}, False), ({"contexts": 1, "memories_updated": 1}, False),
+            ({"contexts": 0, "memories_updated": 0}, True)]
+        count, last = c.execute(access, (tenant, m["memory_id"])).fetchone()
+        assert count == 2 and last is not None
+        assert c.execute("SELECT bool_and(accounted) FROM mnemo.context_log WHERE tenant_id = %s",
+                         (tenant,)).fetchone()[0]
+        c.rollback()
+    # Committed, the rows are folded by whoever comes first, pg_cron's poller or this
+    # run (which returns at once while the poller holds the sweep's lock); once.
     for _ in range(2):
-        bundle = db.compile_context_bundle(tenant, session, "how do we bill?")
-        assert f"mem:{m['memory_id']}" in {i["source"] for i in bundle["report"]["items"]}
-    # the compile writes its log row and nothing else
-    assert db._call("SELECT count(*) FROM mnemo.jobs WHERE tenant_id = %(t)s", {"t": tenant}) == jobs_before
-
-    def access() -> tuple:
-        return db.conn.execute("SELECT access_count, last_accessed_at FROM mnemo.memories"
-                               " WHERE tenant_id = %s AND memory_id = %s", (tenant, m["memory_id"])).fetchone()
-
-    assert access() == (0, None)
-    db.conn.execute("CALL mnemo.run_sweep('access', now(), %s, 1)", (tenant,))
-    count, last = access()
-    assert count == 2 and last is not None
-    assert db.conn.execute("SELECT bool_and(accounted) FROM mnemo.context_log"
-                           " WHERE tenant_id = %s", (tenant,)).fetchone()[0]
-    run = db.conn.execute("SELECT status, counts FROM mnemo_internal.lifecycle_runs"
-                          " WHERE sweep = 'access' ORDER BY run_id DESC LIMIT 1").fetchone()
-    assert run == ("done", {"contexts": 2, "memories_updated": 2})  # two batches of one row
+        db.compile_context_bundle(tenant, session, "how do we bill?")
+    deadline = time.monotonic() + 20
+    while db.conn.execute(access, (tenant, m["memory_id"])).fetchone()[0] < 2 and time.monotonic() < deadline:
+        db.conn.execute("CALL mnemo.run_sweep('access', now(), %s)", (tenant,))
+        time.sleep(0.5)
+    assert db.conn.execute(access, (tenant, m["memory_id"])).fetchone()[0] == 2
     db.conn.execute("CALL mnemo.run_sweep('access', now(), %s)", (tenant,))
-    assert access()[0] == 2  # a row is counted once
+    assert db.conn.execute(access, (tenant, m["memory_id"])).fetchone()[0] == 2  # a row is counted once
+
+
+def test_a_sweep_with_max_seconds_looks_again_until_then(db, tenant):
+    """run_sweep's p_max_seconds (the 'access' job polls so): after its pass it looks
+    again every 5 s until that many seconds from its start, in one recorded run."""
+    for _ in range(3):  # pg_cron's own run of the sweep may hold its lock for a moment
+        before = db.conn.execute("SELECT coalesce(max(run_id), 0) FROM mnemo_internal.lifecycle_runs").fetchone()[0]
+        t0 = time.monotonic()
+        db.conn.execute("CALL mnemo.run_sweep('working_memory', now(), %s, NULL, 100000, 7)", (tenant,))
+        took = time.monotonic() - t0
+        run = db.conn.execute("SELECT status, batches FROM mnemo_internal.lifecycle_runs WHERE run_id > %s"
+                              " AND sweep = 'working_memory' AND tenant_id = %s", (before, tenant)).fetchone()
+        if run:
+            break
+        time.sleep(1)
+    assert run == ("done", 2) and 5 <= took < 7 + 5
+    with pytest.raises(psycopg.Error) as e:
+        db.conn.execute("CALL mnemo.run_sweep('working_memory', now(), %s, NULL, 100000, -1)", (tenant,))
+    assert e.value.sqlstate == "MN001"

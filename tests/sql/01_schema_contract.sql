@@ -385,9 +385,9 @@ FROM (VALUES
 -- UNLOGGED working-memory marker, and privileges (and the segments and access
 -- sweeps').                                                                           20
 SELECT has_function('mnemo', 'run_sweep', ARRAY['text', 'timestamp with time zone', 'text', 'integer',
-    'integer']::name [], 'mnemo.run_sweep(text, timestamptz, text, integer, integer)');
+    'integer', 'integer']::name [], 'mnemo.run_sweep(text, timestamptz, text, integer, integer, integer)');
 SELECT is_procedure('mnemo', 'run_sweep', ARRAY['text', 'timestamp with time zone', 'text', 'integer',
-    'integer']::name [], 'mnemo.run_sweep is a procedure');
+    'integer', 'integer']::name [], 'mnemo.run_sweep is a procedure');
 SELECT has_function('mnemo', 'lifecycle_status', ARRAY[]::name [], 'mnemo.lifecycle_status()');
 SELECT has_function('mnemo_internal', f, ARRAY['timestamp with time zone', 'text', 'integer', 'jsonb']::name [],
     format('mnemo_internal.%s(timestamptz, text, integer, jsonb)', f))
@@ -402,7 +402,7 @@ SELECT has_schema('mnemo_archive');
 SELECT function_privs_are(s, f, args::name [], 'mnemo_app', ARRAY[]::text [],
     format('mnemo_app cannot EXECUTE %s.%s', s, f))
 FROM (VALUES
-    ('mnemo', 'run_sweep', ARRAY['text', 'timestamp with time zone', 'text', 'integer', 'integer']),
+    ('mnemo', 'run_sweep', ARRAY['text', 'timestamp with time zone', 'text', 'integer', 'integer', 'integer']),
     ('mnemo', 'lifecycle_status', ARRAY[]::text []),
     ('mnemo_internal', 'sweep_py', ARRAY['text', 'timestamp with time zone', 'text', 'integer', 'jsonb']),
     ('mnemo_internal', 'sweep_partitions', ARRAY['timestamp with time zone', 'text', 'integer', 'jsonb']),
@@ -452,14 +452,14 @@ SELECT is_empty($$
     SELECT p.oid::regprocedure::text FROM pg_proc AS p
     WHERE p.pronamespace IN ('mnemo'::regnamespace, 'mnemo_internal'::regnamespace)
         AND p.oid NOT IN ('mnemo.run_jobs(integer, integer, integer, numeric)'::regprocedure,
-            'mnemo.run_sweep(text, timestamptz, text, integer, integer)'::regprocedure)
+            'mnemo.run_sweep(text, timestamptz, text, integer, integer, integer)'::regprocedure)
         AND NOT EXISTS (SELECT FROM unnest(p.proconfig) AS c WHERE c LIKE 'search\_path=%')
 $$, 'every routine (but the procedures that commit) pins its search_path');
 -- run_jobs and run_sweep COMMIT, so they must not have a SET clause at all.
 SELECT is((SELECT proconfig FROM pg_proc WHERE oid = 'mnemo.run_jobs(integer, integer, integer, numeric)'::regprocedure),
     NULL, 'mnemo.run_jobs has no SET clause (it commits)');
 SELECT is((SELECT proconfig FROM pg_proc
-    WHERE oid = 'mnemo.run_sweep(text, timestamptz, text, integer, integer)'::regprocedure),
+    WHERE oid = 'mnemo.run_sweep(text, timestamptz, text, integer, integer, integer)'::regprocedure),
     NULL, 'mnemo.run_sweep has no SET clause (it commits)');
 
 -- The project's SQLSTATEs are registered. --------------------------------------- 1
