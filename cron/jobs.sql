@@ -3,10 +3,16 @@
 -- every sweep is a CALL of mnemo.run_sweep, which takes an advisory lock per sweep,
 -- works in batches and commits per batch (see mnemo.lifecycle_status() for the runs).
 
--- Job runner: embeddings and other async work, in committed batches. pg_cron 1.4
--- schedules by the minute, so each run keeps polling for 55 s; runs never overlap.
+-- Two jobs poll (run_jobs, the access sweep): pg_cron 1.4 schedules by the minute.
+-- Each polls for 45 s and so ends before the next minute starts. With
+-- cron.use_background_workers on, pg_cron 1.4 starts no job while one still runs
+-- (citusdata/pg_cron#200): a run that reached past the minute delayed every job's
+-- next run until it ended (measured with 55 s: jobs ran every 55-105 s, and the
+-- access sweep then folded ~100 s of compiles in one burst).
+
+-- Job runner: embeddings and other async work, in committed batches; runs never overlap.
 SELECT cron.schedule(
-    'mnemo-run-jobs', '* * * * *', 'CALL mnemo.run_jobs(p_max_batches => 100000, p_max_seconds => 55)'
+    'mnemo-run-jobs', '* * * * *', 'CALL mnemo.run_jobs(p_max_batches => 100000, p_max_seconds => 45)'
 );
 
 -- Retrieval segments: a tenant's newer messages sealed for compile_context's scoring.
@@ -14,7 +20,7 @@ SELECT cron.schedule('mnemo-segments', '* * * * *', $$CALL mnemo.run_sweep('segm
 
 -- Access statistics of the memories that compile_context sent (from context_log).
 SELECT cron.schedule(
-    'mnemo-access', '* * * * *', $$CALL mnemo.run_sweep('access', p_max_seconds => 55)$$
+    'mnemo-access', '* * * * *', $$CALL mnemo.run_sweep('access', p_max_seconds => 45)$$
 );
 
 -- Working memory (UNLOGGED) rebuilt from durable data after a crash or a change.

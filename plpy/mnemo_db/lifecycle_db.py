@@ -186,6 +186,22 @@ RETURNING m.memory_id
 """
 
 # History compaction --------------------------------------------------------------------
+# A session's active history grows only by its new messages, and record_message
+# stamps the session's updated_at with each: a session not updated since the
+# previous completed run (of all tenants, or of this one) was within its target
+# then and still is, so only sessions updated since are summed (an hour's margin for
+# a message whose transaction began before that run and committed after it). Every
+# active session again after a compaction_* setting changed, and on the first run.
+# Summing every active session's history each run cost 4.3 s on the bench corpus
+# (4,500 sessions, 1M messages), every 10 minutes, for nothing.
+COMPACTION_SINCE = """
+SELECT CASE WHEN EXISTS (SELECT FROM mnemo_internal.settings AS st
+        WHERE st.key LIKE 'compaction%' AND st.updated_at >= r.started_at)
+    THEN '-infinity' ELSE coalesce(r.started_at - interval '1 hour', '-infinity') END::text AS since
+FROM (SELECT max(lr.started_at) AS started_at FROM mnemo_internal.lifecycle_runs AS lr
+    WHERE lr.sweep = 'compaction' AND lr.status = 'done'
+        AND (lr.tenant_id IS NULL OR lr.tenant_id = $1)) AS r
+"""
 COMPACTION_CANDIDATES = """
 SELECT s.tenant_id, s.session_id, s.context_window,
     (SELECT coalesce(sum(m.token_count), 0) FROM mnemo.messages AS m
@@ -194,6 +210,7 @@ SELECT s.tenant_id, s.session_id, s.context_window,
 FROM mnemo.sessions AS s
 WHERE s.status = 'active' AND ($1::text IS NULL OR s.tenant_id = $1)
     AND (s.tenant_id, s.session_id) > ($2, $3::uuid)
+    AND s.updated_at >= $5::timestamptz
 ORDER BY s.tenant_id, s.session_id
 LIMIT $4
 """
@@ -441,9 +458,11 @@ class Sweeps:
     def compaction_batch(self, p_now: str, tenant: str | None, batch: int, state: dict) -> str:
         cfg = self.settings()
         factor = float(cfg.get("compaction_factor", 2))
-        rows = self._run("comp_cand", COMPACTION_CANDIDATES, ["text", "text", "text", "integer"],
+        if "since" not in state:  # the run's first batch
+            state = {**state, "since": self._run("comp_since", COMPACTION_SINCE, ["text"], [tenant])[0]["since"]}
+        rows = self._run("comp_cand", COMPACTION_CANDIDATES, ["text", "text", "text", "integer", "text"],
                          [tenant, state.get("t", ""), state.get("s", "00000000-0000-0000-0000-000000000000"),
-                          batch])
+                          batch, state["since"]])
         n_sessions = n_messages = 0
         ratios = []
         summ = {"helper_llm": 0, "offline": 0, "state": state}
@@ -460,6 +479,7 @@ class Sweeps:
         last = rows[len(rows) - 1] if rows.nrows() else None
         nxt = {"t": last["tenant_id"], "s": last["session_id"]} if last else {
             k: state[k] for k in ("t", "s") if k in state}
+        nxt["since"] = state["since"]
         if state.get("helper_down"):
             nxt["helper_down"] = 1
         counts = {"sessions_compacted": n_sessions, "messages_compacted": n_messages,

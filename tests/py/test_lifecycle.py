@@ -293,6 +293,35 @@ def test_compaction_output_and_flags(db, tenant):
                tenant, logs[0][1]) == {"is_compacted": True, "compacted_into": logs[1][1]}
 
 
+def test_compaction_looks_only_at_sessions_updated_since_its_last_run(db, tenant):
+    """A session's history grows only by new messages, which stamp sessions.updated_at:
+    a run sums the history of the sessions updated since the previous completed run
+    (less an hour), every active session after a compaction setting changed."""
+    c = db.conn
+    sweep(c, "compaction", NOW, tenant)  # a completed run for this tenant: the watermark
+    stale = db.start_session(tenant, context_window=1500, response_reserve=200)
+    fresh = db.start_session(tenant, context_window=1500, response_reserve=200)
+    _turns(db, tenant, stale, 0, 14)
+    _turns(db, tenant, fresh, 0, 14)
+    assert active_tokens(c, tenant, stale) > 3000 and active_tokens(c, tenant, fresh) > 3000
+    # as if stale had last been written before that run (not otherwise reachable: a
+    # run would have compacted it then)
+    c.execute("UPDATE mnemo.sessions SET updated_at = now() - interval '3 hours'"
+              " WHERE tenant_id = %s AND session_id = %s", (tenant, stale))
+    sweep(c, "compaction", NOW, tenant)
+    compacted = {r[0] for r in c.execute(
+        "SELECT session_id FROM mnemo.compaction_log WHERE tenant_id = %s", (tenant,))}
+    assert compacted == {fresh}
+    # a changed compaction setting (here: set to its own value) makes the next run look at all
+    factor = c.execute("SELECT value FROM mnemo_internal.settings WHERE key = 'compaction_factor'").fetchone()[0]
+    c.execute("SELECT mnemo.set_setting('compaction_factor', %s::jsonb)", (json.dumps(factor),))
+    sweep(c, "compaction", NOW, tenant)
+    compacted = {r[0] for r in c.execute(
+        "SELECT session_id FROM mnemo.compaction_log WHERE tenant_id = %s", (tenant,))}
+    assert compacted == {fresh, stale}
+    check_compaction_consistent(c, tenant)
+
+
 def test_sweep_killed_halfway_then_rerun_is_consistent(db, tenant):
     c = db.conn
     sessions = []
