@@ -291,11 +291,13 @@ def generate(pool: Pool, i: int, n_msg: int, n_mem: int, now: datetime, out: dic
         m_hash = "\\\\x" + hashlib.sha256(norm.encode()).hexdigest()
         who = pool.speakers[p]
         entities = "{" + who + "}" if who else "{}"
+        # (without its memory_id, which load() draws from the sequence for the access row)
         out["memories"].append(
             f"{tid}\t{sid}\t{tier}\tglobal\t{kind}\t{pool.esc[p]}\t{_esc(stub)}\t"
             f"{tokens.count(text)}\t{tokens.count(stub)}\t{entities}\t{prov}\t"
-            f"{rng.uniform(0.5, 0.95):.3f}\t{accesses}\t{accessed}\t{_ts(at)}\t{m_hash}\t"
+            f"{rng.uniform(0.5, 0.95):.3f}\t{_ts(at)}\t{m_hash}\t"
             f"{pool.vec[p]}\t{_ts(at)}\t{_ts(at)}")
+        out["memory_access"].append(f"{tid}\t{accesses}\t{accessed}" if accesses else None)
 
 
 COLUMNS = {
@@ -305,11 +307,21 @@ COLUMNS = {
                 "system_prompt_hash, system_prompt_tokens, turn_count, created_at, updated_at",
     "messages": "tenant_id, session_id, turn_index, role, content, name, token_count, "
                 "content_hash, embedding, created_at, levels",
-    "memories": "tenant_id, session_id, tier, scope, kind, content_full, content_stub, "
+    "memories": "memory_id, tenant_id, session_id, tier, scope, kind, content_full, content_stub, "
                 "tokens_full, tokens_stub, key_entities, provenance_type, confidence, "
-                "access_count, last_accessed_at, valid_from, content_hash, embedding, "
-                "created_at, updated_at",
+                "valid_from, content_hash, embedding, created_at, updated_at",
+    "memory_access": "memory_id, tenant_id, access_count, last_accessed_at",
 }
+
+
+def number_memories(cur, out: dict) -> None:
+    """Gives the batch's memory lines their ids (from the table's sequence) and turns
+    their access statistics into memory_access lines (memories never sent have none)."""
+    ids = cur.execute("SELECT array_agg(nextval('mnemo.memories_memory_id_seq')) "
+                      "FROM generate_series(1, %s)", (len(out["memories"]),)).fetchone()[0] or []
+    out["memories"] = [f"{m}\t{line}" for m, line in zip(ids, out["memories"], strict=True)]
+    out["memory_access"] = [f"{m}\t{line}" for m, line in zip(ids, out["memory_access"], strict=True)
+                            if line is not None]
 
 
 def copy_lines(cur, table: str, lines: list[str]) -> None:
@@ -425,6 +437,7 @@ def load(conn, pool_factory, args, now: datetime) -> dict:
             t_gen = time.perf_counter() - t0
             ids = [tenant_id(i) for i in batch]
             with conn.transaction(), conn.cursor() as cur:
+                number_memories(cur, out)
                 for table in COLUMNS:
                     copy_lines(cur, table, out[table])
                 t_copy = time.perf_counter() - t0 - t_gen

@@ -145,10 +145,11 @@ mem AS MATERIALIZED (
             JOIN mnemo.entity_mentions AS em ON em.tenant_id = e.tenant_id AND em.entity_id = e.entity_id
             WHERE e.tenant_id = $1 AND e.normalized = ANY($8)) AS tag_match,
         CASE WHEN coalesce($3, '') <> '' THEN word_similarity($3, left(mm.content_full, 256)) ELSE 0 END AS trgm,
-        mm.is_pinned, mm.access_count, mm.scope = 'global' AS is_global,
+        mm.is_pinned, coalesce(ma.access_count, 0) AS access_count, mm.scope = 'global' AS is_global,
         coalesce(least(mm.tokens_full, mm.tokens_detail, mm.tokens_compact, mm.tokens_stub), 0) AS floor_tokens,
         mm.embedding
     FROM mnemo.memories AS mm
+    LEFT JOIN mnemo.memory_access AS ma ON ma.tenant_id = $1 AND ma.memory_id = mm.memory_id
     WHERE mm.tenant_id = $1 AND mm.sensitivity = ANY($6) AND mm.kind <> ALL($7)
         AND (mm.scope = 'global' OR mm.session_id = $2)
         AND CASE WHEN $5::timestamptz IS NULL
@@ -244,7 +245,7 @@ SELECT array_agg(r.source) AS source, array_agg(r.kind) AS kind, array_agg(r.tex
 FROM (
     SELECT 'mem:' || mm.memory_id AS source, mm.kind, mm.content_full AS text, mm.content_detail,
         mm.content_compact, mm.content_stub, mm.losses::text AS losses, mm.sensitivity,
-        extract(epoch FROM mm.last_accessed_at)::float8 AS accessed_epoch,
+        extract(epoch FROM ma.last_accessed_at)::float8 AS accessed_epoch,
         extract(epoch FROM mm.created_at)::float8 AS created_epoch,
         mm.confidence::float8 AS confidence, mm.provenance_type,
         NULL::text AS role, NULL::text AS name,
@@ -252,6 +253,7 @@ FROM (
         mm.line_tokens[1] AS full_tokens, mm.line_tokens[2] AS detail_tokens,
         mm.line_tokens[3] AS compact_tokens, mm.line_tokens[4] AS stub_tokens
     FROM mnemo.memories AS mm
+    LEFT JOIN mnemo.memory_access AS ma ON ma.tenant_id = $1 AND ma.memory_id = mm.memory_id
     WHERE mm.tenant_id = $1 AND mm.memory_id = ANY($2)
     UNION ALL
     SELECT 'msg:' || m.message_id, 'message', m.content, NULL, NULL, NULL, NULL, m.sensitivity,

@@ -94,12 +94,19 @@ SELECT m.memory_id FROM mnemo.memories AS m
 WHERE m.tenant_id = $1 AND m.source_key = $2 AND m.is_active AND m.superseded_by IS NULL
     AND m.memory_id <> $3
 """
+# A merge is a reinforcement: the memory's access count goes up by one (its
+# statistics live in mnemo.memory_access, migration 0013).
 MERGE = """
-UPDATE mnemo.memories AS m
-SET access_count = m.access_count + 1, updated_at = now(),
-    source_message_ids = ARRAY(SELECT DISTINCT x FROM unnest(m.source_message_ids || $3) AS x ORDER BY x)
-WHERE m.tenant_id = $1 AND m.memory_id = $2
-RETURNING m.access_count
+WITH merged AS (
+    UPDATE mnemo.memories AS m
+    SET updated_at = now(),
+        source_message_ids = ARRAY(SELECT DISTINCT x FROM unnest(m.source_message_ids || $3) AS x ORDER BY x)
+    WHERE m.tenant_id = $1 AND m.memory_id = $2
+    RETURNING m.tenant_id, m.memory_id
+)
+INSERT INTO mnemo.memory_access AS a (tenant_id, memory_id, access_count)
+SELECT merged.tenant_id, merged.memory_id, 1 FROM merged
+ON CONFLICT (tenant_id, memory_id) DO UPDATE SET access_count = a.access_count + 1
 """
 VERSION = """
 INSERT INTO mnemo.memory_versions (tenant_id, memory_id, version, change, reason, old_value, new_value)

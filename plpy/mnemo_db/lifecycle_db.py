@@ -28,10 +28,11 @@ LIFECYCLE_KEYS = [
 
 # Promotion -------------------------------------------------------------------------------
 PROMOTION_CANDIDATES = """
-SELECT m.tenant_id, m.memory_id, m.tier, m.kind, m.access_count, m.relevance_accumulator,
+SELECT m.tenant_id, m.memory_id, m.tier, m.kind, a.access_count, m.relevance_accumulator,
     extract(epoch FROM m.created_at)::float8 AS created_epoch
 FROM mnemo.memories AS m
-WHERE m.is_active AND m.superseded_by IS NULL AND m.tier = ANY($1) AND m.access_count >= $2
+JOIN mnemo.memory_access AS a ON a.tenant_id = m.tenant_id AND a.memory_id = m.memory_id
+WHERE m.is_active AND m.superseded_by IS NULL AND m.tier = ANY($1) AND a.access_count >= $2
     AND ($3::text IS NULL OR m.tenant_id = $3)
     AND (m.tenant_id, m.memory_id) > ($4, $5)
 ORDER BY m.tenant_id, m.memory_id
@@ -104,7 +105,10 @@ WITH p AS (
 ), a AS (
     INSERT INTO mnemo.memory_archive (tenant_id, memory_id, archived_at, reason, snapshot)
     SELECT m.tenant_id, m.memory_id, $4, p.reason, to_jsonb(m) - 'embedding' - 'search_tsv'
+        || jsonb_build_object('access_count', coalesce(a.access_count, 0),
+            'last_accessed_at', a.last_accessed_at)
     FROM mnemo.memories AS m JOIN p ON p.tenant_id = m.tenant_id AND p.memory_id = m.memory_id
+    LEFT JOIN mnemo.memory_access AS a ON a.tenant_id = m.tenant_id AND a.memory_id = m.memory_id
     WHERE m.is_active
     RETURNING tenant_id, memory_id, reason
 ), d AS (
@@ -123,12 +127,13 @@ FROM d
 RETURNING memory_id
 """
 DEMOTION_CANDIDATES = """
-SELECT m.tenant_id, m.memory_id, m.tier, m.access_count, m.is_pinned,
+SELECT m.tenant_id, m.memory_id, m.tier, coalesce(a.access_count, 0) AS access_count, m.is_pinned,
     extract(epoch FROM m.created_at)::float8 AS created_epoch,
-    extract(epoch FROM m.last_accessed_at)::float8 AS last_epoch
+    extract(epoch FROM a.last_accessed_at)::float8 AS last_epoch
 FROM mnemo.memories AS m
+LEFT JOIN mnemo.memory_access AS a ON a.tenant_id = m.tenant_id AND a.memory_id = m.memory_id
 WHERE m.is_active AND NOT m.is_pinned AND m.tier = ANY($1)
-    AND coalesce(m.last_accessed_at, m.created_at) <= $2 - $3 * interval '1 hour'
+    AND coalesce(a.last_accessed_at, m.created_at) <= $2 - $3 * interval '1 hour'
     AND ($4::text IS NULL OR m.tenant_id = $4)
     AND (m.tenant_id, m.memory_id) > ($5, $6)
 ORDER BY m.tenant_id, m.memory_id

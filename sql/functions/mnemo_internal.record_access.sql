@@ -1,11 +1,11 @@
 -- mnemo_internal.record_access(p_tenant_id, p_session_id) -> integer
 -- The job of this name that versions before the 'access' sweep queued per compile
 -- (mnemo_internal.run_job): folds the tenant's not yet accounted context_log rows
--- into memories.access_count / last_accessed_at as the sweep does
+-- into the memories' access statistics (mnemo.memory_access) as the sweep does
 -- (mnemo_internal.sweep_access, the one implementation), all of them, the session's
 -- included; a row is counted once. p_session_id is the old job's payload, no longer
 -- needed. Returns the number of memories updated.
--- Writes: memories, context_log.
+-- Writes: memory_access, context_log.
 CREATE OR REPLACE FUNCTION mnemo_internal.record_access(p_tenant_id text, p_session_id uuid)
 RETURNS integer
 LANGUAGE sql

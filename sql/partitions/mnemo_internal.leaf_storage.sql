@@ -7,11 +7,12 @@
 -- and its embedding (the largest column) is moved to the TOAST table, so every exact
 -- per-tenant vector scan in compile_context paid a TOAST lookup per row (measured:
 -- cosine over a tenant's 1,000 messages 2.6 ms with TOASTed embeddings, 1.3 ms inline).
--- mnemo.memories' leaves also leave 30 % of each page free (fillfactor 70): the access
--- statistics (the 'access' sweep, every minute) update memory rows in place, and an
--- update that finds no room on its page is not HOT: a new row version elsewhere, with
--- an entry in each of the table's twelve indexes, the HNSW graph's included (~85 % of
--- the bench's access updates; the sweep took ~5 s a minute for ~11k memories).
+-- mnemo.memories' leaves also leave 30 % of each page free (fillfactor 70): an update
+-- that finds no room on its page is not HOT: a new row version elsewhere, with an
+-- entry in each of the table's indexes, the HNSW graph's included. (It was set for
+-- the access statistics, ~85 % of whose updates were not HOT at 100; they have had
+-- a narrow table of their own since migration 0013, mnemo.memory_access, whose
+-- leaves keep 20 % free for the same reason.)
 -- Touches: nothing (reads the catalog).
 CREATE OR REPLACE FUNCTION mnemo_internal.leaf_storage(p_table regclass)
 RETURNS text
@@ -25,7 +26,10 @@ AS $$
             WHERE a.attrelid = p_table AND a.attnum > 0 AND NOT a.attisdropped
                 AND a.atttypid = to_regtype('vector')
         ) THEN 'toast_tuple_target = 8160' END,
-        CASE WHEN pg_partition_root(p_table) = 'mnemo.memories'::regclass THEN 'fillfactor = 70' END
+        CASE pg_partition_root(p_table)
+            WHEN 'mnemo.memories'::regclass THEN 'fillfactor = 70'
+            WHEN to_regclass('mnemo.memory_access') THEN 'fillfactor = 80'
+        END
     ), '') || ')', '')
 $$;
 

@@ -968,8 +968,9 @@ def test_access_sweep_folds_context_log_into_access_statistics(db, tenant, sessi
     m = db.record_event(tenant, session, "decision", {"decision": "Bill in arrears"})
     run_jobs(db, tenant)
     jobs_before = db._call("SELECT count(*) FROM mnemo.jobs WHERE tenant_id = %(t)s", {"t": tenant})
-    access = ("SELECT access_count, last_accessed_at FROM mnemo.memories"
-              " WHERE tenant_id = %s AND memory_id = %s")
+    access = ("SELECT coalesce(a.access_count, 0), a.last_accessed_at FROM mnemo.memories AS m"
+              " LEFT JOIN mnemo.memory_access AS a USING (tenant_id, memory_id)"
+              " WHERE m.tenant_id = %s AND m.memory_id = %s")
     # One transaction, so that pg_cron's 'access' job (it polls all the time) cannot
     # fold these rows first: the batch function itself, a batch of one row at a time.
     with psycopg.connect(DSN) as c:
@@ -1002,6 +1003,10 @@ def test_access_sweep_folds_context_log_into_access_statistics(db, tenant, sessi
     assert db.conn.execute(access, (tenant, m["memory_id"])).fetchone()[0] == 2
     db.conn.execute("CALL mnemo.run_sweep('access', now(), %s)", (tenant,))
     assert db.conn.execute(access, (tenant, m["memory_id"])).fetchone()[0] == 2  # a row is counted once
+    # the statistics go with their memory
+    db.conn.execute("DELETE FROM mnemo.memories WHERE tenant_id = %s AND memory_id = %s", (tenant, m["memory_id"]))
+    assert db.conn.execute("SELECT count(*) FROM mnemo.memory_access WHERE tenant_id = %s",
+                           (tenant,)).fetchone()[0] == 0
 
 
 def test_a_sweep_with_max_seconds_looks_again_until_then(db, tenant):

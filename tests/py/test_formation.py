@@ -192,9 +192,10 @@ def test_file_reread_supersedes_previous_read_and_unchanged_reread_merges(db, te
     read(2, "def main():\n    return serve(port=9090)\n")
     read(3, "def main():\n    return serve(port=9090)\n")
     extract(db, tenant, s)
-    fc = rows(db, "SELECT memory_id, superseded_by, metadata ->> 'max_fidelity', access_count, source_key,"
-                  " cardinality(source_message_ids) FROM mnemo.memories WHERE tenant_id = %(t)s"
-                  " AND kind = 'file_context' ORDER BY memory_id", t=tenant)
+    fc = rows(db, "SELECT m.memory_id, m.superseded_by, m.metadata ->> 'max_fidelity',"
+                  " coalesce(a.access_count, 0), m.source_key, cardinality(m.source_message_ids)"
+                  " FROM mnemo.memories AS m LEFT JOIN mnemo.memory_access AS a USING (tenant_id, memory_id)"
+                  " WHERE m.tenant_id = %(t)s AND m.kind = 'file_context' ORDER BY m.memory_id", t=tenant)
     assert len(fc) == 2 and all(r[4] == "file:src/app.py" for r in fc)
     assert fc[0][1] == fc[1][0] and fc[0][2] == "stub", "the re-read supersedes; the old read drops to stub"
     assert fc[1][1] is None and fc[1][3] == 1 and fc[1][5] == 2, "the unchanged re-read merged into it"
@@ -211,10 +212,11 @@ def test_exact_and_near_duplicates_merge_with_versions(db, tenant):
         now)
     stats = extract(db, tenant, s)
     assert stats["merged"] >= 2, stats
-    merged = rows(db, "SELECT m.access_count, cardinality(m.source_message_ids), array_agg(v.change ORDER BY v.version)"
+    merged = rows(db, "SELECT a.access_count, cardinality(m.source_message_ids), array_agg(v.change ORDER BY v.version)"
                       " FROM mnemo.memories AS m JOIN mnemo.memory_versions AS v"
                       " ON v.tenant_id = m.tenant_id AND v.memory_id = m.memory_id"
-                      " WHERE m.tenant_id = %(t)s GROUP BY m.memory_id, m.access_count, m.source_message_ids"
+                      " LEFT JOIN mnemo.memory_access AS a ON a.tenant_id = m.tenant_id AND a.memory_id = m.memory_id"
+                      " WHERE m.tenant_id = %(t)s GROUP BY m.memory_id, a.access_count, m.source_message_ids"
                       " ORDER BY m.memory_id", t=tenant)
     assert len(merged) == 2
     assert all(r[0] == 1 and r[1] == 2 and r[2] == ["created", "merge"] for r in merged)

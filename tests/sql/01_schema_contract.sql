@@ -2,7 +2,7 @@
 -- the API's signatures, volatility and privileges, and the hygiene of every routine.
 -- Catalog checks only; nothing is written (and the transaction is rolled back).
 BEGIN;
-SELECT plan(244);
+SELECT plan(247);
 
 -- The tenant tables of 0001_schema.sql (21) and 0003_lifecycle.sql (2), all
 -- hash-partitioned by tenant_id.
@@ -12,14 +12,14 @@ SELECT t AS tab FROM unnest(ARRAY[
     'working_memory', 'memory_facts', 'memory_decisions', 'memory_tasks', 'memory_versions',
     'entities', 'entity_aliases', 'entity_mentions', 'entity_edges', 'memory_links',
     'jobs', 'context_log', 'fault_log', 'fidelity_log', 'admission_log',
-    'compaction_log', 'memory_archive'
+    'compaction_log', 'memory_archive', 'memory_access'
 ]::name []) AS t;
 
 -- Schemas ------------------------------------------------------------------------ 2
 SELECT has_schema('mnemo');
 SELECT has_schema('mnemo_internal');
 
--- Tables --------------------------------------------------------------------- 23 + 5
+-- Tables --------------------------------------------------------------------- 24 + 5
 SELECT has_table('mnemo', tab, format('table mnemo.%s exists', tab))
 FROM tap_tenant_tables ORDER BY tab;
 SELECT has_table('mnemo', 'tenants', 'table mnemo.tenants exists');
