@@ -2,13 +2,13 @@
 -- One batch of the 'access' sweep: folds up to p_batch_size context_log rows that
 -- compile_context wrote since the last run into the access statistics of the
 -- memories they sent (mnemo.memory_access: access_count + the times sent,
--- last_accessed_at), and marks them accounted, in one statement. A sweep over context_log's unaccounted rows
--- (partial index) instead of a job queued by every compile: the compile writes only
--- its log row (its statement ~0.35 ms faster, one row of WAL fewer), and the folding
--- runs once a minute for everything that waits. The statistics (the frequency and
--- freshness of the retrieval score) lag by up to a minute. Set-based, not a call of
--- mnemo_internal.record_access per session: ~0.35 ms a compile folded instead of
--- ~0.8 ms, a burst each minute that busy compiles share the machine with.
+-- last_accessed_at), and marks them accounted, in one statement. A sweep over
+-- context_log's unaccounted rows (partial index) instead of a job queued by every
+-- compile: the compile writes only its log row (its statement ~0.35 ms faster, one
+-- row of WAL fewer). The 'access' job polls every 5 s (cron/jobs.sql), so the
+-- statistics (the frequency and freshness of the retrieval score) lag by seconds to
+-- a minute. Set-based, not a call of mnemo_internal.record_access per session:
+-- ~0.35 ms a compile folded instead of ~0.8 ms.
 -- p_now and p_state are the sweep contract's; unused here.
 -- Called by mnemo.run_sweep('access') (pg_cron, every minute). Writes: memory_access,
 -- context_log.
