@@ -7,6 +7,7 @@
 CREATE OR REPLACE FUNCTION mnemo_internal.memories_line_tokens()
 RETURNS trigger
 LANGUAGE plpgsql
+VOLATILE
 SET search_path = pg_catalog, public, pg_temp
 AS $$
 BEGIN
