@@ -15,7 +15,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 
 .PHONY: help up down psql test deploy setup system python cluster sample \
-        test-sql test-py lint bench-embed bench-locomo bench-context bench-ab clean
+        test-sql test-py lint bench-embed bench-locomo bench-context bench-ab bench-trust clean
 
 help:
 	@echo "make up          install what is missing, start the local cluster, deploy, show a sample"
@@ -25,6 +25,7 @@ help:
 	@echo "make bench-locomo LoCoMo evidence recall vs last-n, vector and full-text baselines"
 	@echo "make bench-context compile_context latency at scale (1,000 tenants, 1M messages)"
 	@echo "make bench-ab ARGS='main=/tmp/main/plpy new=plpy'  same output? faster? (on the bench-context corpus)"
+	@echo "make bench-trust reliability suite: isolation, fuzz, secrets, load, crash (one JSON line)"
 	@echo "DATABASE_URL=... make up|test   use an existing server instead of the local cluster"
 
 system:
@@ -86,6 +87,10 @@ bench-context: deploy
 # Two plpy/ trees on the bench-context corpus: identical contexts, then interleaved timing.
 bench-ab: deploy
 	@$(PY) bench/ab.py $(ARGS)
+
+# Isolation matrix, fuzz (100k inputs), secrets scan, 32-client load, postmaster kills.
+bench-trust: deploy
+	@$(PY) bench/trust.py $(ARGS)
 
 clean: down
 	rm -rf "$(MNEMO_HOME)" $(VENV)
