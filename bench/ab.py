@@ -16,7 +16,10 @@ working tree) on the bench-context corpus (build it first: make bench-context):
 
 A tree is loaded in its backend before the first compile: after mnemo_internal.py_bootstrap
 (which puts the deployed copy first on sys.path), the mnemo_db modules are dropped and
-imported again from the tree. Only plpy/ differs: SQL and migrations are the database's.
+imported again from the tree, and the tree's Compiler is made the backend's (GD), so the
+deployed compile_context bodies run it whatever module they import (a tree from before
+mnemo_db/compile/ has its Compiler in mnemo_db/context_db.py). Only plpy/ differs: SQL
+and migrations are the database's.
 
 Usage: bench/ab.py [--samples N] [--budgets 1000,4000,8000] [--same N] NAME=PLPY_DIR ...
    e.g. git worktree add /tmp/main main
@@ -39,16 +42,30 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import context as bench  # bench/context.py: the corpus, the floor, percentiles
 
 LOAD_TREE = """DO $load$
+import importlib
 import sys
 plpy.execute("SELECT mnemo_internal.py_bootstrap()")
 for name in [m for m in sys.modules if m == "mnemo_db" or m.startswith("mnemo_db.")]:
     del sys.modules[name]
-sys.path.insert(0, %s)
-import mnemo_db.context_db
-if not mnemo_db.context_db.__file__.startswith(%s + "/"):
-    plpy.error("the server imported " + mnemo_db.context_db.__file__ + ", not the tree at " + %s
+sys.path.insert(0, $tree)
+compiler = importlib.import_module($module)
+if not compiler.__file__.startswith($tree + "/"):
+    plpy.error("the server imported " + compiler.__file__ + ", not the tree at " + $tree
                + ": can the server's OS user read it?")
+GD["mnemo_compiler"] = compiler.Compiler(plpy)
 $load$ LANGUAGE plpython3u"""
+
+# Where a plpy/ tree keeps its Compiler: today's layout, then the one before it.
+COMPILER_MODULES = (("mnemo_db/compile/compiler.py", "mnemo_db.compile.compiler"),
+                    ("mnemo_db/context_db.py", "mnemo_db.context_db"))
+
+
+def compiler_module(tree: str) -> str:
+    """The module that holds the tree's Compiler."""
+    for path, module in COMPILER_MODULES:
+        if (Path(tree) / path).is_file():
+            return module
+    sys.exit(f"{tree}: not a plpy/ tree (no {' or '.join(path for path, _ in COMPILER_MODULES)})")
 
 
 def connect(tree: str | None = None) -> psycopg.Connection:
@@ -57,9 +74,8 @@ def connect(tree: str | None = None) -> psycopg.Connection:
     conn = psycopg.connect(bench.DSN, autocommit=True, prepare_threshold=None)
     if tree is not None:
         path = str(Path(tree).resolve())
-        if not (Path(path) / "mnemo_db" / "context_db.py").is_file():
-            sys.exit(f"{tree}: not a plpy/ tree (no mnemo_db/context_db.py)")
-        conn.execute(LOAD_TREE.replace("%s", repr(path)))
+        module = compiler_module(path)
+        conn.execute(LOAD_TREE.replace("$tree", repr(path)).replace("$module", repr(module)))
     return conn
 
 

@@ -55,14 +55,19 @@ from pathlib import Path
 import numpy as np
 import psycopg
 from psycopg import sql
+from psycopg.rows import dict_row
+from psycopg.types.string import TextLoader
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "plpy"))
-from mnemo_db import context as ctx
-from mnemo_db import context_db, tokens
+from mnemo_db import tokens
+from mnemo_db.compile import phases
+from mnemo_db.compile.levels import message_levels
+from mnemo_db.compile.statements import STATEMENTS
 
 DSN = os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:55432/mnemo")
-SHARED = ROOT.parent / "shared"
+# the shared data beside the checkout (MNEMO_SHARED where the checkout lies deeper, e.g. a worktree)
+SHARED = Path(os.environ.get("MNEMO_SHARED") or ROOT.parent / "shared")
 LOCOMO = SHARED / "bench" / "locomo" / "locomo10.json"
 SEEDS = SHARED / "seeds"
 PREFIX = "bench_"
@@ -260,8 +265,8 @@ def generate(pool: Pool, i: int, n_msg: int, n_mem: int, now: datetime, out: dic
             role = "user" if turn % 2 == 0 else "assistant"
             name = pool.speakers[p] or NULL
             # what the message's embed job would have stored with its embedding
-            levels = ctx.message_levels({"content": pool.texts[p], "role": role,
-                                         "token_count": pool.msg_tokens[p], "created_at": t})
+            levels = message_levels({"content": pool.texts[p], "role": role,
+                                     "token_count": pool.msg_tokens[p], "created_at": t})
             out["messages"].append(
                 f"{tid}\t{sid}\t{turn}\t{role}\t{pool.esc[p]}\t{name}\t"
                 f"{pool.msg_tokens[p]}\t{pool.msg_hash[p]}\t{pool.vec[p]}\t{_ts(t)}\t"
@@ -664,7 +669,7 @@ def measure(args, counts: tuple[int, int, int, int]) -> dict:
                             ("exact", exact_plan)):
             print(f"\n-- EXPLAIN ANALYZE {title}\n" + "\n".join(plan))
     if args.explain:
-        explain_candidates(main, t, s, q)
+        explain_candidates(t, s, q)
     main.close()
     it.close()
     c = {k: (pct(v, 50), pct(v, 95), pct(v, 99)) for k, v in times.items()}
@@ -681,63 +686,54 @@ def measure(args, counts: tuple[int, int, int, int]) -> dict:
     }
 
 
-def explain_candidates(conn, tenant: str, session: str, query: str) -> None:
-    """EXPLAIN ANALYZE of compile_context's statements with one sample's parameters."""
-    conn.execute("SELECT mnemo_internal.enter_tenant(%s)", (tenant,))
-    session_sql = (context_db.SESSION.replace("$1", "%(t)s").replace("$2", "%(s)s::uuid")
-                   .replace("$3", "NULL::timestamptz"))
-    s = conn.execute(session_sql, {"t": tenant, "s": session}).fetchone()
-    channel, agent_id = s[0], s[1]
-    opts = ctx.parse_options(json.loads(OPTIONS), channel)
-    available = ctx.budget_for({"context_window": s[3], "response_reserve": s[4],
-                                "system_prompt": s[6]}, opts)[3]
-    conn.execute("DEALLOCATE ALL")
+class ExplainingDatabase:
+    """phases.Database over psycopg, for --explain: each statement prepared with the
+    types the Compiler prepares it with, and the reads that matter EXPLAIN ANALYZEd
+    (EXPLAINED) before they run for the phases."""
 
-    def run_prepared(name: str, text: str, types: list[str], params: list, analyze: bool):
-        conn.execute(f"PREPARE bench_{name} ({', '.join(types)}) AS {text}")
-        args_sql = sql.SQL(", ").join(sql.Literal(p) for p in params)
-        stmt = sql.SQL("{}EXECUTE {}({})").format(
-            sql.SQL("EXPLAIN (ANALYZE, BUFFERS) " if analyze else ""),
-            sql.Identifier(f"bench_{name}"), args_sql)
-        cur = conn.execute(stmt)
-        rows = [dict(zip([d.name for d in cur.description], r, strict=True)) for r in cur]
-        conn.execute(f"DEALLOCATE bench_{name}")
-        return [r["QUERY PLAN"] for r in rows] if analyze else rows
+    Error = psycopg.Error
+    EXPLAINED = ("history", "candidate_pool", "message_segments", "candidate_rows")
 
-    history_params = context_db.history_args(tenant, session, None, available, channel)
-    history = context_db.history_messages(run_prepared(
-        "history", context_db.HISTORY, context_db.HISTORY_TYPES, history_params, False)[0])
-    opts["task_type"] = task = ctx.classify_task(query, history, True)
-    exclude = ctx.verbatim_message_ids(history, ctx.history_share(available, task, opts["cap_history"]))
-    ready = ctx.PreparedHistory(history, ctx.CHANNEL_SENSITIVITY[channel])
-    room = ctx.memory_room(ready, available, opts)
-    w = ctx.weights_for(None)
-    vector = np.asarray(json.loads(conn.execute("SELECT mnemo.embed(%s)::text", (query,)).fetchone()[0]))
-    words = context_db.query_words(query)
-    pool_params = context_db.pool_args(tenant, session, query, words, None, channel)
-    # The retrieval statements in turn, each with what the one before returned.
-    plans = [("HISTORY", run_prepared("history", context_db.HISTORY, context_db.HISTORY_TYPES,
-                                      history_params, True)),
-             ("CANDIDATE_POOL", run_prepared("pool", context_db.CANDIDATE_POOL, context_db.CANDIDATE_POOL_TYPES,
-                                             pool_params, True))]
-    lexical = run_prepared("pool", context_db.CANDIDATE_POOL, context_db.CANDIDATE_POOL_TYPES, pool_params,
-                           False)[0]
-    segments_params = context_db.segments_args(tenant, session, lexical["lexemes"], channel, agent_id)
-    plans.append(("MESSAGE_SEGMENTS", run_prepared(
-        "segments", context_db.MESSAGE_SEGMENTS, context_db.MESSAGE_SEGMENTS_TYPES, segments_params, True)))
-    segments = run_prepared("segments", context_db.MESSAGE_SEGMENTS, context_db.MESSAGE_SEGMENTS_TYPES,
-                            segments_params, False)
-    pool = context_db.candidate_pool(lexical, segments, channel, None, exclude, words)
-    cosine = pool.cosine(vector)
-    fused = ctx.fuse_candidates(pool, cosine, w, room)
-    plans.append(("CANDIDATE_ROWS", run_prepared(
-        "rows", context_db.CANDIDATE_ROWS, context_db.CANDIDATE_ROWS_TYPES,
-        context_db.rows_args(tenant, fused), True)))
-    print(f"\n-- EXPLAIN ANALYZE compile_context retrieval (task {task}, {len(history)} history "
-          f"rows, {len(exclude)} excluded, pool {pool.size}, "
-          f"memory room {room}, {len(fused)} candidates)")
-    for title, lines in plans:
-        print(f"\n-- {title}\n" + "\n".join(lines))
+    def __init__(self, conn: psycopg.Connection):
+        self.conn = conn
+        self.plans: list[tuple[str, list[str]]] = []
+
+    def run(self, statement: str, args: list) -> list[dict]:
+        text, types = STATEMENTS[statement]
+        name = sql.Identifier(f"bench_{statement}")
+        self.conn.execute(sql.SQL("PREPARE {} ({}) AS {}").format(
+            name, sql.SQL(", ").join(sql.SQL(t) for t in types), sql.SQL(text)))
+        try:
+            execute = sql.SQL("EXECUTE {}({})").format(name, sql.SQL(", ").join(sql.Literal(a) for a in args))
+            if statement in self.EXPLAINED:
+                plan = self.conn.execute(sql.SQL("EXPLAIN (ANALYZE, BUFFERS) ") + execute)
+                self.plans.append((statement, [r["QUERY PLAN"] for r in plan]))
+            cur = self.conn.execute(execute)
+            return cur.fetchall() if cur.description else []
+        finally:
+            self.conn.execute(sql.SQL("DEALLOCATE {}").format(name))
+
+
+def explain_candidates(tenant: str, session: str, query: str) -> None:
+    """EXPLAIN ANALYZE of compile_context's statements with one sample's parameters,
+    run by the compile's own phases (the query embedded apart, untimed)."""
+    with psycopg.connect(DSN, autocommit=True, row_factory=dict_row) as conn:
+        # as PL/Python passes them: json as text
+        for json_type in ("json", "jsonb"):
+            conn.adapters.register_loader(json_type, TextLoader)
+        db = ExplainingDatabase(conn)
+        s = phases.read_session(db, tenant, session, OPTIONS)
+        query = phases.search_query(query, s.redacting)
+        history = phases.read_history(db, s)
+        plan = phases.plan(s, history, query)
+        pool, _ = phases.read_pool(db, s, plan, query)
+        vector = np.asarray(json.loads(conn.execute("SELECT mnemo.embed(%s)::text AS v", (query,)).fetchone()["v"]))
+        candidates = phases.read_candidates(db, s, plan, pool, phases.cosines(pool, vector))
+    print(f"\n-- EXPLAIN ANALYZE compile_context retrieval (task {plan.task}, {len(history)} history "
+          f"rows, {len(plan.exclude)} excluded, pool {pool.size}, "
+          f"memory room {plan.room}, {len(candidates)} candidates)")
+    for statement, lines in db.plans:
+        print(f"\n-- {statement.upper()}\n" + "\n".join(lines))
 
 
 # --------------------------------------------------------------------------- main

@@ -38,9 +38,9 @@ def count(text: str | None) -> int:
 
 
 def count_line_text(text: str) -> int:
-    """Tokens of the text part of a memory-block line (context.full_line): the space
+    """Tokens of the text part of a memory-block line (compile.packing.full_line): the space
     after the item's label, the text and the newline. A line is
-    f"{label} {text}\n" with a label ending in "]" (context.item_label), and o200k's
+    f"{label} {text}\n" with a label ending in "]" (compile.packing.item_label), and o200k's
     pre-tokenizer always splits between that "]" and the space (no pattern takes a
     space after punctuation), so the line costs count(label) + count_line_text(text)
     exactly. The text part is counted once, when a row is written (the line_tokens

@@ -25,7 +25,7 @@ AS $$
 compiler = GD.get('mnemo_compiler')
 if compiler is None:
     plpy.execute('SELECT mnemo_internal.py_bootstrap()')
-    from mnemo_db.context_db import Compiler
+    from mnemo_db.compile.compiler import Compiler
     compiler = GD['mnemo_compiler'] = Compiler(plpy)
 return compiler.compile(p_tenant_id, p_session_id, p_query, p_options, messages_only=True)
 $$;

@@ -13,7 +13,7 @@
 --     tool_tokens (tokens of the caller's own tool definitions), log (default true).
 -- B = context window - system prompt - response reserve - tool definitions, split
 -- between memories and history by task type (seed 003 §6.1); B is never exceeded.
--- See plpy/mnemo_db/context.py for the algorithm. Writes one context_log row (the
+-- See plpy/mnemo_db/compile/ for the algorithm. Writes one context_log row (the
 -- 'access' sweep folds it into the memories' access statistics, off the hot path).
 -- Raises MN001 (bad option), MN002 (unknown tenant), MN003 (unknown session), MN008.
 CREATE OR REPLACE FUNCTION mnemo.compile_context_bundle(
@@ -38,7 +38,7 @@ AS $$
 compiler = GD.get('mnemo_compiler')
 if compiler is None:
     plpy.execute('SELECT mnemo_internal.py_bootstrap()')
-    from mnemo_db.context_db import Compiler
+    from mnemo_db.compile.compiler import Compiler
     compiler = GD['mnemo_compiler'] = Compiler(plpy)
 return compiler.compile(p_tenant_id, p_session_id, p_query, p_options)
 $$;

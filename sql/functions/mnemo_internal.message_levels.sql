@@ -1,6 +1,6 @@
 -- mnemo_internal.message_levels(p_content, p_role, p_token_count, p_created_epoch) -> jsonb
 -- A stored message's extractive levels {detail|compact|stub: {text, tokens, losses}},
--- exactly as compile_context computes them (plpy/mnemo_db/context.py message_levels),
+-- exactly as compile_context computes them (plpy/mnemo_db/compile/levels.py message_levels),
 -- or NULL when the message is too short to abbreviate. p_created_epoch: its created_at
 -- as epoch seconds (the stub's date line must not depend on the session's TimeZone).
 -- Called by the embed job (mnemo_internal.store_embedding) to fill mnemo.messages.levels.
@@ -12,15 +12,15 @@ IMMUTABLE
 PARALLEL SAFE
 SET search_path = pg_catalog, public, pg_temp
 AS $$
-if 'mnemo_context' not in GD:
+if 'mnemo_levels' not in GD:
     plpy.execute('SELECT mnemo_internal.py_bootstrap()')
-    from mnemo_db import context
-    GD['mnemo_context'] = context
+    from mnemo_db.compile import levels, rows
+    GD['mnemo_levels'] = (levels, rows)
 import json
-context = GD['mnemo_context']
-levels = context.message_levels({
+levels_of, rows = GD['mnemo_levels']
+levels = levels_of.message_levels({
     "content": p_content, "role": p_role, "token_count": p_token_count,
-    "created_at": context.utc_datetime(p_created_epoch)})
+    "created_at": rows.utc_datetime(p_created_epoch)})
 return json.dumps(levels) if levels else None
 $$;
 

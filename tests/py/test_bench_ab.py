@@ -28,13 +28,13 @@ def server_notice(conn, expression: str, *imports: str) -> str:
 
 
 def backend_module_file(conn) -> str:
-    return server_notice(conn, "mnemo_db.context_db.__file__", "import mnemo_db.context_db")
+    return server_notice(conn, "mnemo_db.compile.compiler.__file__", "import mnemo_db.compile.compiler")
 
 
 def server_reads(tree: Path) -> bool:
     """Whether the server's OS user can read the tree's compile module."""
     with ab.connect() as conn:
-        path = repr(str(tree / "mnemo_db" / "context_db.py"))
+        path = repr(str(tree / "mnemo_db" / "compile" / "compiler.py"))
         return server_notice(conn, f"os.access({path}, os.R_OK)", "import os") == "True"
 
 

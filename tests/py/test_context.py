@@ -18,8 +18,8 @@ import openai
 import psycopg
 import pytest
 from conftest import DSN
-from mnemo_db import context as ctx
 from mnemo_db import tokens
+from mnemo_db.compile.levels import message_levels
 from openai.types.chat import ChatCompletionMessageParam, ChatCompletionToolParam
 from pydantic import TypeAdapter
 
@@ -298,7 +298,7 @@ def test_older_turns_degrade_to_the_levels_their_embed_job_stored(db, tenant):
     assert rows[short_id][1] is None
     stored = rows[long_id][1]
     _, _, role, content, token_count, created_at = rows[long_id]
-    assert stored == ctx.message_levels({"content": content, "role": role,
+    assert stored == message_levels({"content": content, "role": role,
                                          "token_count": token_count, "created_at": created_at})
     assert set(stored) >= {"stub"} and stored["stub"]["text"] != content
 

@@ -4,7 +4,7 @@ Each example records a random session (text turns of varied length, tool-call gr
 with results of varied size, some calls never answered, secret and high-sensitivity
 content carrying unique markers) and random memories in a fresh tenant, then compiles
 it under random budgets, task types and queries, and checks the invariants listed in
-plpy/mnemo_db/context.py's docstring on what actually came back.
+plpy/mnemo_db/compile/bundle.py's docstring on what actually came back.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import uuid
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 from mnemo_db import tokens
-from mnemo_db.context import MEMORY_HEADER
+from mnemo_db.compile.policy import MEMORY_HEADER
 from test_context import assert_tool_pairs_whole
 
 FIDELITY_RANK = {"full": 0, "detail": 1, "compact": 2, "stub": 3}

@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from mnemo_db import context, embedding, excerpt, tokens
-from mnemo_db.context import CandidatePool
+from mnemo_db import embedding, excerpt, tokens
+from mnemo_db.compile import packing, policy, retrieval
+from mnemo_db.compile.retrieval import CandidatePool
 
 
 def test_count_known_strings():
@@ -55,7 +56,8 @@ def test_excerpt_never_splits_multibyte_characters():
 def test_stickiness_boosts_an_item_at_its_previous_fidelity_and_below_only():
     """The next compile must not upgrade an item of the previous context (it would push
     others out): only its previous fidelity and lower ones are worth more."""
-    from mnemo_db.context import Item, Option, _value, pack_items
+    from mnemo_db.compile.packing import Item, Option, pack_items
+    from mnemo_db.compile.packing import option_value as _value
 
     def item(source, value, sticky=None):
         opts = [Option("full", source, 100), Option("detail", source, 40), Option("stub", source, 10)]
@@ -97,12 +99,12 @@ def _pool(memories=(), messages=()):
 
 
 def test_fusion_follows_the_formula_and_lends_relevance_to_neighbour_turns_only():
-    w = context.weights_for(None)
+    w = policy.weights_for(None)
     pool = _pool(memories=[{"id": 1, "bm25": 2.0}],
                  messages=[{"id": 10, "session": "a"}, {"id": 11, "session": "a", "bm25": 4.0},
                            {"id": 12, "session": "b"}])
     cosine = np.array([0.5, 0.2, np.nan, -0.3])
-    got = {c["source"]: c for c in context.fuse_candidates(pool, cosine, w, room=1000)}
+    got = {c["source"]: c for c in retrieval.fuse_candidates(pool, cosine, w, room=1000)}
     rel = lambda cos, bm: (1 - w["lexical"]) * max(cos, 0) + w["lexical"] * bm / 4.0
     assert got["mem:1"]["relevance"] == rel(0.5, 2.0)
     # msg:10's neighbour in its session is msg:11 (no embedding: cosine counts as 0)
@@ -116,7 +118,7 @@ def test_fusion_follows_the_formula_and_lends_relevance_to_neighbour_turns_only(
 
 
 def test_fusion_keeps_what_fills_the_room_twice_plus_pinned_trigram_and_frequent():
-    w = context.weights_for(None)
+    w = policy.weights_for(None)
     n = 500
     memories = [{"id": i, "bm25": float(i), "floor": 12} for i in range(1, n + 1)]
     memories[0].update(pinned=True)  # the least relevant, but pinned
@@ -124,34 +126,34 @@ def test_fusion_keeps_what_fills_the_room_twice_plus_pinned_trigram_and_frequent
     memories[2].update(glob=True, access=9)  # used often
     pool = _pool(memories=memories)
     room = 2000
-    kept = {c["id"] for c in context.fuse_candidates(pool, np.full(n, np.nan), w, room)}
-    per_line = 12 + context.LINE_OVERHEAD
-    top = int(np.ceil(context.OVERFILL * room / per_line))
+    kept = {c["id"] for c in retrieval.fuse_candidates(pool, np.full(n, np.nan), w, room)}
+    per_line = 12 + retrieval.LINE_OVERHEAD
+    top = int(np.ceil(retrieval.OVERFILL * room / per_line))
     assert set(range(n - top + 1, n + 1)) <= kept  # the most relevant, by BM25 here
     assert {1, 2, 3} <= kept and len(kept) == top + 3
     # a tiny room still gets MIN_CANDIDATES; ties go to the lower id
     flat = _pool(memories=[{"id": i} for i in range(1, n + 1)])
-    kept = [c["id"] for c in context.fuse_candidates(flat, np.zeros(n), w, 1)]
-    assert kept == list(range(1, context.MIN_CANDIDATES + 1))
+    kept = [c["id"] for c in retrieval.fuse_candidates(flat, np.zeros(n), w, 1)]
+    assert kept == list(range(1, retrieval.MIN_CANDIDATES + 1))
 
 
 def test_fusion_ties_go_to_the_memory_then_the_lower_id_and_name_every_retriever():
-    w = context.weights_for(None)
+    w = policy.weights_for(None)
     # all equally (ir)relevant: MIN_CANDIDATES are kept, memories first whatever their
     # ids, then the messages with the lowest ids
     n_mem, n_msg = 30, 60
     pool = _pool(memories=[{"id": 100 + i} for i in range(n_mem)],
                  messages=[{"id": n_msg - i, "session": str(i)} for i in range(n_msg)])
-    kept = {c["source"] for c in context.fuse_candidates(pool, np.zeros(n_mem + n_msg), w, 1)}
+    kept = {c["source"] for c in retrieval.fuse_candidates(pool, np.zeros(n_mem + n_msg), w, 1)}
     want = {f"mem:{100 + i}" for i in range(n_mem)}
-    want |= {f"msg:{i}" for i in range(1, context.MIN_CANDIDATES - n_mem + 1)}
+    want |= {f"msg:{i}" for i in range(1, retrieval.MIN_CANDIDATES - n_mem + 1)}
     assert kept == want
     # a memory found by every retriever, one found by none but pinned
     pool = _pool(memories=[{"id": 1, "bm25": 1.0, "tag": True, "trgm": 0.9, "access": 3, "glob": True},
                            {"id": 2, "pinned": True}])
     got = {c["source"]: c["retrievers"] for c in
-           context.fuse_candidates(pool, np.array([0.9, np.nan]), w, room=100)}
-    assert got == {"mem:1": context.RETRIEVERS, "mem:2": ()}
+           retrieval.fuse_candidates(pool, np.array([0.9, np.nan]), w, room=100)}
+    assert got == {"mem:1": retrieval.RETRIEVERS, "mem:2": ()}
 
 
 @settings(max_examples=400, deadline=None)
@@ -162,8 +164,8 @@ def test_a_line_costs_its_label_plus_its_stored_text_part(text, name, ident, kin
     a memory-block line costs its label's tokens plus tokens.count_line_text(text)."""
     for c in ({"source": f"mem:{ident}", "kind": kind, "text": text},
               {"source": f"msg:{ident}", "kind": "message", "name": name, "role": "user", "text": text}):
-        label = context.item_label(c)
-        assert context.line_tokens(context.full_line(c)) == tokens.count(label) + tokens.count_line_text(text)
+        label = packing.item_label(c)
+        assert packing.line_tokens(packing.full_line(c)) == tokens.count(label) + tokens.count_line_text(text)
 
 
 def test_full_options_count_only_the_lines_without_stored_counts():
@@ -175,27 +177,25 @@ def test_full_options_count_only_the_lines_without_stored_counts():
 
     def counter(lines):
         asked.extend(lines)
-        return context.count_lines(lines)
+        return packing.count_lines(lines)
 
-    options, label_n = context.full_options(cands, counter)
-    assert [o.text for o in options] == [context.full_line(c) for c in cands]
-    assert [o.tokens for o in options] == context.count_lines([context.full_line(c) for c in cands])
-    assert label_n == [tokens.count(context.item_label(c)) for c in cands]
-    assert asked == [context.full_line(cands[i]) for i in (1, 2, 4)]
+    options, label_n = packing.full_options(cands, counter)
+    assert [o.text for o in options] == [packing.full_line(c) for c in cands]
+    assert [o.tokens for o in options] == packing.count_lines([packing.full_line(c) for c in cands])
+    assert label_n == [tokens.count(packing.item_label(c)) for c in cands]
+    assert asked == [packing.full_line(cands[i]) for i in (1, 2, 4)]
 
 
 def test_count_lines_split_counts_as_count_lines():
     from concurrent.futures import ThreadPoolExecutor
 
-    from mnemo_db import context_db
-
     words = ["memory", " block", "[msg:12 Ana]", "café", "2024-05-01", "\n", "x" * 300, "🙂"]
     with ThreadPoolExecutor(max_workers=1) as pool:
-        for n in (0, 1, context_db.PARALLEL_COUNT_MIN_LINES - 1, context_db.PARALLEL_COUNT_MIN_LINES, 97):
+        for n in (0, 1, packing.PARALLEL_COUNT_MIN_LINES - 1, packing.PARALLEL_COUNT_MIN_LINES, 97):
             lines = [" ".join(words[(i * 7 + k) % len(words)] for k in range(i % 13 + 1)) for i in range(n)]
             if n > 1:
                 lines[0] = "long line " * 400  # most of the text in one line
-            assert context_db.count_lines_split(lines, pool) == context.count_lines(lines)
+            assert packing.count_lines_split(lines, pool) == packing.count_lines(lines)
 
 
 def test_pool_cosine_reads_each_vector_in_its_matrix_through_vector_rows():
@@ -214,10 +214,10 @@ def test_pool_cosine_reads_each_vector_in_its_matrix_through_vector_rows():
 def test_bm25_counts_each_contained_lexeme_once_and_weighs_by_length():
     idf = [2.0, 0.5]
     # document 0 holds both lexemes, 1 only the second, 2 none
-    got = context.bm25(3, [0, 0, 1], [0, 1, 1], idf, [10, 20, 5], avgdl=10.0)
+    got = retrieval.bm25(3, [0, 0, 1], [0, 1, 1], idf, [10, 20, 5], avgdl=10.0)
     norm = lambda dl: 2.2 / (1 + 1.2 * (0.25 + 0.75 * dl / 10.0))
     assert np.allclose(got, [2.5 * norm(10), 0.5 * norm(20), 0.0], rtol=0, atol=1e-12)
-    assert context.bm25(2, None, None, idf, [3, 4], 8.0).tolist() == [0.0, 0.0]
+    assert retrieval.bm25(2, None, None, idf, [3, 4], 8.0).tolist() == [0.0, 0.0]
 
 
 def _coded(values):
@@ -235,7 +235,7 @@ def _part(ids, sessions, turns, visible=None, sensitivity=None, embedded=None, s
     vectors = np.eye(n, 4, dtype=np.float32)[embedded]
     sensitivities, sensitivity_pos = _coded(sensitivity or ["none"] * n)
     speakers, speaker_pos = _coded(speaker or [""] * n)
-    return context.MessagePart(
+    return retrieval.MessagePart(
         message_ids=np.array(ids), session_ids=names,
         session_pos=np.array([names.index(s) + 1 for s in sessions]),
         session_visible=np.array([True if visible is None else visible.get(s, True) for s in names]),
@@ -252,13 +252,13 @@ def test_message_pool_merges_segments_and_tail_in_session_and_turn_order():
     seg = _part([1, 2, 3, 4], ["b", "a", "b", "c"], [0, 0, 1, 0], visible={"c": False},
                 hits=([2], [0]), speaker=["", "ann", "", ""])
     tail = _part([7, 9], ["a", "b"], [1, 2], embedded=[False, True], tokens_=[500, 10], stub=[-1, -1])
-    got = context.message_pool([seg, tail], [1.5], 4.0, ("none",), None, [], ["ann"])
+    got = retrieval.message_pool([seg, tail], [1.5], 4.0, ("none",), None, [], ["ann"])
     assert got["message_ids"].tolist() == [2, 7, 1, 3, 9]  # a: 2, 7; b: 1, 3, 9; c hidden
     assert got["same_session"].tolist() == [False, True, False, True, True]
     assert got["bm25"][3] > 0 and np.count_nonzero(got["bm25"]) == 1  # message 3 holds lexeme 0
     assert got["tag_match"].tolist() == [True, False, False, False, False]
     # long without stored levels: the summary threshold is its floor
-    assert got["floor_tokens"].tolist() == [10, context.MESSAGE_SUMMARY_MIN_TOKENS, 10, 10, 10]
+    assert got["floor_tokens"].tolist() == [10, policy.MESSAGE_SUMMARY_MIN_TOKENS, 10, 10, 10]
     # message 7 has no vector; the others keep theirs, aligned
     assert got["embedded"].tolist() == [0, 2, 3, 4]
     vectors = np.concatenate(got["vectors"])[got["vector_rows"]]
@@ -268,12 +268,12 @@ def test_message_pool_merges_segments_and_tail_in_session_and_turn_order():
 def test_message_pool_filters_what_the_reader_may_not_recall():
     part = _part([1, 2, 3, 4], ["a"] * 4, [0, 1, 2, 3], sensitivity=["none", "high", "low", "none"],
                  created=[100.0, 200.0, 300.0, 400.0])
-    got = context.message_pool([part], [], 4.0, ("none", "low"), 350.0, [1], [])
+    got = retrieval.message_pool([part], [], 4.0, ("none", "low"), 350.0, [1], [])
     assert got["message_ids"].tolist() == [3]  # 1 excluded, 2 too sensitive, 4 after as_of
     # excluded ids in any order, some of them not in the part
-    got = context.message_pool([part], [], 4.0, ("none", "low", "high"), None, [99, 4, 2, 0], [])
+    got = retrieval.message_pool([part], [], 4.0, ("none", "low", "high"), None, [99, 4, 2, 0], [])
     assert got["message_ids"].tolist() == [1, 3]
-    empty = context.message_pool([], [], 4.0, ("none",), None, [], [])
+    empty = retrieval.message_pool([], [], 4.0, ("none",), None, [], [])
     assert len(empty["message_ids"]) == 0 and empty["vectors"] == [] and len(empty["vector_rows"]) == 0
 
 
@@ -296,13 +296,13 @@ def test_memory_block_tokens_is_the_block_tokenized(lines):
     items = []
     for n, (text, fidelity, ts) in enumerate(lines):
         line = f"[mem:{n} fact] {text}"
-        items.append(context.Item(source=f"mem:{n}", kind="fact", score=1.0,
-                                  options=[context.Option(fidelity, line, context.line_tokens(line))],
+        items.append(packing.Item(source=f"mem:{n}", kind="fact", score=1.0,
+                                  options=[packing.Option(fidelity, line, packing.line_tokens(line))],
                                   created_at=ts and ts.replace(tzinfo=UTC), chosen=0))
-    block = context.memory_block(items)
+    block = packing.memory_block(items)
     assert block["content"].endswith("\n")
-    assert context.memory_block_tokens(items) == tokens.count_message(block)
-    assert context.memory_block_tokens([]) == 0
+    assert packing.memory_block_tokens(items) == tokens.count_message(block)
+    assert packing.memory_block_tokens([]) == 0
 
 
 def test_int8_segment_vectors_keep_the_cosine():

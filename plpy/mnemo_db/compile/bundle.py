@@ -1,0 +1,256 @@
+"""The decide phase: from what the compile read and planned, the context bundle
+(messages, phantom tools, report). Each step is a function of what the steps before
+it produced; none changes what it is given (the items are made here, and packing
+marks their chosen fidelities).
+
+Invariants (checked by tests/py/test_context_properties.py):
+- the tokens of the returned messages never exceed the budget B;
+- the system prompt is present when the session has one; pinned memories are kept;
+- nothing with sensitivity `secret` is sent, and channels see only what they may;
+- an assistant message with tool_calls is always followed by all its tool results;
+- kept history is a contiguous suffix of the session, and its fidelity never rises
+  going back in time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from .. import tokens
+from .history import HistoryPick, PreparedHistory, pack_history
+from .packing import (
+    DAY_LINE_TOKENS,
+    MEMORY_HEADER_TOKENS,
+    Item,
+    candidate_item,
+    count_lines,
+    full_options,
+    memory_block,
+    memory_block_tokens,
+    pack_items,
+)
+from .policy import (
+    CHANNEL_EXCLUDED_KINDS,
+    CHANNEL_SENSITIVITY,
+    PHANTOM_TOOLS,
+    SUMMARY_HEADER,
+    relevance_of,
+    score,
+)
+
+if TYPE_CHECKING:
+    from .phases import Plan, Session
+
+
+def visible_candidates(candidates: list[dict], channel: str) -> tuple[list[dict], list[dict]]:
+    """The candidates the channel may see, and an omission for each other one."""
+    allowed = CHANNEL_SENSITIVITY[channel]
+    excluded_kinds = CHANNEL_EXCLUDED_KINDS.get(channel, ())
+    visible, omissions = [], []
+    for c in candidates:
+        if c["sensitivity"] not in allowed:
+            omissions.append({"source": c["source"], "reason": f"sensitivity_{c['sensitivity']}"})
+        elif c["kind"] in excluded_kinds:
+            omissions.append({"source": c["source"], "reason": f"kind_not_on_{channel}_channel"})
+        else:
+            visible.append(c)
+    return visible, omissions
+
+
+def candidate_items(visible: list[dict], weights: dict, now: datetime, previous_fidelity: dict[str, str],
+                    line_counter: Callable[[list[str]], list[int]]) -> list[Item]:
+    """Every visible candidate as an Item with all its fidelity options (packing then
+    only chooses), best score first."""
+    max_access = max((c.get("access_count") or 0 for c in visible), default=0)
+    relevance = [relevance_of(c, weights) for c in visible]
+    scored = sorted(((score(c, weights, now, max_access, r), r, c) for c, r in zip(visible, relevance)),
+                    key=lambda src: (-src[0], src[2]["source"]))
+    best = max(relevance, default=0.0)
+    fulls, label_n = full_options([c for _, _, c in scored], line_counter)
+    return [candidate_item(c, s, r, weights, best, o, n, previous_fidelity.get(c["source"]))
+            for (s, r, c), o, n in zip(scored, fulls, label_n)]
+
+
+def pinned_reserve(items: list[Item]) -> int:
+    """Tokens kept for the pinned items before the history takes its share: their
+    cheapest lines, the block header and a day line each at most."""
+    pinned = [i for i in items if i.pinned]
+    if not pinned:
+        return 0
+    return MEMORY_HEADER_TOKENS + sum(i.options[-1].tokens + DAY_LINE_TOKENS for i in pinned)
+
+
+def history_pick(prepared: PreparedHistory, budget: int, summary_text: str | None
+                 ) -> tuple[HistoryPick, list[dict], int]:
+    """The history packed within a budget, and the session summary (messages, tokens)
+    in front of it when history was dropped and the summary fits: the history is then
+    packed again in what the summary leaves."""
+    pick = pack_history(prepared, budget)
+    if pick.dropped_units and summary_text:
+        summary = {"role": "system", "content": SUMMARY_HEADER + "\n" + summary_text}
+        summary_tokens = tokens.count_message(summary)
+        if summary_tokens < budget:
+            return pack_history(prepared, budget - summary_tokens), [summary], summary_tokens
+    return pick, [], 0
+
+
+def history_sources(pick: HistoryPick) -> set[str]:
+    return {f"msg:{mid}" for mid, _, _ in pick.fidelities}
+
+
+def memory_candidates(items: list[Item], in_history: set[str], max_items: int | None) -> list[Item]:
+    """The items that may enter the memory block: not in the history, and within the
+    items cap (pinned ones first)."""
+    items = [i for i in items if i.source not in in_history]
+    if max_items is None:
+        return items
+    pinned = [i for i in items if i.pinned]
+    return pinned + [i for i in items if not i.pinned][: max(max_items - len(pinned), 0)]
+
+
+def block_order(previous: list[tuple[str, str]]) -> Callable[[Item], tuple]:
+    """The memory block's order: items of the previous context keep their places, new
+    ones follow in time order, so consecutive contexts share the longest prefix."""
+    rank = {src: i for i, (src, _) in enumerate(previous)}
+
+    def key(i: Item) -> tuple:
+        ts = i.created_at
+        return (rank.get(i.source, len(rank)), ts.timestamp() if ts else 0.0, i.source)
+
+    return key
+
+
+def pack_memories(items: list[Item], budget: int, order: Callable[[Item], tuple]) -> list[Item]:
+    """The items packing keeps within a memory budget (greedy knapsack over
+    fidelities, within what the block header leaves), in block order."""
+    if items and budget > MEMORY_HEADER_TOKENS:
+        pack_items(items, budget - MEMORY_HEADER_TOKENS)
+    return sorted((i for i in items if i.chosen is not None), key=order)
+
+
+def drop_to_fit(chosen: list[Item], room: int, limit: int) -> tuple[list[Item], int]:
+    """The chosen items, least valuable first out, until the block fits both the room
+    the history leaves in B and its own limit (B is a hard limit, and packing did not
+    count the block's day lines); with the block's tokens. Unpinned items go first;
+    B outranks even a pinned item."""
+    kept = list(chosen)
+    used = memory_block_tokens(kept)
+    while kept and (used > room or used > limit):
+        kept.remove(min(kept, key=lambda i: (i.pinned, i.value, i.source)))
+        used = memory_block_tokens(kept)
+    return kept, used
+
+
+def omissions_after(items: list[Item], chosen: list[Item], in_history: set[str], pick: HistoryPick,
+                    summary: list[dict], history: list[dict]) -> list[dict]:
+    """What was left out for the budget (items, dropped history) and the tool outputs
+    the history holds truncated."""
+    kept = {id(i) for i in chosen}
+    out = [{"source": it.source, "reason": "budget", "score": round(it.score, 6)}
+           for it in items if id(it) not in kept and it.source not in in_history]
+    if pick.dropped_units:
+        out.append({"source": "history", "reason": "budget", "units_dropped": pick.dropped_units,
+                    "covered_by_summary": bool(summary)})
+    out.extend({"source": f"msg:{m['message_id']}", "reason": "truncated_tool_output",
+                "artifact_id": m["artifact_id"]} for m in history if m.get("artifact_id"))
+    return out
+
+
+def report_items(chosen: list[Item], pick: HistoryPick) -> list[dict]:
+    return (
+        [{"section": "memory", "source": i.source, "kind": i.kind,
+          "fidelity": i.options[i.chosen].fidelity, "tokens": i.options[i.chosen].tokens,
+          "score": round(i.score, 6), "pinned": i.pinned} for i in chosen]
+        + [{"section": "history", "source": f"msg:{mid}", "fidelity": fid, "tokens": t}
+           for mid, fid, t in pick.fidelities]
+    )
+
+
+def retriever_counts(candidates: list[dict]) -> dict:
+    counts: dict[str, int] = {}
+    for c in candidates:
+        for r in c.get("retrievers") or ():
+            counts[r] = counts.get(r, 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def decide(session: Session, history: list[dict], plan: Plan, candidates: list[dict],
+           previous: list[tuple[str, str]], query: str | None,
+           line_counter: Callable[[list[str]], list[int]] = count_lines) -> dict:
+    """The context bundle: messages, phantom tools and the report (without ids).
+    previous: the session's previous context's memory items (source, fidelity), in
+    their order. line_counter counts the full lines of candidates without stored
+    text_tokens (count_lines, or an equivalent that counts on two threads)."""
+    opts, budget, weights = session.options, session.budget, session.weights
+    available = budget.available
+
+    # Candidates: privacy, scoring, every fidelity option
+    visible, hidden = visible_candidates(candidates, opts["channel"])
+    all_items = candidate_items(visible, weights, session.now, dict(previous), line_counter)
+
+    # History within its share, less the pinned items' reserve (plus whatever memories leave)
+    b_hist = max(min(plan.history_share, available - pinned_reserve(all_items)), 0)
+    pick, summary, summary_tokens = history_pick(plan.prepared, b_hist, session.summary_text)
+    in_history = history_sources(pick)
+
+    # Memories within B - history, greedy knapsack over fidelities
+    items = memory_candidates(all_items, in_history, opts["max_items"])
+    mem_budget = available - pick.tokens - summary_tokens
+    if opts["cap_memory"] is not None:
+        mem_budget = min(mem_budget, opts["cap_memory"])
+    order = block_order(previous)
+    chosen = pack_memories(items, mem_budget, order)
+
+    # Unused memory budget flows back to history
+    mem_tokens = memory_block_tokens(chosen)
+    degraded = any(f not in ("full", "withheld") for _, f, _ in pick.fidelities)
+    if (pick.dropped_units or degraded) and opts["cap_history"] is None:
+        wider = available - mem_tokens
+        if wider > pick.tokens + summary_tokens:
+            pick, summary, summary_tokens = history_pick(plan.prepared, wider, session.summary_text)
+            in_history = history_sources(pick)
+            chosen = [i for i in chosen if i.source not in in_history]
+
+    mem_limit = opts["cap_memory"] if opts["cap_memory"] is not None else available
+    chosen, mem_tokens = drop_to_fit(chosen, available - pick.tokens - summary_tokens, mem_limit)
+
+    # Assemble
+    used = mem_tokens + summary_tokens + pick.tokens
+    return {
+        "messages": (list(budget.system_messages) + ([memory_block(chosen)] if chosen else [])
+                     + summary + pick.messages),
+        "tools": PHANTOM_TOOLS if opts["phantom_tools"] else [],
+        "report": {
+            "task_type": plan.task,
+            "channel": opts["channel"],
+            "budget": {
+                "context_window": session.context_window,
+                "system_prompt": budget.system_tokens,
+                "response_reserve": session.response_reserve,
+                "tool_definitions": budget.tool_tokens,
+                "available": available,
+                "memory_share": plan.memory_share,
+                "history_share": b_hist,
+            },
+            "tokens": {
+                "system": budget.system_tokens,
+                "memory": mem_tokens,
+                "summary": summary_tokens,
+                "history": pick.tokens,
+                "total": used,
+                "prompt": budget.system_tokens + used + budget.tool_tokens,
+            },
+            "items": report_items(chosen, pick),
+            "omissions": hidden + omissions_after(items, chosen, in_history, pick, summary, history),
+            "provenance": {
+                "query": query,
+                "candidate_pool_size": len(candidates),
+                "retrievers": retriever_counts(candidates),
+                "sensitivity_allowed": list(CHANNEL_SENSITIVITY[opts["channel"]]),
+                "scoring": {k: weights[k] for k in sorted(weights)},
+                "history_first_turn": pick.first_kept_turn,
+            },
+        },
+    }

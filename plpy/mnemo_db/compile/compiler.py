@@ -1,0 +1,117 @@
+"""The Compiler: compile_context inside PL/Python. It prepares the statements once
+per backend, embeds the query on a thread while the phases read, and runs the phases
+(phases.py) in turn, timing each (the report's timings_ms)."""
+
+from __future__ import annotations
+
+import functools
+import gc
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from .. import embedding
+from . import phases
+from .bundle import decide
+from .packing import count_lines_split
+from .rows import dumps
+from .statements import STATEMENTS
+
+# The switch interval the compile's threads run under: the embedding thread needs the
+# GIL to start the encoder and to hand back its output, and with Python's default
+# (5 ms) it waited behind the compile's own Python work (docs/performance.md).
+SWITCH_INTERVAL_S = 0.0002
+
+
+class Stopwatch:
+    """Milliseconds spent in each phase of a compile (the report's timings_ms)."""
+
+    def __init__(self):
+        self.started = self.last = time.perf_counter()
+        self.laps: dict[str, float] = {}
+
+    def elapsed_ms(self) -> float:
+        return (time.perf_counter() - self.started) * 1000.0
+
+    def lap(self, phase: str) -> None:
+        now = time.perf_counter()
+        self.laps[phase] = round((now - self.last) * 1000.0, 2)
+        self.last = now
+
+
+class PlpyDatabase:
+    """phases.Database over PL/Python: the statements prepared once per backend."""
+
+    def __init__(self, plpy):
+        self.plpy = plpy
+        self.Error = plpy.SPIError
+        self.plans = {name: plpy.prepare(text, types) for name, (text, types) in STATEMENTS.items()}
+
+    def run(self, statement: str, args: list):
+        return self.plpy.execute(self.plans[statement], args)
+
+
+class Compiler:
+    def __init__(self, plpy):
+        self.db = PlpyDatabase(plpy)
+        # The query is embedded on a thread while the statements before the candidate
+        # query run (onnxruntime and tokenizers release the GIL): the embedding is the
+        # largest single cost of a compile, and this way it mostly hides behind them.
+        plpy.execute("SELECT mnemo.embed('')")  # loads the model in this backend
+        self.embedder = embedding.loaded()
+        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mnemo-embed")
+        self.count_lines = functools.partial(count_lines_split, executor=self.pool)
+        sys.setswitchinterval(SWITCH_INTERVAL_S)
+        # Everything loaded so far (model, tokenizer, modules) lives as long as the
+        # backend: out of the garbage collector's sight, a full collection no longer
+        # walks it (docs/performance.md: the latency tail).
+        gc.freeze()
+
+    def _embed_async(self, query: str | None) -> embedding.PendingEmbedding | None:
+        """Starts embedding the query on the pool's thread (embedding.Embedder.start:
+        tokenized here, the thread runs only the encoder, without the GIL) and returns
+        once the encoder runs."""
+        return self.embedder.start(query, self.pool) if query else None
+
+    def compile(self, tenant_id: str, session_id: str, query: str | None, options_json: str | None,
+                messages_only: bool = False) -> str:
+        """The bundle as JSON text (the messages alone if messages_only)."""
+        watch = Stopwatch()
+        db = self.db
+        if session_id is None:
+            phases.fail(db, "session_id is required")
+        # The embedding is the largest single cost of a compile: it starts before
+        # anything else and runs while the phases below read.
+        query = phases.search_query(query, False)
+        pending = self._embed_async(query)
+        session = phases.read_session(db, tenant_id, session_id, options_json)
+        searched = phases.search_query(query, session.redacting)
+        if searched != query:
+            # redaction changed the query: the redacted text is what is searched for
+            query, pending = searched, self._embed_async(searched)
+        watch.lap("session")
+        history = phases.read_history(db, session)
+        if query is None:
+            query = phases.default_query(db, session)
+            pending = self._embed_async(query)
+        plan = phases.plan(session, history, query)
+        watch.lap("history")
+        pool, previous = phases.read_pool(db, session, plan, query)
+        watch.lap("lexical")
+        query_vector = pending.result()[0] if pending else None
+        watch.lap("embedding_wait")
+        cosine = phases.cosines(pool, query_vector)
+        watch.lap("vector")
+        candidates = phases.read_candidates(db, session, plan, pool, cosine)
+        watch.lap("candidates")
+        bundle = decide(session, history, plan, candidates, previous, query, self.count_lines)
+        watch.lap("pack")
+        report = bundle["report"]
+        latency = watch.elapsed_ms()
+        context_id = phases.log(db, session, query, report, latency)
+        watch.lap("log")
+        report["timings_ms"] = watch.laps
+        report["context_id"] = context_id
+        report["session_id"] = session_id
+        report["latency_ms"] = round(latency, 3)
+        return dumps(bundle["messages"] if messages_only else bundle)

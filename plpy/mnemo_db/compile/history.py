@@ -1,0 +1,221 @@
+"""The session's history in the context: units kept or dropped together (a tool
+call with its results), each message at every fidelity with its exact cost, and the
+packing of a contiguous suffix within a budget, older turns degrading before they
+are dropped."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .. import tokens
+from .levels import message_levels
+from .policy import FIDELITIES, HISTORY_ZONES
+
+
+def group_history(history: list[dict]) -> list[list[dict]]:
+    """Units that are kept or dropped together: an assistant message with tool_calls
+    plus its tool results; every other message alone. Tool calls without a result and
+    results without their call are left out (OpenAI rejects either)."""
+    by_call: dict[str, dict] = {}
+    for m in history:
+        if m["role"] == "tool" and m.get("tool_call_id"):
+            by_call.setdefault(m["tool_call_id"], m)
+    units: list[list[dict]] = []
+    consumed: set[int] = set()
+    for m in history:
+        if m["message_id"] in consumed:
+            continue
+        if m["role"] == "assistant" and m.get("tool_calls"):
+            calls = [tc for tc in m["tool_calls"] if tc.get("id") in by_call]
+            results = [by_call[tc["id"]] for tc in calls]
+            for r in results:
+                consumed.add(r["message_id"])
+            # A call without its result is not sent: the message is altered and its
+            # stored token count no longer applies.
+            altered = {} if len(calls) == len(m["tool_calls"]) else {"token_count": None}
+            if calls:
+                unit = [dict(m, tool_calls=calls, **altered)] + results
+            elif m.get("content") or m.get("content_parts"):
+                unit = [dict(m, tool_calls=None, token_count=None)]
+            else:
+                continue
+            units.append(unit)
+        elif m["role"] == "tool":
+            continue  # a result without its call (or already placed with it)
+        else:
+            units.append([m])
+    return units
+
+
+def openai_message(m: dict, content: str | None = None) -> dict:
+    """The OpenAI chat message for a history row, verbatim or with new content."""
+    out: dict = {"role": m["role"]}
+    if content is not None:
+        out["content"] = content
+    elif m.get("content_parts") is not None:
+        out["content"] = m["content_parts"]
+    else:
+        out["content"] = m.get("content")
+    if m.get("name") and m["role"] in ("user", "assistant", "system", "developer"):
+        out["name"] = m["name"]
+    if m["role"] == "assistant" and m.get("tool_calls"):
+        out["tool_calls"] = m["tool_calls"]
+    if m["role"] == "tool":
+        out["tool_call_id"] = m["tool_call_id"]
+    return out
+
+
+WITHHELD = "[content withheld: sensitivity {s} is not allowed on this channel]"
+
+
+def history_versions(m: dict, allowed: tuple[str, ...]) -> tuple[dict[str, dict], dict[str, int]]:
+    """The message at each fidelity, and what each costs (tokens.count_message). A
+    level the row does not have (it is too short to abbreviate), or one that would
+    not be shorter, is the next higher level's message. A row whose sensitivity the
+    channel may not see is a placeholder at every level (its role and tool-call id
+    stay, so tool-call pairs stay whole). A row sent as stored costs its stored token
+    count (the same count of the same message); each other message is counted once."""
+    if m["sensitivity"] not in allowed:
+        # Nothing of the row but its shape: no name, and tool calls keep their ids
+        # and function names (the results must still pair up) but not their arguments.
+        msg = openai_message(dict(m, name=None), WITHHELD.format(s=m["sensitivity"]))
+        if msg.get("tool_calls"):
+            msg["tool_calls"] = [
+                {"id": tc["id"], "type": "function",
+                 "function": {"name": tc["function"]["name"], "arguments": "{}"}}
+                for tc in msg["tool_calls"]]
+        return dict.fromkeys(FIDELITIES, msg), dict.fromkeys(FIDELITIES, tokens.count_message(msg))
+    above = openai_message(m)
+    above_cost = m["token_count"] if m.get("token_count") is not None else tokens.count_message(above)
+    versions, costs = {"full": above}, {"full": above_cost}
+    levels = m.get("levels") or message_levels(m)
+    ref = f"msg:{m['message_id']}"
+    for name in ("detail", "compact", "stub"):
+        lv = (levels or {}).get(name)
+        if lv:
+            where = (f"full output in artifact {m['artifact_id']}" if m.get("artifact_id")
+                     else "memory_restore for the full text")
+            msg = openai_message(m, f"[{name} of {ref}; {where}] {lv['text']}")
+            cost = tokens.count_message(msg)
+            if cost < above_cost:
+                above, above_cost = msg, cost
+        versions[name], costs[name] = above, above_cost
+    return versions, costs
+
+
+@dataclass
+class HistoryPick:
+    messages: list[dict]
+    fidelities: list[tuple[int, str, int]]  # (message_id, fidelity, tokens), oldest first
+    tokens: int
+    dropped_units: int
+    first_kept_turn: int | None
+
+
+class PreparedHistory:
+    """The history made ready once per compile (packing runs up to three times): its
+    units, and each message's versions and token costs, computed lazily — a long
+    history is mostly never looked at below full fidelity, and summarising or
+    counting what packing never reaches is wasted time on the hot path."""
+
+    def __init__(self, history: list[dict], allowed: tuple[str, ...]):
+        self.units = group_history(history)
+        self.allowed = allowed
+        self._versions: dict[int, list[tuple[dict[str, dict], dict[str, int]]]] = {}
+        self._picks: dict[int, HistoryPick] = {}  # pack_history by budget (read only)
+        # Full-fidelity cost of each unit: the stored token counts unless the unit's
+        # messages are sent altered (withheld, or tool calls without results removed).
+        self.stored = [self._as_stored(unit) for unit in self.units]
+        self.full_costs = [
+            sum(m["token_count"] for m in unit) if stored else sum(c["full"] for c in self.costs(u))
+            for u, (unit, stored) in enumerate(zip(self.units, self.stored))
+        ]
+
+    def _as_stored(self, unit: list[dict]) -> bool:
+        return all(m.get("token_count") is not None and m["sensitivity"] in self.allowed
+                   for m in unit)
+
+    def _prepared(self, u: int) -> list[tuple[dict[str, dict], dict[str, int]]]:
+        if u not in self._versions:
+            self._versions[u] = [history_versions(m, self.allowed) for m in self.units[u]]
+        return self._versions[u]
+
+    def costs(self, u: int) -> list[dict[str, int]]:
+        """Token cost of each message of unit u at every fidelity."""
+        return [c for _, c in self._prepared(u)]
+
+    def at(self, u: int, fidelity: str) -> list[tuple[dict, int]]:
+        """Each message of unit u at a fidelity, with its cost. A unit sent as stored
+        needs no other version (most of a history is: its levels are not counted)."""
+        if fidelity == "full" and self.stored[u]:
+            return [(openai_message(m), m["token_count"]) for m in self.units[u]]
+        return [(v[fidelity], c[fidelity]) for v, c in self._prepared(u)]
+
+    def cost(self, u: int, z: int) -> int:
+        """Token cost of unit u at fidelity zone z."""
+        if z == 0:
+            return self.full_costs[u]
+        fidelity = FIDELITIES[z]
+        return sum(c[fidelity] for _, c in self._prepared(u))
+
+
+def pack_history(h: PreparedHistory, budget: int) -> HistoryPick:
+    """A contiguous suffix of the history within the budget.
+
+    If everything fits verbatim, everything is kept verbatim. Otherwise, walking back
+    from the newest unit, units are placed in fidelity zones (HISTORY_ZONES, with
+    cumulative caps): when a unit no longer fits in its zone, it and every older unit
+    go one zone down, so older turns degrade before they are dropped and fidelity
+    never rises going back in time. The newest unit is verbatim whenever it fits.
+    Memoised per budget on h: the candidate pool is sized with the same packing that
+    the decide phase then does (phases.plan, bundle.decide).
+    """
+    if budget in h._picks:
+        return h._picks[budget]
+    units = h.units
+    caps, acc = [], 0.0
+    for _, share in HISTORY_ZONES:
+        acc += share
+        caps.append(int(budget * acc))
+    caps[-1] = budget
+    if sum(h.full_costs) <= budget:
+        zones = [0] * len(units)
+    else:
+        zones, used, z = [], 0, 0
+        for idx in range(len(units) - 1, -1, -1):
+            newest = idx == len(units) - 1
+            while z < len(FIDELITIES):
+                cap = budget if newest and z == 0 else caps[z]
+                if used + h.cost(idx, z) <= cap:
+                    break
+                z += 1
+            if z == len(FIDELITIES):
+                break
+            used += h.cost(idx, z)
+            zones.append(z)
+        zones.reverse()
+    kept = len(zones)
+    first = len(units) - kept
+    messages, fids, used = [], [], 0
+    for u, z in zip(range(first, len(units)), zones):
+        fid = FIDELITIES[z]
+        for m, (version, cost) in zip(units[u], h.at(u, fid)):
+            label = "withheld" if m["sensitivity"] not in h.allowed else fid
+            messages.append(version)
+            fids.append((m["message_id"], label, cost))
+            used += cost
+    first_turn = units[first][0]["turn_index"] if kept else None
+    pick = h._picks[budget] = HistoryPick(messages, fids, used, first, first_turn)
+    return pick
+
+
+def verbatim_message_ids(history: list[dict], b_hist: int) -> list[int]:
+    """Ids of the newest messages that will surely be sent verbatim (they fit in the
+    full-fidelity zone of the history share): no need to retrieve them as memories."""
+    ids, acc = [], 0
+    for m in reversed(history):
+        acc += m["token_count"]
+        if acc > b_hist * HISTORY_ZONES[0][1]:
+            break
+        ids.append(m["message_id"])
+    return ids

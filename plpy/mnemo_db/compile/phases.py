@@ -1,0 +1,204 @@
+"""compile_context as named phases, each reading what the one before produced:
+
+    read_session -> read_history -> plan -> read_pool -> read_candidates -> decide -> log
+
+- read_session: the tenant, the options (checked once, options.py), the session and
+  its budget B (policy.Budget, decided once: it bounds what the history read fetches);
+- read_history: the active history within reach of B (and default_query, the last
+  user message, when the caller gave no query);
+- plan: the task type, the memory and history shares of B, the messages that will
+  surely be verbatim (not candidates) and the memory room the pool must fill, each
+  decided once, here;
+- read_pool: what the tenant's memories and messages offer the query (lexical signals,
+  stored vectors), read while the query is embedded; cosines once it is;
+- read_candidates: the fused candidates, fetched in full;
+- decide: the bundle (bundle.py), free of database access;
+- log: the context_log row.
+
+The phases reach the database through a Database (run a statement of
+statements.STATEMENTS by name): the Compiler's is PL/Python's prepared plans, and
+bench/context.py runs the same phases through its own to EXPLAIN each statement.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, NoReturn, Protocol
+
+import numpy as np
+
+from .. import redact
+from . import rows, statements
+from .history import PreparedHistory, pack_history, verbatim_message_ids
+from .options import OptionError, as_of_text, options_object, parse_options
+from .policy import (
+    CHANNEL_SENSITIVITY,
+    Budget,
+    budget_for,
+    classify_task,
+    history_share,
+    memory_share,
+    weights_for,
+)
+from .retrieval import CandidatePool, fuse_candidates, query_words
+
+
+class Database(Protocol):
+    """Runs compile_context's statements (statements.STATEMENTS, by name)."""
+
+    Error: type[Exception]  # what a failed statement raises
+
+    def run(self, statement: str, args: list) -> list[dict[str, Any]]: ...
+
+
+def fail(db: Database, message: str, code: str = "MN001", hint: str | None = None) -> NoReturn:
+    """Raises the project error (mnemo_internal.raise_error: its SQLSTATE reaches the caller)."""
+    db.run("raise_error", [code, message, hint])
+    raise AssertionError("mnemo_internal.raise_error returned")
+
+
+@dataclass(frozen=True)
+class Session:
+    """What read_session produced: the session, its options and its budget."""
+    tenant_id: str
+    session_id: str
+    agent_id: str | None
+    context_window: int
+    response_reserve: int
+    summary_text: str | None
+    options: dict  # options.parse_options: checked, with defaults (task_type: the caller's)
+    as_of: Any  # the as_of option as the database read it, or None
+    now: datetime  # as_of, else the transaction's time
+    now_epoch: float
+    redacting: bool  # the tenant redacts secrets (the query is logged)
+    weights: dict
+    budget: Budget
+
+    @property
+    def channel(self) -> str:
+        return self.options["channel"]
+
+    @property
+    def allowed(self) -> tuple[str, ...]:
+        return CHANNEL_SENSITIVITY[self.options["channel"]]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What plan decided, once, for the rest of the compile."""
+    task: str
+    memory_share: int
+    history_share: int  # before the pinned items' reserve (decide)
+    exclude: list[int]  # messages surely in the verbatim history: not candidates
+    prepared: PreparedHistory
+    room: int  # tokens the memory block can get at most: what the pool must fill
+
+
+def search_query(query: str | None, redacting: bool) -> str | None:
+    """The query as searched for and logged: stripped (empty: none) and, where the
+    tenant redacts, redacted (no secret may reach a table)."""
+    query = query.strip() if query and query.strip() else None
+    if query and redacting:
+        query = redact.redact(query)[0]
+    return query
+
+
+def read_session(db: Database, tenant_id: str, session_id: str, options_json: str | None) -> Session:
+    db.run("enter", [tenant_id])
+    try:
+        raw = options_object(options_json)
+        as_of = as_of_text(raw)
+    except OptionError as e:
+        fail(db, str(e), hint=e.hint)
+    if as_of is not None:
+        try:
+            found = db.run("check_as_of", [as_of])
+        except db.Error:
+            found = []
+        if not found:
+            fail(db, f"option as_of is not a finite timestamp between years 1 and 9999: {raw['as_of']!r}")
+        as_of = found[0]["ts"]
+    found = db.run("session", [tenant_id, session_id, as_of])
+    if not found:
+        fail(db, f"unknown session {session_id}", "MN003")
+    s = found[0]
+    try:
+        opts = parse_options(raw, s["channel"])
+    except OptionError as e:
+        fail(db, str(e), hint=e.hint)
+    window = {"context_window": s["context_window"], "response_reserve": s["response_reserve"],
+              "system_prompt": s["system_prompt"], "system_prompt_tokens": s["system_prompt_tokens"]}
+    return Session(
+        tenant_id=tenant_id, session_id=session_id, agent_id=s["agent_id"],
+        context_window=s["context_window"], response_reserve=s["response_reserve"],
+        summary_text=s["summary_text"], options=opts, as_of=as_of,
+        now=rows.utc_datetime(s["now_epoch"]), now_epoch=s["now_epoch"], redacting=s["redact"],
+        weights=weights_for(json.loads(s["scoring"]) if s["scoring"] else None),
+        budget=budget_for(window, opts))
+
+
+def read_history(db: Database, session: Session) -> list[dict]:
+    """The active history within reach of B, oldest first."""
+    return rows.history_messages(db.run("history", statements.history_args(
+        session.tenant_id, session.session_id, session.as_of, session.budget.available, session.channel))[0])
+
+
+def default_query(db: Database, session: Session) -> str | None:
+    """The query when the caller gave none: the last user message the channel may see."""
+    last = db.run("last_user", [session.tenant_id, session.session_id, session.as_of, list(session.allowed)])
+    return search_query(last[0]["content"] if last else None, session.redacting)
+
+
+def plan(session: Session, history: list[dict], query: str | None) -> Plan:
+    opts, available = session.options, session.budget.available
+    task = opts["task_type"] or classify_task(query, history, True)
+    b_hist = history_share(available, task, opts["cap_history"])
+    prepared = PreparedHistory(history, session.allowed)
+    # memories get B minus what the history uses
+    room = available - pack_history(prepared, b_hist).tokens
+    if opts["cap_memory"] is not None:
+        room = min(room, opts["cap_memory"])
+    return Plan(task=task, memory_share=memory_share(available, task, opts["cap_memory"]),
+                history_share=b_hist, exclude=verbatim_message_ids(history, b_hist),
+                prepared=prepared, room=room)
+
+
+def read_pool(db: Database, session: Session, plan: Plan, query: str | None
+              ) -> tuple[CandidatePool, list[tuple[str, str]]]:
+    """The candidate pool, and the session's previous context's memory items (source,
+    fidelity) in their order."""
+    words = query_words(query)
+    lexical = db.run("candidate_pool", statements.pool_args(
+        session.tenant_id, session.session_id, query, words, session.as_of, session.channel))[0]
+    segments = db.run("message_segments", statements.segments_args(
+        session.tenant_id, session.session_id, lexical["lexemes"], session.channel, session.agent_id))
+    pool = rows.candidate_pool(lexical, segments, session.channel,
+                               session.now_epoch if session.as_of else None, plan.exclude, words)
+    return pool, rows.previous_items(lexical)
+
+
+def cosines(pool: CandidatePool, query_vector: np.ndarray | None) -> np.ndarray:
+    """Each pool member's cosine to the query (NaN: no vector, or no query)."""
+    return pool.cosine(query_vector) if query_vector is not None else np.full(pool.size, np.nan)
+
+
+def read_candidates(db: Database, session: Session, plan: Plan, pool: CandidatePool,
+                    cosine: np.ndarray) -> list[dict]:
+    """The fused candidates with their rows, as decide takes them."""
+    fused = fuse_candidates(pool, cosine, session.weights, plan.room)
+    if not fused:
+        return []
+    return rows.candidates(db.run("candidate_rows", statements.rows_args(session.tenant_id, fused))[0], fused)
+
+
+def log(db: Database, session: Session, query: str | None, report: dict, latency_ms: float) -> int | None:
+    """The context_log row's id (None: the log option is off)."""
+    if not session.options["log"]:
+        return None
+    return db.run("log", [
+        session.tenant_id, session.session_id, query, report["task_type"], report["budget"]["available"],
+        report["tokens"]["total"], rows.dumps(report["tokens"]), rows.dumps(report["items"]),
+        rows.dumps(report["omissions"]), rows.dumps(report["provenance"]), latency_ms,
+    ])[0]["context_id"]

@@ -1,0 +1,270 @@
+"""Retrieval: what a tenant's visible memories and messages offer a query (the
+candidate pool, read by the CANDIDATE_POOL and MESSAGE_SEGMENTS statements), and the
+candidates worth fetching in full, by fused relevance (fuse_candidates)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .policy import MESSAGE_SUMMARY_MIN_TOKENS
+
+_WORD_RE = re.compile(r"[\w.-]+")
+# Trigram word similarity finds a misspelt name or identifier, a query of a few
+# words. It needs most of the query's trigrams in one stretch of a memory, which a
+# question almost never has: with up to 6 words it was computed for 9 % of the
+# LoCoMo questions and reached 0.6 in 4 of 835 (question, tenant) pairs of the bench
+# corpus, for ~1.9 ms a compile (~20 us a memory, ~100 memories a tenant).
+TRIGRAM_MAX_QUERY_WORDS = 3
+
+
+def query_words(query: str | None) -> list[str]:
+    """The query's lower-cased words, matched against tags, entities and speakers."""
+    return sorted({w.lower().strip(".-") for w in _WORD_RE.findall(query or "")} - {""})
+
+
+def trigram_query(query: str | None, words: list[str]) -> str | None:
+    """The query for trigram word similarity: a short one only."""
+    return query if len(words) <= TRIGRAM_MAX_QUERY_WORDS else None
+
+
+# A memory or message this close to the query by trigram word similarity is a
+# candidate whatever its fused relevance (a misspelt name or identifier).
+TRIGRAM_MATCH = 0.6
+FREQUENT_GLOBAL = 20  # the most used global memories that are always candidates
+# The most relevant candidates are kept until their cheapest lines (each with its
+# label and newline, LINE_OVERHEAD) could fill the memory room OVERFILL times over:
+# packing then still has a choice at every fidelity. Within sane bounds.
+OVERFILL, LINE_OVERHEAD = 2.0, 8
+MIN_CANDIDATES, MAX_CANDIDATES = 60, 2000
+
+
+@dataclass
+class CandidatePool:
+    """What a tenant's visible memories and messages offer a query before its
+    embedding is known: ids, lexical signals and stored vectors, as aligned arrays,
+    memories first, then messages in session and turn order (for the neighbour
+    turns). Messages are never pinned, frequent or global."""
+    memory_ids: np.ndarray  # int64
+    message_ids: np.ndarray  # int64
+    message_created: np.ndarray  # epoch seconds (the messages' partition key)
+    same_session: np.ndarray  # bool per message: same session as the message before
+    floor_tokens: np.ndarray  # memories then messages: tokens of the cheapest text
+    bm25: np.ndarray  # 0 without a term match
+    tag_match: np.ndarray  # bool
+    trigram: np.ndarray
+    pinned: np.ndarray  # bool
+    access_count: np.ndarray  # int64
+    is_global: np.ndarray  # bool
+    # The stored vectors: the pool positions that have one (embedded), the matrices
+    # that hold them (vectors: the memories' float32, then each message part's int8
+    # codes, as read: never copied into one matrix), each position's row in those
+    # matrices taken one under the other (vector_rows; None: the k-th embedded
+    # position is row k) and its norm.
+    embedded: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    vectors: list[np.ndarray] = field(default_factory=list)
+    vector_rows: np.ndarray | None = None
+    norms: np.ndarray = field(default_factory=lambda: np.zeros(0))
+
+    @property
+    def size(self) -> int:
+        return len(self.bm25)
+
+    def cosine(self, query: np.ndarray) -> np.ndarray:
+        """Cosine similarity of each member's vector to the query's (NaN: none),
+        as pgvector's 1 - (a <=> b) computes it."""
+        out = np.full(self.size, np.nan)
+        if len(self.embedded):
+            q = np.asarray(query, dtype=np.float32)
+            # each matrix's products (int8 codes are multiplied in float32), then
+            # picked and ordered: the pool's order never moves the vectors themselves
+            dots = np.concatenate([(m @ q).astype(np.float64) for m in self.vectors if len(m)])
+            if self.vector_rows is not None:
+                dots = dots[self.vector_rows]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                out[self.embedded] = dots / (self.norms * float(np.linalg.norm(q)))
+        return out
+
+
+# Okapi BM25's usual constants: term frequency saturation (k1) and length
+# normalisation (b). Each term is counted once per document (a term frequency of 1).
+BM25_K1, BM25_B = 1.2, 0.75
+
+
+def bm25(n: int, hit_rows, hit_terms, idf, doc_length, avgdl: float) -> np.ndarray:
+    """Okapi BM25 of n documents (BM25_K1, BM25_B, each term counted once): the idf
+    of every query lexeme a document contains (hit_rows[i] contains lexeme
+    hit_terms[i]), weighted by the document's length against the average."""
+    score = np.zeros(n)
+    if hit_rows is not None and len(hit_rows):
+        np.add.at(score, np.asarray(hit_rows, dtype=np.int64),
+                  np.asarray(idf, dtype=np.float64)[np.asarray(hit_terms, dtype=np.int64)])
+    length = np.asarray(doc_length, dtype=np.float64) / avgdl
+    return score * (BM25_K1 + 1) / (1 + BM25_K1 * (1 - BM25_B + BM25_B * length))
+
+
+@dataclass
+class MessagePart:
+    """A run of a tenant's recallable messages as mnemo_internal.message_segment
+    gives them (a sealed segment or the tail): aligned arrays in id order, the
+    sessions they belong to with whether the reader may see each, the postings of
+    the query's lexemes, and the embedded ones' vectors."""
+    message_ids: np.ndarray
+    session_ids: list[str]
+    session_pos: np.ndarray  # 1-based into session_ids
+    session_visible: np.ndarray  # bool per session
+    turn_index: np.ndarray
+    created_epoch: np.ndarray
+    token_count: np.ndarray
+    stub_tokens: np.ndarray  # -1: no stored levels
+    doc_length: np.ndarray
+    sensitivities: list[str]  # the part's distinct sensitivities
+    sensitivity_pos: np.ndarray  # 1-based into sensitivities
+    speakers: list[str]  # its distinct lower-cased names ('' without one)
+    speaker_pos: np.ndarray  # 1-based into speakers
+    embedded: np.ndarray  # bool
+    norms: np.ndarray  # one per embedded message, as vectors
+    vectors: np.ndarray  # one row per embedded message
+    hit_rows: np.ndarray
+    hit_terms: np.ndarray
+
+
+def message_pool(parts: list[MessagePart], idf, avgdl: float, allowed: tuple[str, ...],
+                 as_of: float | None, exclude: list[int], words: list[str]) -> dict:
+    """The messages a reader may recall, from segments and the tail, as the message
+    half of a CandidatePool (arrays under its field names, plus the embedded ones'
+    `embedded` positions, `vectors`: the parts' matrices, `vector_rows`: each one's
+    row in them, and `norms`), in session and turn order: only
+    sensitivities in `allowed`, visible sessions, written by `as_of` (epoch), not in
+    `exclude` (the verbatim window). A long message's floor is its stub level, or
+    MESSAGE_SUMMARY_MIN_TOKENS until its levels are stored."""
+    parts = [p for p in parts if len(p.message_ids)]
+    if not parts:
+        empty = np.zeros(0)
+        return {"message_ids": np.zeros(0, dtype=np.int64), "message_created": empty,
+                "same_session": np.zeros(0, dtype=bool), "floor_tokens": np.zeros(0, dtype=np.int64),
+                "bm25": empty, "tag_match": np.zeros(0, dtype=bool), "embedded": np.zeros(0, dtype=np.int64),
+                "vectors": [], "vector_rows": np.zeros(0, dtype=np.int64), "norms": empty}
+    cat = np.concatenate
+    sessions = sorted({sid for p in parts for sid in p.session_ids})
+    rank = {sid: i for i, sid in enumerate(sessions)}
+    session = cat([np.asarray([rank[sid] for sid in p.session_ids], dtype=np.int64)[p.session_pos - 1]
+                   for p in parts])
+    visible = cat([p.session_visible[p.session_pos - 1] for p in parts])
+    ids = cat([p.message_ids for p in parts])
+    created = cat([p.created_epoch for p in parts])
+    # per-message flags through each part's dictionary (comparing a few distinct
+    # strings, not one per message)
+    def flags(values: list[str], pos: np.ndarray, test) -> np.ndarray:
+        return np.array([test(v) for v in values], dtype=bool)[pos - 1]
+
+    keep = visible & cat([flags(p.sensitivities, p.sensitivity_pos, allowed.__contains__) for p in parts])
+    if exclude:  # (a few dozen ids: a binary search each, not np.isin's sort of all)
+        excluded = np.sort(np.asarray(exclude, dtype=np.int64))
+        at = np.minimum(np.searchsorted(excluded, ids), len(excluded) - 1)
+        keep &= excluded[at] != ids
+    if as_of is not None:
+        keep &= created <= as_of
+    lexical = cat([bm25(len(p.message_ids), p.hit_rows, p.hit_terms, idf, p.doc_length, avgdl)
+                   for p in parts])
+    named = set(words) - {""}
+    tag = cat([flags(p.speakers, p.speaker_pos, named.__contains__) for p in parts])
+    tokens_ = cat([p.token_count for p in parts])
+    stub = cat([p.stub_tokens for p in parts])
+    floor = np.where(tokens_ < MESSAGE_SUMMARY_MIN_TOKENS, tokens_,
+                     np.where(stub >= 0, stub, MESSAGE_SUMMARY_MIN_TOKENS))
+    embedded = cat([p.embedded for p in parts])
+    vector_row = np.cumsum(embedded) - 1  # each embedded message's row in the parts' vectors
+    norms = cat([p.norms for p in parts])
+
+    order = np.flatnonzero(keep)
+    order = order[np.lexsort((ids[order], cat([p.turn_index for p in parts])[order], session[order]))]
+    has_vector = embedded[order]
+    return {
+        "message_ids": ids[order], "message_created": created[order],
+        "same_session": np.concatenate([[False], session[order][1:] == session[order][:-1]])
+        if len(order) else np.zeros(0, dtype=bool),
+        "floor_tokens": floor[order].astype(np.int64), "bm25": lexical[order], "tag_match": tag[order],
+        "embedded": np.flatnonzero(has_vector),
+        "vectors": [p.vectors for p in parts], "vector_rows": vector_row[order[has_vector]],
+        "norms": norms[vector_row[order[has_vector]]],
+    }
+
+
+def fuse_candidates(pool: CandidatePool, cosine: np.ndarray, w: dict, room: int) -> list[dict]:
+    """The candidates worth fetching, with their fused relevance in [0, 1 + neighbour]:
+        min(1, (1 - lexical) * cosine + lexical * BM25 / best BM25 + tag bonus)
+    plus, for a message, `neighbour` times the better of the turns just before and
+    after it in its session (a reply means little without the turn it answers).
+    `cosine` is aligned with the pool (NaN: no embedding yet). Kept: the most relevant
+    ones whose cheapest lines fill a memory block of `room` tokens OVERFILL times,
+    every pinned memory, every trigram match, and the most used global memories.
+    Ties go to the memory, then the lower id: the same pool and query give the same
+    candidates. Each comes with the retrievers that found it (the report's
+    provenance)."""
+    n = pool.size
+    if n == 0:
+        return []
+    n_mem = len(pool.memory_ids)
+    best_bm25 = pool.bm25.max()
+    lexical = pool.bm25 / best_bm25 if best_bm25 > 0 else np.zeros(n)
+    # fmax: a member without an embedding (NaN) counts as cosine 0
+    rel0 = np.minimum(1.0, (1 - w["lexical"]) * np.fmax(cosine, 0.0) + w["lexical"] * lexical
+                      + np.where(pool.tag_match, w["tag_bonus"], 0.0))
+    turn = rel0[n_mem:]
+    before = np.zeros_like(turn)
+    after = np.zeros_like(turn)
+    if len(turn) > 1:
+        before[1:] = np.where(pool.same_session[1:], turn[:-1], 0.0)
+        after[:-1] = np.where(pool.same_session[1:], turn[1:], 0.0)
+    relevance = rel0.copy()
+    relevance[n_mem:] += w["neighbour"] * np.maximum(before, after)
+
+    ids = np.concatenate([pool.memory_ids, pool.message_ids])
+    # one tie-breaking key: memories (0) before messages (1), then the lower id
+    tie = np.concatenate([pool.memory_ids, pool.message_ids + (1 << 62)])
+    by_relevance = np.lexsort((tie, -relevance))
+    lines = np.cumsum(pool.floor_tokens[by_relevance] + LINE_OVERHEAD)
+    limit = int(np.searchsorted(lines, OVERFILL * room)) + 1
+    limit = min(max(limit, MIN_CANDIDATES), MAX_CANDIDATES)
+    keep = set(by_relevance[:limit].tolist())
+    keep.update(np.flatnonzero(pool.pinned | (pool.trigram >= TRIGRAM_MATCH)).tolist())
+    frequent = np.flatnonzero(pool.is_global & (pool.access_count > 0))
+    if len(frequent):
+        by_use = np.lexsort((ids[frequent], -pool.access_count[frequent]))
+        keep.update(frequent[by_use[:FREQUENT_GLOBAL]].tolist())
+
+    kept = np.array(sorted(keep), dtype=np.int64)
+    # the kept ones' vector rank: 1 + how many members are strictly closer to the query
+    # (NaN, no embedding: no rank)
+    kept_cosine = cosine[kept]
+    ranked = np.sort(cosine[~np.isnan(cosine)])
+    by_vector = (len(ranked) - np.searchsorted(ranked, kept_cosine, side="right") + 1 <= limit) \
+        & ~np.isnan(kept_cosine)
+    # which retrievers found each kept one, as a bit set (see RETRIEVER_SETS)
+    found_by = (by_vector * 1 + (pool.bm25[kept] > 0) * 2 + pool.tag_match[kept] * 4
+                + (pool.trigram[kept] >= TRIGRAM_MATCH) * 8 + (pool.access_count[kept] > 0) * 16)
+    is_message = kept >= n_mem
+    created = np.where(is_message, pool.message_created[np.maximum(kept - n_mem, 0)], np.nan) \
+        if len(pool.message_created) else np.full(len(kept), np.nan)
+    # the kept rows' signals as Python values (indexing numpy arrays one element at a
+    # time costs more than the rest of this loop)
+    out = []
+    for message, id_, rel, pinned, access, found, epoch in zip(
+            is_message.tolist(), ids[kept].tolist(), relevance[kept].tolist(), pool.pinned[kept].tolist(),
+            pool.access_count[kept].tolist(), found_by.tolist(), created.tolist()):
+        out.append({
+            "source": f"msg:{id_}" if message else f"mem:{id_}", "id": id_, "relevance": rel,
+            "is_pinned": pinned, "access_count": access, "retrievers": RETRIEVER_SETS[found],
+            "created_epoch": epoch if message else None,
+        })
+    return out
+
+
+RETRIEVERS = ("vector", "fulltext", "entity_tag", "trigram", "frequent")
+# The retrievers named by each bit set of RETRIEVERS (bit k: RETRIEVERS[k]), built once:
+# a list per candidate cost more than the rest of fuse_candidates' loop. Shared: read only.
+RETRIEVER_SETS = tuple(tuple(name for k, name in enumerate(RETRIEVERS) if bits >> k & 1)
+                       for bits in range(1 << len(RETRIEVERS)))

@@ -1,0 +1,314 @@
+"""compile_context's statements: their text, their parameter types (STATEMENTS, which
+the Compiler prepares once per backend) and their arguments. Nothing here decides:
+the phases (phases.py) say what to read, rows.py reads what came back."""
+
+from __future__ import annotations
+
+from .. import summarize
+from .policy import CHANNEL_EXCLUDED_KINDS, CHANNEL_SENSITIVITY, CHANNEL_SOURCES, RECENT_TURNS
+from .retrieval import trigram_query
+
+ENTER = "SELECT mnemo_internal.enter_tenant($1)"
+
+SESSION = """
+SELECT s.channel, s.agent_id, s.status, s.context_window, s.response_reserve, s.summary_text,
+    sp.content AS system_prompt, sp.token_count AS system_prompt_tokens, t.config -> 'scoring' AS scoring,
+    extract(epoch FROM coalesce($3, now()))::float8 AS now_epoch,
+    mnemo_internal.redaction_enabled($1) AS redact
+FROM mnemo.sessions AS s
+JOIN mnemo.tenants AS t ON t.tenant_id = s.tenant_id
+LEFT JOIN mnemo.system_prompts AS sp
+    ON sp.tenant_id = s.tenant_id AND sp.prompt_hash = s.system_prompt_hash
+WHERE s.tenant_id = $1 AND s.session_id = $2
+"""
+
+# The active (not compacted, not pruned) history within reach of the budget B ($5):
+# newest first, a row is fetched while the rows newer than it can cost no more than
+# B between them even at their cheapest. A row's floor: its stored token count if it
+# is short (it has no lower level), its smallest stored level's text if it has levels,
+# else 0 (a long row whose levels are not stored yet, a row with tool calls that may
+# be sent without some of them, or a row withheld on this channel, $6). The first row
+# past B is still fetched, so packing sees that older history exists (the session
+# summary then covers it). The newest RECENT_TURNS rows always come (the task type
+# is classified from them), and never more than $4 rows.
+# The floor only bounds what is fetched: packing costs each fetched message exactly
+# (history.PreparedHistory). A recalled message's floor as a memory-block line is
+# another quantity, with another threshold (retrieval.message_pool).
+# One row of aligned arrays, oldest first, rather than a row per message: PL/Python
+# builds a dict per row (docs/performance.md). No message: one row of NULLs.
+HISTORY = """
+SELECT array_agg(h.message_id) AS message_id, array_agg(h.turn_index) AS turn_index,
+    array_agg(h.role) AS role, array_agg(h.content) AS content,
+    array_agg(h.content_parts::text) AS content_parts, array_agg(h.name) AS name,
+    array_agg(h.tool_calls::text) AS tool_calls, array_agg(h.tool_call_id) AS tool_call_id,
+    array_agg(h.token_count) AS token_count, array_agg(h.sensitivity) AS sensitivity,
+    array_agg(h.artifact_id) AS artifact_id,
+    array_agg(extract(epoch FROM h.created_at)::float8) AS created_epoch,
+    array_agg(h.levels::text) AS levels
+FROM (
+    -- in turn order (the aggregates keep their input's)
+    SELECT h.* FROM (
+        SELECT m.*, row_number() OVER newest AS n, sum(CASE
+                WHEN m.tool_calls IS NOT NULL OR m.sensitivity <> ALL($6) OR m.token_count IS NULL THEN 0
+                WHEN m.levels IS NOT NULL THEN least(m.token_count,
+                    (m.levels #>> '{detail,tokens}')::integer, (m.levels #>> '{compact,tokens}')::integer,
+                    (m.levels #>> '{stub,tokens}')::integer)
+                WHEN m.token_count < $7 THEN m.token_count
+                ELSE 0
+            END) OVER (newest ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS newer_floor
+        FROM mnemo.messages AS m
+        WHERE m.tenant_id = $1 AND m.session_id = $2 AND NOT m.is_compacted AND NOT m.is_pruned
+            AND ($3::timestamptz IS NULL OR m.created_at <= $3)
+        WINDOW newest AS (ORDER BY m.turn_index DESC)
+        ORDER BY m.turn_index DESC
+        LIMIT $4
+    ) AS h
+    WHERE h.n <= $8 OR coalesce(h.newer_floor, 0) <= $5
+    ORDER BY h.turn_index
+) AS h
+"""
+HISTORY_TYPES = ["text", "uuid", "timestamptz", "bigint", "integer", "text[]", "integer", "integer"]
+MIN_MESSAGE_TOKENS = 3  # the per-message framing alone
+MAX_HISTORY_ROWS = 4000
+
+LAST_USER = """
+SELECT m.content FROM mnemo.messages AS m
+WHERE m.tenant_id = $1 AND m.session_id = $2 AND m.role = 'user' AND m.content IS NOT NULL
+    AND ($3::timestamptz IS NULL OR m.created_at <= $3) AND m.sensitivity = ANY($4)
+ORDER BY m.turn_index DESC LIMIT 1
+"""
+
+# Retrieval is exact per tenant (an exact scan measured faster than HNSW with a
+# tenant filter at these sizes: see bench/context.py), read while the query is still
+# being embedded, in three statements:
+# 1. CANDIDATE_POOL: the tenant's visible memories with their lexical signals and
+#    vectors (retrieval.CandidatePool): the query's lexemes with their idf and the
+#    average document length (from the tenant's mnemo.lexicon), each memory's
+#    document length and the query lexemes it contains (BM25 is computed from these
+#    by retrieval.bm25), the tag match (a memory's tag, key entity or linked entity
+#    named in the query, $8), trigram word similarity ($3, a short query only: a
+#    misspelt name or identifier still reaches a memory). Also the memory items of
+#    the session's previous context.
+# 2. MESSAGE_SEGMENTS: the tenant's messages as sealed segments (mnemo.message_segments,
+#    migration 0007) plus the live tail after them (mnemo_internal.message_segment),
+#    each with which of its sessions this reader may see and the postings of the
+#    query's lexemes; retrieval.message_pool filters and orders them.
+# 3. CANDIDATE_ROWS, after retrieval.fuse_candidates picked: the picked rows, in full.
+#    A message is looked up by its whole primary key: with its partition key
+#    (created_at) each lookup prunes to one partition. Epoch seconds as float8
+#    round-trip a timestamp's microseconds exactly through to_timestamp() until 2106.
+#    A message pruned since its segment was sealed is dropped here.
+# Vectors travel as bytes (memories as pgvector sends them, messages as int8 codes
+# with a scale each): the cosines are computed once the query's embedding is there,
+# without another statement.
+CANDIDATE_POOL = """
+WITH lexemes AS (
+    SELECT x.lexeme, (row_number() OVER (ORDER BY x.lexeme))::integer - 1 AS k
+    FROM unnest(tsvector_to_array(to_tsvector('english', coalesce($4, '')))) AS x (lexeme)
+),
+totals AS MATERIALIZED (
+    -- the tenant's document count and total length ('' row of the lexicon)
+    SELECT greatest(coalesce(max(l.doc_count), 0), 1)::float8 AS n_docs,
+        coalesce(max(l.total_length), 0)::float8 AS total_length
+    FROM mnemo.lexicon AS l WHERE l.tenant_id = $1 AND l.lexeme = ''
+),
+terms AS MATERIALIZED (
+    SELECT x.k, x.lexeme, quote_literal(x.lexeme)::tsquery AS tq,
+        ln(1 + (tot.n_docs - coalesce(l.doc_count, 0) + 0.5) / (coalesce(l.doc_count, 0) + 0.5)) AS idf
+    FROM lexemes AS x CROSS JOIN totals AS tot
+    LEFT JOIN mnemo.lexicon AS l ON l.tenant_id = $1 AND l.lexeme = x.lexeme
+),
+mem AS MATERIALIZED (
+    SELECT (row_number() OVER (ORDER BY mm.memory_id))::integer - 1 AS pos, mm.memory_id AS id,
+        mm.search_tsv, length(mm.search_tsv) AS doc_length,
+        EXISTS (SELECT FROM unnest(mm.tags || mm.key_entities) AS x
+            WHERE lower(x) = ANY($8) OR lower(split_part(x, ':', 2)) = ANY($8))
+        OR mm.memory_id IN (SELECT em.memory_id FROM mnemo.entities AS e
+            JOIN mnemo.entity_mentions AS em ON em.tenant_id = e.tenant_id AND em.entity_id = e.entity_id
+            WHERE e.tenant_id = $1 AND e.normalized = ANY($8)) AS tag_match,
+        CASE WHEN coalesce($3, '') <> '' THEN word_similarity($3, left(mm.content_full, 256)) ELSE 0 END AS trgm,
+        mm.is_pinned, coalesce(ma.access_count, 0) AS access_count, mm.scope = 'global' AS is_global,
+        coalesce(least(mm.tokens_full, mm.tokens_detail, mm.tokens_compact, mm.tokens_stub), 0) AS floor_tokens,
+        mm.embedding
+    FROM mnemo.memories AS mm
+    LEFT JOIN mnemo.memory_access AS ma ON ma.tenant_id = $1 AND ma.memory_id = mm.memory_id
+    WHERE mm.tenant_id = $1 AND mm.sensitivity = ANY($6) AND mm.kind <> ALL($7)
+        AND (mm.scope = 'global' OR mm.session_id = $2)
+        AND CASE WHEN $5::timestamptz IS NULL
+            THEN mm.is_active AND mm.superseded_by IS NULL
+                AND (mm.valid_to IS NULL OR mm.valid_to > now())
+                AND (mm.expires_at IS NULL OR mm.expires_at > now())
+            ELSE mm.created_at <= $5 AND mm.valid_from <= $5 AND (mm.valid_to IS NULL OR mm.valid_to > $5)
+        END
+)
+SELECT a.*, h.*,
+    (SELECT array_agg(t.lexeme ORDER BY t.k) FROM terms AS t) AS lexemes,
+    (SELECT array_agg(t.idf::float8 ORDER BY t.k) FROM terms AS t) AS idf,
+    (SELECT CASE WHEN tot.total_length > 0 THEN tot.total_length / tot.n_docs ELSE 8.0 END
+        FROM totals AS tot) AS avgdl,
+    -- the newest row picked first, then its items filtered: in one level, the filter ran
+    -- on every row the sort read (two or more), each detoasting its items
+    (SELECT jsonb_path_query_array(last.items, '$[*] ? (@.section == "memory")')::text
+        FROM (SELECT cl.items FROM mnemo.context_log AS cl
+            WHERE cl.tenant_id = $1 AND cl.session_id = $2
+            ORDER BY cl.created_at DESC, cl.context_id DESC LIMIT 1) AS last) AS previous_items
+FROM
+    (SELECT array_agg(mem.id) AS mem_ids,
+        array_agg(mem.doc_length) AS mem_doc_length,
+        array_agg(mem.tag_match) AS mem_tag,
+        array_agg(mem.trgm::float8) AS mem_trgm,
+        array_agg(mem.is_pinned) AS mem_pinned,
+        array_agg(mem.access_count) AS mem_access,
+        array_agg(mem.is_global) AS mem_global,
+        array_agg(mem.floor_tokens) AS mem_floor,
+        array_agg(mem.embedding IS NOT NULL) AS mem_embedded,
+        array_agg(coalesce(vector_norm(mem.embedding), 0)) AS mem_norm,
+        string_agg(substring(vector_send(mem.embedding) FROM 5), ''::bytea) AS mem_embeddings
+    -- in memory id order (the aggregates keep their input's)
+    FROM (SELECT * FROM mem ORDER BY mem.pos) AS mem) AS a,
+    (SELECT array_agg(mem.pos ORDER BY mem.pos, t.k) AS mem_hit_rows,
+        array_agg(t.k ORDER BY mem.pos, t.k) AS mem_hit_terms
+    FROM mem JOIN terms AS t ON mem.search_tsv @@ t.tq) AS h
+"""
+CANDIDATE_POOL_TYPES = ["text", "uuid", "text", "text", "timestamptz", "text[]", "text[]", "text[]"]
+
+# One row per sealed segment, then the tail after the last one ($1 tenant, $2
+# session, $3 the query's lexemes, $4 the channels this reader may recall from, $5
+# its agent). session_visible: per segment session, whether this reader may see it
+# (its own session, or a session of a recallable channel: a private or agent session
+# only of the same agent). hit_terms / hit_rows: the query lexemes' postings.
+MESSAGE_SEGMENTS = """
+WITH seg AS (
+    SELECT s.n_messages, s.message_ids, s.session_ids, s.session_pos, s.turn_index, s.created_epoch,
+        s.token_count, s.stub_tokens, s.doc_length, s.sensitivities, s.sensitivity_pos, s.speakers,
+        s.speaker_pos, s.embedded, s.embedding_norm, s.embeddings, s.embedding_scale, s.lexemes,
+        s.posting_offsets, s.postings
+    FROM mnemo.message_segments AS s WHERE s.tenant_id = $1
+    UNION ALL
+    SELECT t.n_messages, t.message_ids, t.session_ids, t.session_pos, t.turn_index, t.created_epoch,
+        t.token_count, t.stub_tokens, t.doc_length, t.sensitivities, t.sensitivity_pos, t.speakers,
+        t.speaker_pos, t.embedded, t.embedding_norm, q.codes, q.scales, t.lexemes, t.posting_offsets,
+        t.postings
+    FROM (
+        -- the tail is mostly empty: an index probe is cheaper than the function that
+        -- finds out (OFFSET 0: probe first, then call)
+        SELECT sealed.after_id FROM (SELECT coalesce(max(x.last_message_id), 0) AS after_id
+            FROM mnemo.message_segments AS x WHERE x.tenant_id = $1) AS sealed
+        WHERE EXISTS (SELECT FROM mnemo.messages AS m WHERE m.tenant_id = $1 AND m.message_id > sealed.after_id)
+        OFFSET 0
+    ) AS tail CROSS JOIN LATERAL mnemo_internal.message_segment($1, tail.after_id, NULL, NULL, $3) AS t
+        CROSS JOIN LATERAL mnemo_internal.quantize_embeddings(t.embeddings) AS q
+)
+SELECT seg.n_messages, seg.message_ids, seg.session_ids, seg.session_pos, seg.turn_index,
+    seg.created_epoch, seg.token_count, seg.stub_tokens, seg.doc_length, seg.sensitivities,
+    seg.sensitivity_pos, seg.speakers, seg.speaker_pos, seg.embedded, seg.embedding_norm, seg.embeddings,
+    seg.embedding_scale, ARRAY(SELECT coalesce(ss.session_id = $2 OR ss.channel = ANY($4)
+            AND (ss.channel NOT IN ('private', 'agent') OR ss.agent_id = $5), false)
+        FROM unnest(seg.session_ids) WITH ORDINALITY AS u (session_id, k)
+        LEFT JOIN mnemo.sessions AS ss ON ss.tenant_id = $1 AND ss.session_id = u.session_id
+        ORDER BY u.k) AS session_visible,
+    h.hit_terms, h.hit_rows
+FROM seg CROSS JOIN LATERAL mnemo_internal.segment_hits(seg.lexemes, seg.posting_offsets, seg.postings, $3) AS h
+WHERE seg.n_messages > 0
+"""
+MESSAGE_SEGMENTS_TYPES = ["text", "uuid", "text[]", "text[]", "text"]
+
+# One row of aligned arrays (as HISTORY, and for the same reason); no row found: NULLs.
+CANDIDATE_ROWS = """
+SELECT array_agg(r.source) AS source, array_agg(r.kind) AS kind, array_agg(r.text) AS text,
+    array_agg(r.content_detail) AS content_detail, array_agg(r.content_compact) AS content_compact,
+    array_agg(r.content_stub) AS content_stub, array_agg(r.losses) AS losses,
+    array_agg(r.sensitivity) AS sensitivity, array_agg(r.accessed_epoch) AS accessed_epoch,
+    array_agg(r.created_epoch) AS created_epoch, array_agg(r.confidence) AS confidence,
+    array_agg(r.provenance_type) AS provenance_type, array_agg(r.role) AS role,
+    array_agg(r.name) AS name, array_agg(r.full_tokens) AS full_tokens,
+    array_agg(r.detail_tokens) AS detail_tokens, array_agg(r.compact_tokens) AS compact_tokens,
+    array_agg(r.stub_tokens) AS stub_tokens
+FROM (
+    SELECT 'mem:' || mm.memory_id AS source, mm.kind, mm.content_full AS text, mm.content_detail,
+        mm.content_compact, mm.content_stub, mm.losses::text AS losses, mm.sensitivity,
+        extract(epoch FROM ma.last_accessed_at)::float8 AS accessed_epoch,
+        extract(epoch FROM mm.created_at)::float8 AS created_epoch,
+        mm.confidence::float8 AS confidence, mm.provenance_type,
+        NULL::text AS role, NULL::text AS name,
+        -- each text's tokens as a line's text part (migration 0012; NULL: count it)
+        mm.line_tokens[1] AS full_tokens, mm.line_tokens[2] AS detail_tokens,
+        mm.line_tokens[3] AS compact_tokens, mm.line_tokens[4] AS stub_tokens
+    FROM mnemo.memories AS mm
+    LEFT JOIN mnemo.memory_access AS ma ON ma.tenant_id = $1 AND ma.memory_id = mm.memory_id
+    WHERE mm.tenant_id = $1 AND mm.memory_id = ANY($2)
+    UNION ALL
+    SELECT 'msg:' || m.message_id, 'message', m.content, NULL, NULL, NULL, NULL, m.sensitivity,
+        NULL, k.created_epoch, 1.0,
+        -- A message is a verbatim record: one authority for every speaker (a role says
+        -- who spoke, not how reliable it is), tool outputs aside.
+        CASE m.role WHEN 'tool' THEN 'tool_output' ELSE 'fact' END, m.role, m.name,
+        m.line_tokens, NULL, NULL, NULL
+    FROM unnest($3::bigint[], $4::float8[]) AS k (message_id, created_epoch)
+    JOIN mnemo.messages AS m ON m.tenant_id = $1 AND m.message_id = k.message_id
+        AND m.created_at = to_timestamp(k.created_epoch) AND NOT m.is_pruned
+) AS r
+"""
+CANDIDATE_ROWS_TYPES = ["text", "bigint[]", "bigint[]", "float8[]"]
+
+# The as_of option as a timestamp, if it is finite and within what Python's datetime
+# holds (years 1-9999); no row otherwise.
+CHECK_AS_OF = ("SELECT t AS ts FROM (SELECT $1::timestamptz AS t) AS x"
+               " WHERE isfinite(t) AND t BETWEEN '0001-01-02' AND '9999-12-30'")
+
+# The context_log row (its memory items are folded into the access statistics by
+# the 'access' sweep, off the hot path).
+LOG = """
+INSERT INTO mnemo.context_log (tenant_id, session_id, query, task_type, budget, tokens_used,
+    sections, items, omissions, provenance, latency_ms)
+VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8::jsonb, $9::jsonb, $10::jsonb, $11)
+RETURNING context_id
+"""
+
+
+def history_rows(available: int) -> int:
+    """History rows worth fetching for a budget B."""
+    return min(max(available // MIN_MESSAGE_TOKENS, 16), MAX_HISTORY_ROWS)
+
+
+def history_args(tenant_id: str, session_id: str, as_of, available: int, channel: str) -> list:
+    """The HISTORY statement's arguments for a budget B on a channel."""
+    return [tenant_id, session_id, as_of, history_rows(available), available,
+            list(CHANNEL_SENSITIVITY[channel]), summarize.MIN_TOKENS_FOR_SUMMARY,
+            RECENT_TURNS]
+
+
+def pool_args(tenant_id: str, session_id: str, query: str | None, words: list[str], as_of,
+              channel: str) -> list:
+    """The CANDIDATE_POOL statement's arguments (words: query_words(query))."""
+    return [tenant_id, session_id, trigram_query(query, words), query, as_of,
+            list(CHANNEL_SENSITIVITY[channel]), list(CHANNEL_EXCLUDED_KINDS.get(channel, ())),
+            words]
+
+
+def segments_args(tenant_id: str, session_id: str, lexemes: list[str] | None, channel: str,
+                  agent_id: str | None) -> list:
+    """The MESSAGE_SEGMENTS statement's arguments."""
+    return [tenant_id, session_id, lexemes or [], list(CHANNEL_SOURCES[channel]), agent_id]
+
+
+def rows_args(tenant_id: str, fused: list[dict]) -> list:
+    """The CANDIDATE_ROWS statement's arguments for the fused candidates."""
+    messages = [c for c in fused if c["created_epoch"] is not None]
+    return [tenant_id, [c["id"] for c in fused if c["created_epoch"] is None],
+            [c["id"] for c in messages], [c["created_epoch"] for c in messages]]
+
+
+# The statements by name, with their parameter types.
+STATEMENTS = {
+    "enter": (ENTER, ["text"]),
+    "check_as_of": (CHECK_AS_OF, ["text"]),
+    "session": (SESSION, ["text", "uuid", "timestamptz"]),
+    "history": (HISTORY, HISTORY_TYPES),
+    "last_user": (LAST_USER, ["text", "uuid", "timestamptz", "text[]"]),
+    "candidate_pool": (CANDIDATE_POOL, CANDIDATE_POOL_TYPES),
+    "message_segments": (MESSAGE_SEGMENTS, MESSAGE_SEGMENTS_TYPES),
+    "candidate_rows": (CANDIDATE_ROWS, CANDIDATE_ROWS_TYPES),
+    "log": (LOG, ["text", "uuid", "text", "text", "integer", "integer", "text", "text", "text", "text", "real"]),
+    "raise_error": ("SELECT mnemo_internal.raise_error($1, $2, $3)", ["text", "text", "text"]),
+}
