@@ -12,11 +12,9 @@ import numpy as np
 from .policy import MESSAGE_SUMMARY_MIN_TOKENS
 
 _WORD_RE = re.compile(r"[\w.-]+")
-# Trigram word similarity finds a misspelt name or identifier, a query of a few
-# words. It needs most of the query's trigrams in one stretch of a memory, which a
-# question almost never has: with up to 6 words it was computed for 9 % of the
-# LoCoMo questions and reached 0.6 in 4 of 835 (question, tenant) pairs of the bench
-# corpus, for ~1.9 ms a compile (~20 us a memory, ~100 memories a tenant).
+# Trigram word similarity finds a misspelt name or identifier in a query of a few
+# words; a longer question almost never matches, and each memory costs the compile
+# (docs/performance.md).
 TRIGRAM_MAX_QUERY_WORDS = 3
 
 

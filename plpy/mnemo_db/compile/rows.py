@@ -57,7 +57,7 @@ def candidate_pool(r: dict, segments: list[dict], channel: str, as_of_epoch: flo
     mem_embedded = np.asarray(r["mem_embedded"] or [], dtype=bool)
     n_mem_vectors = int(mem_embedded.sum())
     msg = message_pool([message_part(x) for x in segments], idf, avgdl,
-                               CHANNEL_SENSITIVITY[channel], as_of_epoch, exclude, words)
+                      CHANNEL_SENSITIVITY[channel], as_of_epoch, exclude, words)
     n_msg = len(msg["message_ids"])
 
     def arr(name: str, dtype, messages=None) -> np.ndarray:
@@ -69,7 +69,7 @@ def candidate_pool(r: dict, segments: list[dict], channel: str, as_of_epoch: flo
         memory_ids=mem_ids, message_ids=msg["message_ids"], message_created=msg["message_created"],
         same_session=msg["same_session"], floor_tokens=arr("floor", np.int64, msg["floor_tokens"]),
         bm25=np.concatenate([bm25(n_mem, r["mem_hit_rows"], r["mem_hit_terms"], idf,
-                                          r["mem_doc_length"] or [], avgdl), msg["bm25"]]),
+                                  r["mem_doc_length"] or [], avgdl), msg["bm25"]]),
         tag_match=arr("tag", bool, msg["tag_match"]), trigram=arr("trgm", np.float64),
         pinned=arr("pinned", bool), access_count=arr("access", np.int64), is_global=arr("global", bool),
         embedded=np.concatenate([np.flatnonzero(mem_embedded), n_mem + msg["embedded"]]),
