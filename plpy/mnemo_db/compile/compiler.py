@@ -52,6 +52,8 @@ class PlpyDatabase:
 
 
 class Compiler:
+    """One per backend (GD['mnemo_compiler']): the body of mnemo.compile_context_bundle."""
+
     def __init__(self, plpy):
         self.db = PlpyDatabase(plpy)
         # The query is embedded on a thread while the statements before the candidate
