@@ -325,7 +325,7 @@ class Former:
         """Candidates are redacted before anything (log, version, payload) keeps them."""
         if self.x("redacts", [tenant])[0]["on"]:
             keys = [k for k in ("content", "decision", "rationale", "alternatives", "title", "subject",
-                                "object") if c.get(k)]
+                                "object", "entities", "tags", "source_key", "tool") if c.get(k)]
             value, kinds = redact.redact_value({k: c[k] for k in keys})
             if kinds:
                 c.update(value)
