@@ -51,6 +51,8 @@ _END = r"(?![A-Za-z0-9])"
 # A value that looks like a credential, not a word: 6+ characters with a digit or a
 # symbol in them, and a letter or digit.
 _CRED = r"(?=[^\s\"'`]*[0-9!@#$%^&*+=~?])(?=[^\s\"'`]*[A-Za-z0-9])[^\s\"'`,;)\]}]{6,}(?<![.:])"
+# A keyword starts a word: not after a letter or digit, unless after an escape (\n).
+_KW = r"(?:(?<![A-Za-z0-9])|(?<=\\[ntr]))"
 _KEYWORD_PASSWORD = r"(?:password|passwd|passphrase|passcode|pwd)"
 _KEYWORD_SECRET = (r"(?:api[_ -]?key|apikey|secret(?:[_ -]?(?:access[_ -]?)?key)?|client[_ -]?secret|"
                    r"access[_ -]?(?:token|key)|auth[_ -]?token|refresh[_ -]?token|private[_ -]?key|"
@@ -103,21 +105,29 @@ _PATTERNS: list[tuple] = [
         r"(?i)(?:\bbearer|\bauthorization:\s*token)\s+((?=[A-Za-z0-9._~+/-]*\d)(?=[A-Za-z0-9._~+/-]*[A-Za-z])"
         r"[A-Za-z0-9._~+/-]{16,}=*)"), 1),
     ("basic_auth", re.compile(r"(?i)\bbasic\s+([A-Za-z0-9+/]{16,}={0,2})"), 1),
-    # password=..., PGPASSWORD=..., "password": "...", pwd: ..., password is ...
+    # password=..., PGPASSWORD=..., "password": "...", pwd: ..., password is ...;
+    # quoted values may hold spaces, and JSON inside a string escapes its quotes.
     ("password", re.compile(
-        r"(?i)(?:\b|_)" + _KEYWORD_PASSWORD + r"[\"']?\s*(?:=>?|:=?|\bis\b|\bwas\b)\s*"
-        r"(\"[^\"\n]{3,}\"|'[^'\n]{3,}'|[^\s;,&'\"]{3,})"), 1),
+        r"(?i)" + _KEYWORD_PASSWORD + r"\\?[\"']?\s*(?:=>?|:=?|\bis\b|\bwas\b)\s*"
+        r"(\"[^\"\n\\]{3,}\"|'[^'\n]{3,}')"), 1),
+    ("password", re.compile(
+        r"(?i)" + _KEYWORD_PASSWORD + r"\\?[\"']?\s*(?:=>?|:=?|\bis\b|\bwas\b)\s*\\?[\"']?"
+        r"([^\s;,&'\"\\]{3,})"), 1),
     # prose: "I use the password hunter2-prod", "the password for prod is Xy7!..."
     ("password", re.compile(
-        r"(?i)(?:\b|_)" + _KEYWORD_PASSWORD + r"s?(?:\s+(?!is\b|was\b)[A-Za-z]+){0,5}?"
+        r"(?i)" + _KW + _KEYWORD_PASSWORD + r"s?(?:\s+(?!is\b|was\b)[A-Za-z]+){0,5}?"
         r"(?:\s+(?:is|was|to|of|as|=|:))?\s+[\"'`]?(" + _CRED + ")"), 1),
     ("secret", re.compile(
-        r"(?i)\b" + _KEYWORD_SECRET + r"[\"']?\s*(?:=>?|:=?)\s*"
-        r"(\"[A-Za-z0-9._~+/=-]{12,}\"|'[A-Za-z0-9._~+/=-]{12,}'|[A-Za-z0-9._~+/=-]{12,})"), 1),
+        r"(?i)" + _KW + _KEYWORD_SECRET + r"\\?[\"']?\s*(?:=>?|:=?)\s*\\?[\"']?([A-Za-z0-9._~+/=-]{12,})"), 1),
+    # an identifier ending in key/pass/pw assigned a key-like value (cloudant_key = ...,
+    # ibm_pass: ...): 12+ characters with a digit, or 20+ (no "_" or ".": not a name)
+    ("secret", re.compile(
+        r"(?i)[A-Za-z0-9][_-](?:key|pass|pw|pwd)\\?[\"']?\s*(?:=>?|:=?)\s*\\?[\"']?"
+        r"((?=[A-Za-z0-9+/=-]*\d)[A-Za-z0-9+/=-]{12,}|[A-Za-z0-9+/=-]{20,})(?![A-Za-z0-9_.])"), 1),
     # prose: "the aws secret wJalr...", "my API key is 3f9a...": a 16+ character value
     # of letters and digits (one of each at least) after the keyword.
     ("secret", re.compile(
-        r"(?i)\b" + _KEYWORD_SECRET + r"s?(?:\s+(?!is\b|was\b)[A-Za-z]+){0,4}?"
+        r"(?i)" + _KW + _KEYWORD_SECRET + r"s?(?:\s+(?!is\b|was\b)[A-Za-z]+){0,4}?"
         r"(?:\s+(?:is|was|=|:))?\s+[\"'`]?"
         r"((?=[A-Za-z0-9_+/=-]*\d)(?=[A-Za-z0-9_+/=-]*[A-Za-z])[A-Za-z0-9_+/=-]{16,})(?!\.?[A-Za-z0-9_+/=-])"),
      1, lambda v: _entropy(v) >= 3.0),
@@ -127,14 +137,14 @@ _QUICK = re.compile(
     r"(?i)PRIVATE KEY|PuTTY|://|sk-|A3T|AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|APKA|aws|gh[pousr]_"
     r"|github_pat_|gl[a-z]+-|GR1348941|xox|xapp-|AIza|ya29\.|_live_|_test_|hf_|npm_|pypi-|SG\.|sq0|EAAA"
     r"|AC[a-z0-9]{32}|SK[a-z0-9]{32}|-us\d|\d{8}:|\.[A-Za-z\d_-]{6}\.|AccountKey|AKC|eyJ|bearer|token"
-    r"|basic|pass|pwd|secret|api.?key|credential")
+    r"|basic|pass|pwd|secret|api.?key|credential|[_-](?:key|pw)")
 
 # Layer 3. Runs of base64 characters long enough to hide a secret (the lines of a
 # wrapped block joined), standalone tokens long enough to be a key, and wrapped
 # base64 blocks (an image, a certificate), whose lines are high-entropy by nature.
 _BASE64 = re.compile(r"[A-Za-z0-9+/_-]{24,}(?:[ \t]*\r?\n[ \t]*[A-Za-z0-9+/_-]{4,})*={0,2}")
 _TOKEN = re.compile(r"(?<![A-Za-z0-9+/=_-])[A-Za-z0-9+/=_-]{32,100}(?![A-Za-z0-9+/=_-])")
-_BLOCK = re.compile(r"(?m)(?:^[ \t]*[A-Za-z0-9+/]{40,100}={0,2}[ \t]*\r?\n){2,}")
+_BLOCK = re.compile(r"(?m)(?:^[ \t]*[A-Za-z0-9+/]{40,100}={0,2}[ \t]*\r?\n){2,}(?:[ \t]*[A-Za-z0-9+/]+={0,2})?")
 
 
 def _entropy(s: str) -> float:
@@ -261,6 +271,17 @@ def redact_value(value):
 
     def walk(v, text):
         if isinstance(v, str):
+            if v[:1] in ("{", "[") and v[-1:] in ("}", "]"):
+                # JSON in a string (tool-call arguments): walked as JSON, so its keys
+                # and credential-named fields are seen; re-encoded only if changed
+                try:
+                    inner = json.loads(v)
+                except ValueError:
+                    inner = None
+                if isinstance(inner, dict | list):
+                    before = len(found)
+                    out = walk(inner, text)
+                    return json.dumps(out, ensure_ascii=False) if len(found) > before else v
             return text(v)
         if isinstance(v, list | tuple):
             return [walk(x, text) for x in v]
@@ -303,7 +324,13 @@ def redact_json_text(raw: str) -> str:
     value when nothing was found)."""
     if not _QUICK_JSON.search(raw):
         return '{"kinds": []}'
-    value, kinds = redact_value(json.loads(raw))
+    try:
+        value, kinds = redact_value(json.loads(raw))
+    except RecursionError:
+        # nested deeper than Python parses: the document's text is redacted instead
+        # (quoted values stay quoted, so it stays JSON; the server parses it again)
+        text, kinds = redact(raw)
+        return f'{{"value": {text}, "kinds": {json.dumps(kinds)}}}' if kinds else '{"kinds": []}'
     if not kinds:
         return '{"kinds": []}'
     return json.dumps({"value": value, "kinds": kinds}, ensure_ascii=False)
