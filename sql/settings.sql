@@ -27,7 +27,7 @@ INSERT INTO mnemo_internal.settings AS s (key, value, description) VALUES
 ('admission_threshold', '0.5', 'Admission score a memory candidate needs to be stored (seed 002 §9).'),
 ('extract_batch_messages', '40', 'Messages sent to the helper LLM per request by the extract job.'),
 (
-    'extract_job_messages', '200',
+    'extract_job_messages', '100',
     'Messages one run of an extract job reads (one transaction); the rest goes on in the next run.'
 )
 ON CONFLICT (key) DO UPDATE SET description = excluded.description;

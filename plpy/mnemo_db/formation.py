@@ -255,7 +255,7 @@ class Former:
         hi = int(payload["to_turn"]) if "to_turn" in payload else st["last"]
         # Bounded work per run (per transaction): the rest goes on in another run of
         # the job, after the other due jobs (see mnemo_internal.process_job).
-        rest, per_run = None, max(int(st["per_run"] or 200), 1)
+        rest, per_run = None, max(int(st["per_run"] or 100), 1)
         if hi - lo > per_run:
             hi = lo + per_run
             rest = {**payload, "from_turn": hi + 1} if "from_turn" in payload else payload
