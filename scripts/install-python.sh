@@ -47,3 +47,8 @@ if [ ! -f "$MNEMO_HOME/model/model.onnx" ] || [ plpy/mnemo_db/export_onnx.py -nt
 else
   log "ONNX model present"
 fi
+m="$MNEMO_HOME/model"
+if [ ! -f "$m/model.mapped.onnx" ] || [ "$m/model.onnx" -nt "$m/model.mapped.onnx" ]; then
+  log "writing the model with mapped weights ($m/model.mapped.onnx)"
+  PYTHONPATH="plpy:$MNEMO_HOME/pylib" .venv/bin/python -m mnemo_db.embedding "$m"
+fi

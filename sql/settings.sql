@@ -25,7 +25,11 @@ INSERT INTO mnemo_internal.settings AS s (key, value, description) VALUES
 ),
 ('dedup_threshold', '0.92', 'Cosine above which a new memory merges into an existing one (near duplicate).'),
 ('admission_threshold', '0.5', 'Admission score a memory candidate needs to be stored (seed 002 §9).'),
-('extract_batch_messages', '40', 'Messages sent to the helper LLM per request by the extract job.')
+('extract_batch_messages', '40', 'Messages sent to the helper LLM per request by the extract job.'),
+(
+    'extract_job_messages', '100',
+    'Messages one run of an extract job reads (one transaction); the rest goes on in the next run.'
+)
 ON CONFLICT (key) DO UPDATE SET description = excluded.description;
 
 -- Lifecycle (issue 5; seed 003 §5.1-5.3, §7.3, §9). Read by plpy/mnemo_db/lifecycle_db.py.

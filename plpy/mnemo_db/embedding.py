@@ -23,6 +23,77 @@ _lock = threading.Lock()
 _model: Embedder | None = None
 
 
+# model.onnx with its weights in a file of their own (prepare_mapped), which
+# onnxruntime maps into memory instead of copying them into each backend's heap.
+MAPPED_MODEL = "model.mapped.onnx"
+
+
+def _session_options(threads: int):
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    # One backend = one query: parallelism comes from many backends, and a
+    # backend that grabs every core slows its neighbours down.
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    return opts
+
+
+def model_path(model_dir: str) -> str:
+    """The model a backend loads: the mapped one when it is there and not older than
+    model.onnx (the same network, the same numbers), else model.onnx."""
+    plain = os.path.join(model_dir, "model.onnx")
+    mapped = os.path.join(model_dir, MAPPED_MODEL)
+    try:
+        if os.path.getmtime(mapped) >= os.path.getmtime(plain) and os.path.exists(mapped + ".data"):
+            return mapped
+    except OSError:
+        pass
+    return plain
+
+
+def prepare_mapped(model_dir: str) -> str:
+    """Writes model_dir/model.mapped.onnx (+ .data): model.onnx as onnxruntime
+    optimises it at load (the portable EXTENDED level; a backend's session adds the
+    rest), its weights in an external file. A backend maps that file instead of
+    reading the weights into its heap: the pages are the page cache's, shared by
+    every backend, and the word-embedding table (47 MB of the 90) is mostly never
+    touched. Measured per backend: heap (RssAnon) 111 -> 65 MB for the model, the
+    same latency and vectors (max |difference| 1e-7). Written under temporary names
+    and renamed, the data first, so a backend never loads half a model. Run by the
+    install (scripts/install-python.sh, Dockerfile) with the server's onnxruntime."""
+    import onnxruntime as ort
+
+    tmp_dir = os.path.join(model_dir, f".mapped-{os.getpid()}")
+    os.makedirs(tmp_dir, exist_ok=True)
+    opts = _session_options(1)
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+    opts.optimized_model_filepath = os.path.join(tmp_dir, MAPPED_MODEL)
+    opts.add_session_config_entry("session.optimized_model_external_initializers_file_name",
+                                  MAPPED_MODEL + ".data")
+    opts.add_session_config_entry("session.optimized_model_external_initializers_min_size_in_bytes", "1024")
+    ort.InferenceSession(os.path.join(model_dir, "model.onnx"), opts, providers=["CPUExecutionProvider"])
+    for name in (MAPPED_MODEL + ".data", MAPPED_MODEL):
+        os.replace(os.path.join(tmp_dir, name), os.path.join(model_dir, name))
+    os.rmdir(tmp_dir)
+    return os.path.join(model_dir, MAPPED_MODEL)
+
+
+def release_freed_memory() -> None:
+    """Hands the heap's free pages back to the system (glibc's malloc_trim): loading
+    the model (and the token counter's vocabulary before it) leaves ~35 MB of freed
+    parse buffers that glibc would otherwise keep in every backend for its life.
+    A no-op where the C library has no malloc_trim."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
 class Embedder:
     def __init__(self, model_dir: str, threads: int = 1):
         import onnxruntime as ort
@@ -31,15 +102,10 @@ class Embedder:
         self.tokenizer = Tokenizer.from_file(os.path.join(model_dir, "tokenizer.json"))
         self.tokenizer.enable_truncation(MAX_TOKENS)
         self.tokenizer.no_padding()
-        opts = ort.SessionOptions()
-        # One backend = one query: parallelism comes from many backends, and a
-        # backend that grabs every core slows its neighbours down.
-        opts.intra_op_num_threads = threads
-        opts.inter_op_num_threads = 1
-        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         self.session = ort.InferenceSession(
-            os.path.join(model_dir, "model.onnx"), opts, providers=["CPUExecutionProvider"]
+            model_path(model_dir), _session_options(threads), providers=["CPUExecutionProvider"]
         )
+        release_freed_memory()
 
     def inputs(self, texts: list[str]) -> dict[str, np.ndarray]:
         """The encoder's inputs for a mini-batch: WordPiece ids padded to the longest
@@ -160,3 +226,11 @@ def from_pgvector_bytes(data: bytes | None, rows: int) -> np.ndarray:
     if not rows or not data:
         return np.zeros((0, 0), dtype=np.float32)
     return np.frombuffer(data, dtype=">f4").reshape(rows, -1).astype(np.float32)
+
+
+if __name__ == "__main__":
+    import sys
+
+    if len(sys.argv) != 2:
+        sys.exit("usage: python -m mnemo_db.embedding MODEL_DIR  (writes MODEL_DIR/model.mapped.onnx)")
+    print(f"wrote {prepare_mapped(sys.argv[1])}")

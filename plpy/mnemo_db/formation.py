@@ -54,7 +54,8 @@ SELECT coalesce((SELECT e.upto_turn FROM mnemo.extraction_state AS e
     mnemo_internal.setting('extraction_method') #>> '{}' AS method,
     (mnemo_internal.setting('dedup_threshold') #>> '{}')::float8 AS dedup,
     (mnemo_internal.setting('admission_threshold') #>> '{}')::float8 AS admit,
-    (mnemo_internal.setting('extract_batch_messages') #>> '{}')::integer AS batch
+    (mnemo_internal.setting('extract_batch_messages') #>> '{}')::integer AS batch,
+    (mnemo_internal.setting('extract_job_messages') #>> '{}')::integer AS per_run
 """
 SAVE_STATE = """
 INSERT INTO mnemo.extraction_state AS e (tenant_id, session_id, upto_turn, method, runs)
@@ -206,8 +207,7 @@ class Former:
         self.q = {
             "messages": p(MESSAGES, [t, "uuid", "integer", "integer"]),
             "state": p(STATE, [t, "uuid"]),
-            "lock": p("SELECT pg_advisory_xact_lock(hashtext('mnemo.extract'), hashtext($1 || '/' || $2))",
-                      [t, t]),
+            "lock": p("SELECT pg_advisory_xact_lock(hashtext('mnemo.formation'), hashtext($1))", [t]),
             "save_state": p(SAVE_STATE, [t, "uuid", "integer", t]),
             "helper": p(helper_llm.CONFIG, []),
             "hash": p(HASH, [t]),
@@ -245,8 +245,7 @@ class Former:
         session = payload.get("session_id")
         if not session:
             raise ValueError("extract job payload needs a session_id")
-        # One extraction per session at a time (a job and a manual run, two runners).
-        self.x("lock", [tenant, session])
+        self.lock(tenant)
         st = self.x("state", [tenant, session])[0]
         cfg = json.loads(st["config"]) if st["config"] else {}
         method = cfg.get("method") or st["method"]
@@ -254,6 +253,12 @@ class Former:
             return {"method": "off", "messages": 0}
         lo = int(payload["from_turn"]) - 1 if "from_turn" in payload else st["upto"]
         hi = int(payload["to_turn"]) if "to_turn" in payload else st["last"]
+        # Bounded work per run (per transaction): the rest goes on in another run of
+        # the job, after the other due jobs (see mnemo_internal.process_job).
+        rest, per_run = None, max(int(st["per_run"] or 100), 1)
+        if hi - lo > per_run:
+            hi = lo + per_run
+            rest = {**payload, "from_turn": hi + 1} if "from_turn" in payload else payload
         rows = self.x("messages", [tenant, session, lo, hi])
         msgs = [{"message_id": r["message_id"], "turn_index": r["turn_index"], "role": r["role"],
                  "name": r["name"], "content": r["content"], "session_id": r["session_id"],
@@ -291,7 +296,16 @@ class Former:
                       "helper_attempts": attempts})
         if fallback:
             stats["fallback"] = fallback
+        if rest is not None:
+            stats["continue"] = rest
         return stats
+
+    def lock(self, tenant: str) -> None:
+        """The tenant's formation lock, before any row: one formation transaction per
+        tenant at a time (extract jobs, a manual run, remember, correct), so two never
+        lock the same entities, memories or versions in opposite orders. The lock order
+        of the whole job runner is written down in sql/functions/mnemo.run_jobs.sql."""
+        self.x("lock", [tenant])
 
     def helper_config(self) -> dict | None:
         return helper_llm.config_from_rows(self.x("helper", []))
@@ -325,7 +339,7 @@ class Former:
         """Candidates are redacted before anything (log, version, payload) keeps them."""
         if self.x("redacts", [tenant])[0]["on"]:
             keys = [k for k in ("content", "decision", "rationale", "alternatives", "title", "subject",
-                                "object") if c.get(k)]
+                                "object", "entities", "tags", "source_key", "tool") if c.get(k)]
             value, kinds = redact.redact_value({k: c[k] for k in keys})
             if kinds:
                 c.update(value)
@@ -475,6 +489,7 @@ class Former:
 
     # -------------------------------------------------------------- explicit API
     def remember(self, tenant: str, content: str, kind: str, session: str | None, o: dict) -> int:
+        self.lock(tenant)
         c = {"kind": kind, "content": extract.clean(content), "session_id": session,
              "source_message_ids": [int(x) for x in o.get("source_message_ids") or []],
              "valid_from": datetime.now(UTC), "provenance_type": o.get("provenance_type") or "user_stated",
@@ -496,6 +511,7 @@ class Former:
         return mid
 
     def correct(self, tenant: str, memory_id: int, content: str, reason: str | None) -> int:
+        self.lock(tenant)
         rows = self.x("memory", [tenant, memory_id])
         if not rows:
             return None

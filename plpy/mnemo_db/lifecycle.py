@@ -8,8 +8,9 @@ Promotion (§5.2): a memory moves from tier k to k+1 when
 
     U(m) = r̄(m) · log2(1 + a(m)) / (1 + λ_k · Δt(m)) > θ_k   and   a(m) >= min_access_k
 
-with r̄ = relevance_accumulator / access_count, a = access_count and Δt the hours
-since creation. episodic → procedural instead of semantic for behavioural kinds
+with r̄ = relevance_accumulator / access_count (mnemo.memory_access, summed by the
+access sweep from the scores of the compiles that sent m), a = access_count and Δt
+the hours since creation. episodic → procedural instead of semantic for behavioural kinds
 (preferences, instructions, plans). Promoted memories become global and validated.
 
 Demotion and expiry (§5.3): a memory idle for at least `min_idle_hours` is demoted

@@ -28,7 +28,7 @@ LIFECYCLE_KEYS = [
 
 # Promotion -------------------------------------------------------------------------------
 PROMOTION_CANDIDATES = """
-SELECT m.tenant_id, m.memory_id, m.tier, m.kind, a.access_count, m.relevance_accumulator,
+SELECT m.tenant_id, m.memory_id, m.tier, m.kind, a.access_count, a.relevance_accumulator,
     extract(epoch FROM m.created_at)::float8 AS created_epoch
 FROM mnemo.memories AS m
 JOIN mnemo.memory_access AS a ON a.tenant_id = m.tenant_id AND a.memory_id = m.memory_id
@@ -106,7 +106,7 @@ WITH p AS (
     INSERT INTO mnemo.memory_archive (tenant_id, memory_id, archived_at, reason, snapshot)
     SELECT m.tenant_id, m.memory_id, $4, p.reason, to_jsonb(m) - 'embedding' - 'search_tsv'
         || jsonb_build_object('access_count', coalesce(a.access_count, 0),
-            'last_accessed_at', a.last_accessed_at)
+            'relevance_accumulator', coalesce(a.relevance_accumulator, 0), 'last_accessed_at', a.last_accessed_at)
     FROM mnemo.memories AS m JOIN p ON p.tenant_id = m.tenant_id AND p.memory_id = m.memory_id
     LEFT JOIN mnemo.memory_access AS a ON a.tenant_id = m.tenant_id AND a.memory_id = m.memory_id
     WHERE m.is_active
@@ -263,8 +263,42 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $14, $13)
 SENSITIVITY_ORDER = ("none", "low", "high")
 
 
-def _epoch(dt: float | None) -> datetime | None:
-    return None if dt is None else datetime.fromtimestamp(dt, UTC)
+# Python's datetime range, a day inside its ends (so that adding a TTL or an hour's
+# margin cannot step out of it again).
+MIN_EPOCH = datetime(1, 1, 2, tzinfo=UTC).timestamp()
+MAX_EPOCH = datetime(9999, 12, 30, tzinfo=UTC).timestamp()
+
+
+def _epoch(seconds: float | None) -> datetime | None:
+    """The datetime of an epoch read from a timestamptz column, clamped to Python's
+    range: a tenant can store 'infinity' or '4713-01-01 BC' in a row a sweep reads
+    (memories.created_at, memory_access.last_accessed_at), and one such row must not
+    fail the batch, every tenant's, with an OverflowError or ValueError."""
+    if seconds is None:
+        return None
+    return datetime.fromtimestamp(min(max(seconds, MIN_EPOCH), MAX_EPOCH), UTC)
+
+
+def _first_turn(metadata: str | None, turn_index: int) -> int:
+    """The first turn a message covers: metadata.compaction.first_turn for an earlier
+    summary (turn -1; a turn number), else its own turn. Metadata is the tenant's to
+    write: anything else there is ignored."""
+    c = json.loads(metadata or "{}")
+    c = c.get("compaction") if isinstance(c, dict) else None
+    first = c.get("first_turn") if isinstance(c, dict) else None
+    if isinstance(first, int) and not isinstance(first, bool) and 0 <= first <= 2**31 - 1:
+        return first
+    return turn_index
+
+
+def _tool_calls(raw: str | None) -> list[dict] | None:
+    """A message's tool calls for a transcript: the objects of its array, each with
+    an object 'function' (or none); anything else a tenant stored there is left out."""
+    calls = json.loads(raw or "null")
+    if not isinstance(calls, list):
+        return None
+    return [dict(c, function=c["function"] if isinstance(c.get("function"), dict) else {})
+            for c in calls if isinstance(c, dict)]
 
 
 def _result(rows: int, done: bool, state: dict, counts: dict | None = None) -> str:
@@ -471,12 +505,23 @@ class Sweeps:
         n_sessions = n_messages = 0
         ratios = []
         summ = {"helper_llm": 0, "offline": 0, "state": state}
+        n_failed = 0
         for r in rows:
             if r["active_tokens"] <= factor * r["context_window"]:
                 continue
             if "helper" not in summ:
                 summ["helper"] = self.helper(state)
-            out = self.compact_session(r["tenant_id"], r["session_id"], r["context_window"], p_now, cfg, summ)
+            # A session's rows are its tenant's to write: whatever one holds must not
+            # fail the batch, every tenant's. Its compaction is undone and reported.
+            try:
+                with self.plpy.subtransaction():
+                    out = self.compact_session(r["tenant_id"], r["session_id"], r["context_window"], p_now,
+                                               cfg, summ)
+            except Exception as e:  # noqa: BLE001 (any failure of this session's data)
+                n_failed += 1
+                self.plpy.warning(f"compaction of session {r['session_id']} (tenant {r['tenant_id']}) "
+                                  f"skipped: {type(e).__name__}: {str(e)[:300]}")
+                continue
             if out:
                 n_sessions += 1
                 n_messages += sum(o["messages"] for o in out)
@@ -489,6 +534,8 @@ class Sweeps:
             nxt["helper_down"] = 1
         counts = {"sessions_compacted": n_sessions, "messages_compacted": n_messages,
                   "compactions": len(ratios), **{k: v for k, v in summ.items() if k not in ("state", "helper")}}
+        if n_failed:
+            counts["sessions_failed"] = n_failed
         if ratios:
             counts["min_ratio"] = round(min(ratios), 2)
         return _result(n_messages, rows.nrows() < batch, nxt, counts)
@@ -521,13 +568,12 @@ class Sweeps:
         span = hist[:k]
         msgs = []
         for m in span:
-            meta = json.loads(m["metadata"] or "{}")
             secret = m["sensitivity"] == "secret"
             msgs.append({
                 "role": m["role"], "name": m["name"] or m["tool_name"], "tool_call_id": m["tool_call_id"],
                 "content": "[withheld: secret]" if secret else m["content"],
-                "tool_calls": None if secret else json.loads(m["tool_calls"] or "null"),
-                "first_turn": (meta.get("compaction") or {}).get("first_turn", m["turn_index"]),
+                "tool_calls": None if secret else _tool_calls(m["tool_calls"]),
+                "first_turn": _first_turn(m["metadata"], m["turn_index"]),
             })
         first_turn = min(m["first_turn"] for m in msgs)
         last_turn = max(m["turn_index"] for m in span)

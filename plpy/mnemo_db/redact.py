@@ -1,108 +1,336 @@
-"""Secret redaction on the write path (messages and memories).
+"""Secret redaction on the write path: the one place that decides what a secret is.
 
-Credentials are replaced by `[REDACTED:<kind>]` before anything is stored, so no
-table, index, job payload, summary or compiled context ever holds them. Patterns are
-deliberately specific (known key formats, credentials in URLs, `password=` pairs,
-bearer tokens, PEM private keys): a false positive costs a few words of a message,
-a false negative leaks a credential into every derived row.
+Every write path (record_message, record_event, start_session, remember, correct,
+the extract job, compile_context's logged query) hands its text-bearing fields to
+this module, through mnemo_internal.redact in SQL, so no table, index, job payload,
+summary, artifact or compiled context ever holds a credential. Credentials are
+replaced by `[REDACTED:<kind>]`; a false positive costs a few words of a message, a
+false negative leaks a credential into every derived row.
 
-`redact(text)` returns the new text and the kinds found; `redact_value` walks JSON.
+Three layers, each catching what the one before cannot:
+1. known formats (`_PATTERNS`): provider key prefixes, PEM blocks, credentials in
+   URLs, JWTs, bearer/basic auth. The prefix formats are the rule set of Yelp's
+   detect-secrets 1.5.0 (its RegexBasedDetector plugins: tests/py/test_secrets.py
+   checks every one of its denylist patterns against this module), plus formats
+   it lacks (Anthropic, Google, Hugging Face, GitLab's newer prefixes ...). A token
+   may be glued after `_` or a word (`bob_ghp_...`, `call_ghp_...`): formats start
+   after any non-alphanumeric character, not at a regex word boundary.
+2. keywords in code and in prose: `password=X`, `"token": "X"`, and the way people
+   write ("I use the password hunter2-prod", "the aws secret wJalr..."): after a
+   keyword, a value that looks like a credential (a digit or symbol in it, or an
+   explicit `=`/`:`/`is` before it).
+3. shape: a standalone 32-100 character token of mixed case and digits with high
+   Shannon entropy (an AWS secret key, an unknown provider's key), and base64 runs
+   that decode to text holding a secret (a base64-encoded PEM key).
+
+detect-secrets itself is not imported in the server: it finds neither prose example
+above (it reads code, line by line), pulls in requests (18 MB more per backend) and
+adds a scan of every plugin to every write (figures in the commit that chose this).
+
+`redact(text)` returns the new text and the kinds found; `redact_value` walks JSON
+(keys too; a string under a key named like a credential is redacted whole);
+`redact_bytes` handles artifact bytes.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import itertools
 import json
+import math
 import re
 
 MARK = "[REDACTED:{}]"
 MARKED = re.compile(r"\[REDACTED:(\w+)\]")  # what a redacted text says it lost
 
-# (kind, pattern, group to replace or 0 for the whole match). Order matters: PEM
-# blocks and URLs first, then prefixed key formats, then generic key=value pairs.
-_PATTERNS: list[tuple[str, re.Pattern, int]] = [
+# A token starts after anything but a letter or digit: `_` and words glued before a
+# key (bob_ghp_..., call_ghp_..., MY_sk_live_...) do not hide it.
+_START = r"(?<![A-Za-z0-9])"
+_END = r"(?![A-Za-z0-9])"
+# A value that looks like a credential, not a word: 6+ characters with a digit or a
+# symbol in them, and a letter or digit.
+_CRED = r"(?=[^\s\"'`]*[0-9!@#$%^&*+=~?])(?=[^\s\"'`]*[A-Za-z0-9])[^\s\"'`,;)\]}]{6,}(?<![.:])"
+# A keyword starts a word: not after a letter or digit, unless after an escape (\n).
+_KW = r"(?:(?<![A-Za-z0-9])|(?<=\\[ntr]))"
+_KEYWORD_PASSWORD = r"(?:password|passwd|passphrase|passcode|pwd)"
+_KEYWORD_SECRET = (r"(?:api[_ -]?key|apikey|secret(?:[_ -]?(?:access[_ -]?)?key)?|client[_ -]?secret|"
+                   r"access[_ -]?(?:token|key)|auth[_ -]?token|refresh[_ -]?token|private[_ -]?key|"
+                   r"token|credentials?)")
+
+# (kind, pattern, group to replace or 0 for the whole match[, check the value must
+# pass]). Order matters: PEM blocks and URLs first, then prefixed key formats, then
+# keywords.
+_PATTERNS: list[tuple] = [
     ("private_key", re.compile(
         r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----[\s\S]*?"
         r"(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|\Z)"), 0),
+    ("private_key", re.compile(r"PuTTY-User-Key-File-\d:[\s\S]*?(?:Private-MAC: *[0-9a-f]+|\Z)"), 0),
     # scheme://user:password@host  (connection strings, git remotes, proxies)
-    ("url_password", re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]{1,20}://[^\s:/@'\"]+:([^\s@/'\"]+)@"), 1),
-    ("anthropic_key", re.compile(r"\bsk-ant-[A-Za-z0-9_-]{20,}"), 0),
-    ("openai_key", re.compile(r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}"), 0),
-    ("aws_access_key_id", re.compile(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA)[0-9A-Z]{16}\b"), 0),
+    ("url_password", re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]{1,20}://[^\s:/@'\"]*:([^\s@/'\"]+)@"), 1),
+    ("slack_webhook", re.compile(r"https://hooks\.slack\.com/services/T[A-Za-z0-9_]+/B[A-Za-z0-9_]+/[A-Za-z0-9_]+"), 0),
+    ("anthropic_key", re.compile(_START + r"sk-ant-[A-Za-z0-9_-]{20,}"), 0),
+    ("openai_key", re.compile(
+        _START + r"sk-(?:proj-|svcacct-|admin-|None-)?(?=[A-Za-z0-9_-]*\d)[A-Za-z0-9_-]{20,}"), 0),
+    ("aws_access_key_id", re.compile(
+        _START + r"(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|APKA)[0-9A-Z]{16}" + _END), 0),
     ("aws_secret_access_key", re.compile(
-        r"(?i)\baws_?secret_?(?:access_?)?key\b[\"']?\s*[:=]\s*[\"']?([A-Za-z0-9/+=]{40})\b"), 1),
-    ("github_token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})\b"), 0),
-    ("gitlab_token", re.compile(r"\bglpat-[A-Za-z0-9_-]{20,}\b"), 0),
-    ("slack_token", re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}\b"), 0),
-    ("google_api_key", re.compile(r"\bAIza[0-9A-Za-z_-]{35}\b"), 0),
-    ("stripe_key", re.compile(r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}\b"), 0),
-    ("jwt", re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"), 0),
+        r"(?i)aws.{0,20}?(?:key|pwd|pw|password|pass|token|secret).{0,20}?(?<![A-Za-z0-9/+])([A-Za-z0-9/+]{40})"
+        + _END), 1),
+    ("github_token", re.compile(
+        _START + r"(?:gh[pousr]_[A-Za-z0-9_]{36,255}|github_pat_[A-Za-z0-9_]{22,255})"), 0),
+    ("gitlab_token", re.compile(
+        _START + r"(?:(?:glpat|gldt|glft|glsoat|glrt|glcbt|glimt|glptt|glagent|gloas)-[A-Za-z0-9_-]{20,1024}"
+        r"|GR1348941[A-Za-z0-9_-]{20,50})"), 0),
+    ("slack_token", re.compile(_START + r"(?:xox[abposr]-[A-Za-z0-9-]{10,}|xapp-\d-[A-Za-z0-9-]{10,})"), 0),
+    ("google_api_key", re.compile(_START + r"AIza[0-9A-Za-z_-]{35}"), 0),
+    ("google_oauth_token", re.compile(_START + r"ya29\.[0-9A-Za-z_-]{20,}"), 0),
+    ("stripe_key", re.compile(_START + r"(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}"), 0),
+    ("huggingface_token", re.compile(_START + r"hf_[A-Za-z0-9]{34,}" + _END), 0),
+    ("npm_token", re.compile(_START + r"npm_[A-Za-z0-9]{36}" + _END), 0),
+    ("npm_token", re.compile(r"//\S+/:_authToken=\s*(\S+)"), 1),
+    ("pypi_token", re.compile(_START + r"pypi-AgE[A-Za-z0-9_-]{70,}"), 0),
+    ("sendgrid_key", re.compile(_START + r"SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}"), 0),
+    ("square_token", re.compile(_START + r"(?:sq0csp|sq0atp|EAAA)[-A-Za-z0-9_\\]{40,}"), 0),
+    ("twilio_key", re.compile(_START + r"(?:AC|SK)[a-z0-9]{32}" + _END), 0),
+    ("mailchimp_key", re.compile(_START + r"[0-9a-z]{32}-us[0-9]{1,2}" + _END), 0),
+    ("telegram_token", re.compile(_START + r"\d{8,10}:[0-9A-Za-z_-]{35}" + _END), 0),
+    ("discord_token", re.compile(_START + r"[MNO][A-Za-z\d_-]{23,25}\.[A-Za-z\d_-]{6}\.[A-Za-z\d_-]{27}"), 0),
+    ("azure_storage_key", re.compile(r"(?i)AccountKey=([A-Za-z0-9+/=]{60,})"), 1),
+    ("artifactory_token", re.compile(r"(?:^|[\s=:\"])(AKC[a-zA-Z0-9]{10,})(?=[\s\"]|$)"), 1),
+    ("jwt", re.compile(_START + r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"), 0),
     # "Bearer <token>", "Authorization: token <token>": credential-shaped values only
     # (letters and digits), so prose like "token migrations/0042" stays.
     ("bearer_token", re.compile(
         r"(?i)(?:\bbearer|\bauthorization:\s*token)\s+((?=[A-Za-z0-9._~+/-]*\d)(?=[A-Za-z0-9._~+/-]*[A-Za-z])"
         r"[A-Za-z0-9._~+/-]{16,}=*)"), 1),
     ("basic_auth", re.compile(r"(?i)\bbasic\s+([A-Za-z0-9+/]{16,}={0,2})"), 1),
-    # password=..., PGPASSWORD=..., "password": "...", pwd: ...
+    # password=..., PGPASSWORD=..., "password": "...", pwd: ..., password is ...;
+    # quoted values may hold spaces, and JSON inside a string escapes its quotes.
     ("password", re.compile(
-        r"(?i)(?:\b|_)(?:password|passwd|passphrase|pwd)[\"']?\s*(?:=|:|\bis\b)\s*"
-        r"(\"[^\"\n]{3,}\"|'[^'\n]{3,}'|[^\s;,&'\"]{3,})"), 1),
+        r"(?i)" + _KEYWORD_PASSWORD + r"\\?[\"']?\s*(?:=>?|:=?|\bis\b|\bwas\b)\s*"
+        r"(\"[^\"\n\\]{3,}\"|'[^'\n]{3,}')"), 1),
+    ("password", re.compile(
+        r"(?i)" + _KEYWORD_PASSWORD + r"\\?[\"']?\s*(?:=>?|:=?|\bis\b|\bwas\b)\s*\\?[\"']?"
+        r"([^\s;,&'\"\\]{3,})"), 1),
+    # prose: "I use the password hunter2-prod", "the password for prod is Xy7!..."
+    ("password", re.compile(
+        r"(?i)" + _KW + _KEYWORD_PASSWORD + r"s?(?:\s+(?!is\b|was\b)[A-Za-z]+){0,5}?"
+        r"(?:\s+(?:is|was|to|of|as|=|:))?\s+[\"'`]?(" + _CRED + ")"), 1),
     ("secret", re.compile(
-        r"(?i)\b(?:api[_-]?key|apikey|secret[_-]?key|client[_-]?secret|access[_-]?token|"
-        r"auth[_-]?token|secret|token)[\"']?\s*[:=]\s*"
-        r"(\"[A-Za-z0-9._~+/=-]{12,}\"|'[A-Za-z0-9._~+/=-]{12,}'|[A-Za-z0-9._~+/=-]{12,})"), 1),
+        r"(?i)" + _KW + _KEYWORD_SECRET + r"\\?[\"']?\s*(?:=>?|:=?)\s*\\?[\"']?([A-Za-z0-9._~+/=-]{12,})"), 1),
+    # an identifier ending in key/pass/pw assigned a key-like value (cloudant_key = ...,
+    # ibm_pass: ...): 12+ characters with a digit, or 20+ (no "_" or ".": not a name)
+    ("secret", re.compile(
+        r"(?i)[A-Za-z0-9][_-](?:key|pass|pw|pwd)\\?[\"']?\s*(?:=>?|:=?)\s*\\?[\"']?"
+        r"((?=[A-Za-z0-9+/=-]*\d)[A-Za-z0-9+/=-]{12,}|[A-Za-z0-9+/=-]{20,})(?![A-Za-z0-9_.])"), 1),
+    # prose: "the aws secret wJalr...", "my API key is 3f9a...": a 16+ character value
+    # of letters and digits (one of each at least) after the keyword.
+    ("secret", re.compile(
+        r"(?i)" + _KW + _KEYWORD_SECRET + r"s?(?:\s+(?!is\b|was\b)[A-Za-z]+){0,4}?"
+        r"(?:\s+(?:is|was|=|:))?\s+[\"'`]?"
+        r"((?=[A-Za-z0-9_+/=-]*\d)(?=[A-Za-z0-9_+/=-]*[A-Za-z])[A-Za-z0-9_+/=-]{16,})(?!\.?[A-Za-z0-9_+/=-])"),
+     1, lambda v: _entropy(v) >= 3.0),
 ]
+# Cheap pre-check: a text with none of these cannot match a keyword or format pattern.
 _QUICK = re.compile(
-    r"(?i)PRIVATE KEY|://[^\s/@]+:[^\s@]+@|sk-|AKIA|ASIA|AGPA|AIDA|AROA|aws|gh[pousr]_|github_pat_"
-    r"|glpat-|xox|AIza|_live_|_test_|eyJ|bearer|token|basic|pass|pwd|secret|api.?key")
+    r"(?i)PRIVATE KEY|PuTTY|://|sk-|A3T|AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|APKA|aws|gh[pousr]_"
+    r"|github_pat_|gl[a-z]+-|GR1348941|xox|xapp-|AIza|ya29\.|_live_|_test_|hf_|npm_|pypi-|SG\.|sq0|EAAA"
+    r"|AC[a-z0-9]{32}|SK[a-z0-9]{32}|-us\d|\d{8}:|\.[A-Za-z\d_-]{6}\.|AccountKey|AKC|eyJ|bearer|token"
+    r"|basic|pass|pwd|secret|api.?key|credential|[_-](?:key|pw)")
+
+# Layer 3. Runs of base64 characters long enough to hide a secret (the lines of a
+# wrapped block joined), standalone tokens long enough to be a key, and wrapped
+# base64 blocks (an image, a certificate), whose lines are high-entropy by nature.
+_BASE64 = re.compile(r"[A-Za-z0-9+/_-]{24,}(?:[ \t]*\r?\n[ \t]*[A-Za-z0-9+/_-]{4,})*={0,2}")
+_TOKEN = re.compile(r"(?<![A-Za-z0-9+/=_-])[A-Za-z0-9+/=_-]{32,100}(?![A-Za-z0-9+/=_-])")
+_BLOCK = re.compile(r"(?m)(?:^[ \t]*[A-Za-z0-9+/]{40,100}={0,2}[ \t]*\r?\n){2,}(?:[ \t]*[A-Za-z0-9+/]+={0,2})?")
+
+
+def _entropy(s: str) -> float:
+    n = len(s)
+    return -sum(c / n * math.log2(c / n) for c in (s.count(ch) for ch in set(s)))
+
+
+def _high_entropy(token: str) -> bool:
+    """A random-looking key: upper, lower and digits mixed, and Shannon entropy above
+    what 99% of random base62 strings of its length reach (4.2 bits per character at
+    32 characters, 4.45 at 40, 4.9 at 64, 5.25 at 100). Long camelCase identifiers
+    stay below it (a 47-character one measured 4.38 against 4.5)."""
+    if "[REDACTED" in token or not (any(c.isdigit() for c in token) and any(c.isupper() for c in token)
+                                    and any(c.islower() for c in token)):
+        return False
+    return _entropy(token) >= 4.15 + 0.61 * (math.log2(len(token)) - 5)
+
+
+def _decoded(run: str) -> str | None:
+    """The text a base64 run encodes, or None (not base64, or binary)."""
+    compact = re.sub(r"\s+", "", run)
+    compact += "=" * (-len(compact) % 4)
+    try:
+        raw = base64.b64decode(compact.replace("-", "+").replace("_", "/"), validate=True)
+        text = raw.decode("utf-8")
+    except (binascii.Error, ValueError):
+        return None
+    printable = sum(c.isprintable() or c in "\r\n\t" for c in text)
+    return text if text and printable >= 0.95 * len(text) else None
+
+
+def _shapes(text: str, found: dict[str, str], depth: int) -> str:
+    """Layer 3: base64-encoded secrets, then high-entropy tokens."""
+    def encoded(m: re.Match) -> str:
+        inner = _decoded(m.group(0))
+        if inner is None:
+            return m.group(0)
+        inner_found: dict[str, str] = {}
+        _redact(inner, depth + 1, inner_found)
+        if not inner_found:
+            return m.group(0)
+        kind = "base64_" + min(inner_found.values())
+        found[m.group(0)] = kind
+        return MARK.format(kind)
+
+    if depth == 0:
+        text = _BASE64.sub(encoded, text)
+    if len(text) < 32:
+        return text
+    blocks = [b.span() for b in _BLOCK.finditer(text)] if "\n" in text else []
+
+    def token(m: re.Match) -> str:
+        if not _high_entropy(m.group(0)) or any(a <= m.start() < b for a, b in blocks):
+            return m.group(0)
+        found[m.group(0)] = "high_entropy"
+        return MARK.format("high_entropy")
+
+    return _TOKEN.sub(token, text)
+
+
+def _redact(text: str, depth: int, found: dict[str, str]) -> str:
+    """The text with layers 1-3 applied; each secret value replaced goes into found
+    (value -> kind)."""
+    if _QUICK.search(text):
+        for kind, pattern, group, *check in _PATTERNS:
+            def repl(m: re.Match, kind=kind, group=group, check=check) -> str:
+                value = m.group(group)
+                if not value or "[REDACTED" in value or (check and not check[0](value)):
+                    return m.group(0)
+                found[value.strip("\"'")] = kind
+                if group == 0:
+                    return MARK.format(kind)
+                start, end = m.start(group) - m.start(0), m.end(group) - m.start(0)
+                whole = m.group(0)
+                mark = MARK.format(kind)
+                if len(value) > 1 and value[0] in "\"'" and value[-1] == value[0]:
+                    mark = value[0] + mark + value[0]  # keep quoted JSON/strings well formed
+                return whole[:start] + mark + whole[end:]
+            text = pattern.sub(repl, text)
+    return _shapes(text, found, depth)
+
+
+def _repeats(found: dict[str, str]):
+    """A function replacing every other occurrence of the secret values found (the
+    password named once in prose and repeated bare, a fact's object), or None. Only
+    credential-shaped values (6+ characters with a digit or symbol) as whole tokens:
+    "swordfish" from "the password is swordfish" is a word elsewhere."""
+    values = sorted((v for v in found if re.fullmatch(_CRED, v)), key=len, reverse=True)
+    if not values:
+        return None
+    pattern = re.compile(r"\[REDACTED:\w+\]|(?<![A-Za-z0-9])(?:" + "|".join(map(re.escape, values))
+                         + r")(?![A-Za-z0-9])")
+    return lambda s: pattern.sub(
+        lambda m: m.group(0) if m.group(0).startswith("[REDACTED:") else MARK.format(found[m.group(0)]), s)
 
 
 def redact(text: str | None) -> tuple[str | None, list[str]]:
     """(text with secrets replaced, sorted kinds found)."""
-    if not text or not _QUICK.search(text):
+    if not text:
         return text, []
-    kinds: set[str] = set()
-    for kind, pattern, group in _PATTERNS:
-        def repl(m: re.Match, kind=kind, group=group) -> str:
-            value = m.group(group)
-            if not value or value.startswith("[REDACTED"):
-                return m.group(0)
-            kinds.add(kind)
-            if group == 0:
-                return MARK.format(kind)
-            start, end = m.start(group) - m.start(0), m.end(group) - m.start(0)
-            whole = m.group(0)
-            mark = MARK.format(kind)
-            if len(value) > 1 and value[0] in "\"'" and value[-1] == value[0]:
-                mark = value[0] + mark + value[0]  # keep quoted JSON/strings well formed
-            return whole[:start] + mark + whole[end:]
-        text = pattern.sub(repl, text)
-    return text, sorted(kinds)
+    found: dict[str, str] = {}
+    text = _redact(text, 0, found)
+    again = _repeats(found)
+    return (again(text) if again else text), sorted(set(found.values()))
+
+
+# A JSON key that names a credential: its string value is a secret whatever it
+# looks like ({"password": "swordfish"}). Words of the key, split at _ - . space and
+# camelCase; "prompt_tokens", "max_tokens" are not credentials.
+_SECRET_KEY_WORDS = {"password", "passwd", "passphrase", "passcode", "pwd", "secret", "token", "apikey",
+                     "credential", "credentials", "privatekey", "accesskey", "secretkey", "authorization"}
+_KEY_SPLIT = re.compile(r"[_\-.\s]+|(?<=[a-z0-9])(?=[A-Z])")
+
+
+def _secret_key(key: str) -> bool:
+    words = [w.lower() for w in _KEY_SPLIT.split(key) if w]
+    joined = {a + b for a, b in itertools.pairwise(words)}
+    return bool(_SECRET_KEY_WORDS & (set(words) | joined))
 
 
 def redact_value(value):
-    """Redacts every string inside a JSON value (keys stay). -> (value, kinds)."""
-    kinds: set[str] = set()
+    """Redacts every string inside a JSON value, keys included. -> (value, kinds)."""
+    found: dict[str, str] = {}
 
-    def walk(v):
+    def walk(v, text):
         if isinstance(v, str):
-            out, found = redact(v)
-            kinds.update(found)
-            return out
-        if isinstance(v, list):
-            return [walk(x) for x in v]
+            if v[:1] in ("{", "[") and v[-1:] in ("}", "]"):
+                # JSON in a string (tool-call arguments): walked as JSON, so its keys
+                # and credential-named fields are seen; re-encoded only if changed
+                try:
+                    inner = json.loads(v)
+                except ValueError:
+                    inner = None
+                if isinstance(inner, dict | list):
+                    before = len(found)
+                    out = walk(inner, text)
+                    return json.dumps(out, ensure_ascii=False) if len(found) > before else v
+            return text(v)
+        if isinstance(v, list | tuple):
+            return [walk(x, text) for x in v]
         if isinstance(v, dict):
-            return {k: walk(x) for k, x in v.items()}
+            out = {}
+            for k, x in v.items():
+                if isinstance(x, str) and x and "[REDACTED" not in x and _secret_key(k):
+                    found[x] = "secret_field"
+                    x = MARK.format("secret_field")
+                out[text(k)] = walk(x, text)
+            return out
         return v
 
-    return walk(value), sorted(kinds)
+    value = walk(value, lambda s: _redact(s, 0, found) if s else s)
+    again = _repeats(found)
+    if again:
+        value = walk(value, again)
+    return value, sorted(set(found.values()))
+
+
+def redact_bytes(data: bytes) -> tuple[bytes, list[str]]:
+    """Artifact bytes: UTF-8 text is redacted as text; other bytes are read as
+    Latin-1 (one character per byte, so every byte round-trips) and the ASCII
+    secrets inside them (a PEM key in a tarball) are replaced."""
+    try:
+        text, codec = data.decode("utf-8"), "utf-8"
+    except UnicodeDecodeError:
+        text, codec = data.decode("latin-1"), "latin-1"
+    out, kinds = redact(text)
+    return (out.encode(codec) if kinds else data), kinds
+
+
+# Nothing in a JSON document can be redacted without one of these: a keyword or
+# format prefix, or a run long enough for layer 3 (keeps clean writes cheap).
+_QUICK_JSON = re.compile(_QUICK.pattern + r"|private|auth|[A-Za-z0-9+/=_-]{24,}")
 
 
 def redact_json_text(raw: str) -> str:
     """PL/Python entry: a JSON document in, {"value": ..., "kinds": [...]} out (no
-    value when nothing was found; the quick pre-check keeps clean writes cheap)."""
-    if not _QUICK.search(raw):
+    value when nothing was found)."""
+    if not _QUICK_JSON.search(raw):
         return '{"kinds": []}'
-    value, kinds = redact_value(json.loads(raw))
+    try:
+        value, kinds = redact_value(json.loads(raw))
+    except RecursionError:
+        # nested deeper than Python parses: the document's text is redacted instead
+        # (quoted values stay quoted, so it stays JSON; the server parses it again)
+        text, kinds = redact(raw)
+        return f'{{"value": {text}, "kinds": {json.dumps(kinds)}}}' if kinds else '{"kinds": []}'
     if not kinds:
         return '{"kinds": []}'
     return json.dumps({"value": value, "kinds": kinds}, ensure_ascii=False)

@@ -3,7 +3,8 @@
 -- fact subject/predicate) with provenance 'correction'; the old one keeps its row,
 -- gets superseded_by and valid_to = now(), a 'supersedes' link and a version with
 -- the reason. compile_context then sees the correction, and `as_of` an earlier time
--- still sees the original. Returns the new memory id.
+-- still sees the original. Returns the new memory id. Secrets in the content and
+-- the reason (kept in the version and the link) are redacted.
 -- Bad input raises MN001, an unknown memory MN010; nothing is written then.
 CREATE OR REPLACE FUNCTION mnemo.correct(
     p_tenant_id text,
@@ -15,8 +16,17 @@ LANGUAGE plpgsql
 VOLATILE
 SET search_path = pg_catalog, public, pg_temp
 AS $$
+DECLARE
+    v_red jsonb;
 BEGIN
     PERFORM mnemo_internal.enter_tenant(p_tenant_id);
+    IF mnemo_internal.redaction_enabled(p_tenant_id) THEN
+        v_red := mnemo_internal.redact(jsonb_build_object('c', p_content, 'r', p_reason));
+        IF jsonb_array_length(v_red -> 'kinds') > 0 THEN
+            p_content := v_red #>> '{value,c}';
+            p_reason := v_red #>> '{value,r}';
+        END IF;
+    END IF;
     IF p_content IS NULL OR btrim(p_content) = '' THEN
         RAISE EXCEPTION USING ERRCODE = 'MN001', MESSAGE = 'content is required';
     END IF;

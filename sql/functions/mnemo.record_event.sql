@@ -34,17 +34,26 @@ DECLARE
     v_text text;
     v_memory_id bigint;
     v_red jsonb;
+    v_bytes bytea;
+    v_kinds text[];
 BEGIN
     PERFORM mnemo_internal.enter_tenant(p_tenant_id);
     IF p_content IS NULL OR jsonb_typeof(p_content) <> 'object' THEN
         RAISE EXCEPTION USING ERRCODE = 'MN004', MESSAGE = 'event content must be a JSON object';
     END IF;
-    -- Typed payloads (decisions, tasks) are stored from p_content directly: redact it
-    -- here as record_message and insert_memory redact what they store.
+    -- Typed payloads (decisions, tasks), actor, tags and refs are stored from the
+    -- arguments directly: redact them here as record_message and insert_memory
+    -- redact what they store. An artifact's base64 is redacted once decoded, below.
     IF mnemo_internal.redaction_enabled(p_tenant_id) THEN
-        v_red := mnemo_internal.redact(p_content);
+        v_red := mnemo_internal.redact(jsonb_build_object(
+            'c', CASE WHEN p_kind = 'artifact' THEN p_content - 'base64' ELSE p_content END,
+            'meta', v_meta, 'tags', p_tags));
         IF jsonb_array_length(v_red -> 'kinds') > 0 THEN
-            p_content := v_red -> 'value';
+            p_content := (v_red #> '{value,c}') || CASE WHEN p_kind = 'artifact'
+                THEN jsonb_strip_nulls(jsonb_build_object('base64', p_content -> 'base64')) ELSE '{}' END;
+            v_meta := v_red #> '{value,meta}';
+            p_tags := CASE WHEN p_tags IS NOT NULL THEN ARRAY(SELECT jsonb_array_elements_text(v_red #> '{value,tags}')) END;
+            p_refs := ARRAY(SELECT jsonb_array_elements_text(v_meta -> 'refs'));
         END IF;
     END IF;
     IF NOT EXISTS (SELECT FROM mnemo.sessions AS s
@@ -125,17 +134,21 @@ BEGIN
             (p_content ->> 'due_at')::timestamptz);
         RETURN jsonb_build_object('event_id', 'mem_' || v_memory_id, 'memory_id', v_memory_id);
     WHEN 'artifact' THEN
-        v_id := nextval('mnemo.artifacts_artifact_id_seq');
-        INSERT INTO mnemo.artifacts (tenant_id, artifact_id, session_id, kind, media_type, bytes, byte_size, sha256, meta)
-        SELECT p_tenant_id, v_id, p_session_id, 'blob',
-            coalesce(p_content ->> 'media_type', 'application/octet-stream'), b.bytes, octet_length(b.bytes),
-            sha256(b.bytes), coalesce(p_content -> 'meta', '{}')
-        FROM (SELECT CASE WHEN p_content ? 'base64' THEN decode(p_content ->> 'base64', 'base64')
-            ELSE convert_to(p_content ->> 'text', 'UTF8') END AS bytes) AS b
-        WHERE b.bytes IS NOT NULL;
-        IF NOT FOUND THEN
+        v_bytes := CASE WHEN p_content ? 'base64' THEN decode(p_content ->> 'base64', 'base64')
+            ELSE convert_to(p_content ->> 'text', 'UTF8') END;
+        IF v_bytes IS NULL THEN
             RAISE EXCEPTION USING ERRCODE = 'MN004', MESSAGE = 'an artifact event needs "text" or "base64"';
         END IF;
+        -- The text was redacted with p_content; decoded base64 is redacted as bytes.
+        IF p_content ? 'base64' AND mnemo_internal.redaction_enabled(p_tenant_id) THEN
+            SELECT r.bytes, r.kinds INTO v_bytes, v_kinds FROM mnemo_internal.redact(v_bytes) AS r;
+        END IF;
+        v_id := nextval('mnemo.artifacts_artifact_id_seq');
+        INSERT INTO mnemo.artifacts (tenant_id, artifact_id, session_id, kind, media_type, bytes, byte_size, sha256, meta)
+        VALUES (p_tenant_id, v_id, p_session_id, 'blob',
+            coalesce(p_content ->> 'media_type', 'application/octet-stream'), v_bytes, octet_length(v_bytes),
+            sha256(v_bytes), coalesce(p_content -> 'meta', '{}')
+                || CASE WHEN cardinality(v_kinds) > 0 THEN jsonb_build_object('redactions', v_kinds) ELSE '{}' END);
         RETURN jsonb_build_object('event_id', 'art_' || v_id, 'artifact_id', v_id);
     ELSE
         RAISE EXCEPTION USING ERRCODE = 'MN001', MESSAGE = format('unknown event kind %L', p_kind),

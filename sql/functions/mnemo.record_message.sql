@@ -8,7 +8,8 @@
 -- counter, locked for the rest of the transaction). The token count (o200k_base) and
 -- content hash are computed once, here. A tool output above the artifact threshold
 -- keeps a bounded excerpt here and its full bytes in mnemo.artifacts. Secrets are
--- redacted before anything is stored (metadata.redactions lists the kinds found).
+-- redacted from every string of the message, its metadata and tags (JSON keys too)
+-- before anything is stored (metadata.redactions lists the kinds found).
 -- Enqueues an 'embed' job and the session's 'extract' job. Bad input raises a MN0xx
 -- error and writes nothing.
 -- Writes: messages, sessions (counter), tool_calls, artifacts, jobs.
@@ -75,13 +76,14 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = 'MN004', MESSAGE = 'message must be a JSON object',
             HINT = 'e.g. {"role": "user", "content": "hello"}';
     END IF;
-    -- Secrets never reach a table: strings of the message and its metadata are
-    -- redacted before anything else looks at them (mnemo_internal.redact).
+    -- Secrets never reach a table: every string of the message, its metadata and
+    -- tags is redacted before anything else looks at them (mnemo_internal.redact).
     IF mnemo_internal.redaction_enabled(p_tenant_id) THEN
-        v_red := mnemo_internal.redact(jsonb_build_object('m', p_message, 'md', p_metadata));
+        v_red := mnemo_internal.redact(jsonb_build_object('m', p_message, 'md', p_metadata, 'tags', p_tags));
         IF jsonb_array_length(v_red -> 'kinds') > 0 THEN
             p_message := v_red #> '{value,m}';
             p_metadata := (v_red #> '{value,md}') || jsonb_build_object('redactions', v_red -> 'kinds');
+            p_tags := ARRAY(SELECT jsonb_array_elements_text(v_red #> '{value,tags}'));
         END IF;
     END IF;
     SELECT k INTO v_bad_key FROM jsonb_object_keys(p_message) AS k

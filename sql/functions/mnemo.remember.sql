@@ -2,8 +2,9 @@
 -- Stores a memory directly (no admission control). Idempotent by content hash: the
 -- same normalised text returns the existing current memory's id and changes nothing.
 -- A fact given as p_options.fact {subject, predicate, object, functional (default
--- true)} supersedes the subject's current value of that predicate. Secrets are
--- redacted. Durable kinds (fact, preference, instruction, decision) are tenant-wide
+-- true)} supersedes the subject's current value of that predicate. Secrets in the
+-- content and in every string of p_options (entities, tags, fact ...) are redacted
+-- before anything is stored. Durable kinds (fact, preference, instruction, decision) are tenant-wide
 -- (scope global) unless p_options.scope says otherwise.
 --   p_options: fact, scope (local|global), confidence (0..1), tags[], sensitivity,
 --   entities[], rationale[] / alternatives[] (decisions), due_at (tasks),
@@ -22,8 +23,16 @@ SET search_path = pg_catalog, public, pg_temp
 AS $$
 DECLARE
     v_key text;
+    v_red jsonb;
 BEGIN
     PERFORM mnemo_internal.enter_tenant(p_tenant_id);
+    IF mnemo_internal.redaction_enabled(p_tenant_id) THEN
+        v_red := mnemo_internal.redact(jsonb_build_object('c', p_content, 'o', p_options));
+        IF jsonb_array_length(v_red -> 'kinds') > 0 THEN
+            p_content := v_red #>> '{value,c}';
+            p_options := v_red #> '{value,o}';
+        END IF;
+    END IF;
     IF p_content IS NULL OR btrim(p_content) = '' THEN
         RAISE EXCEPTION USING ERRCODE = 'MN001', MESSAGE = 'content is required';
     END IF;

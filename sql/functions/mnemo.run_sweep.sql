@@ -75,6 +75,7 @@ BEGIN
     VALUES (p_sweep, p_tenant_id, p_now) RETURNING run_id INTO v_run;
     COMMIT;
     LOOP
+        PERFORM mnemo_internal.stop_if_postmaster_died();  -- an orphaned run must not block a restart
         BEGIN
             IF p_sweep = ANY(v_python) THEN
                 v_result := mnemo_internal.sweep_py(p_sweep, p_now, p_tenant_id, v_batch, v_state);

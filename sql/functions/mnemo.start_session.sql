@@ -3,7 +3,8 @@
 -- agent, which drives privacy filtering), model, context window, response reserve,
 -- system prompt (stored once per tenant by SHA-256 in mnemo.system_prompts, with its
 -- token count), config. Returns the session id (p_session_id if given). Secrets in the
--- system prompt and metadata are redacted before they are stored (as record_message).
+-- agent id, model, system prompt, config and metadata are redacted before they are
+-- stored (as record_message).
 -- Raises MN001 (bad argument), MN002 (unknown tenant), MN003 (unknown parent session),
 -- MN012 (session id already used). Writes: sessions, system_prompts.
 CREATE OR REPLACE FUNCTION mnemo.start_session(
@@ -60,9 +61,13 @@ BEGIN
     END IF;
 
     IF mnemo_internal.redaction_enabled(p_tenant_id) THEN
-        v_red := mnemo_internal.redact(jsonb_build_object('p', p_system_prompt, 'md', p_metadata));
+        v_red := mnemo_internal.redact(jsonb_build_object('p', p_system_prompt, 'md', p_metadata,
+            'agent', p_agent_id, 'model', p_model, 'config', p_config));
         IF jsonb_array_length(v_red -> 'kinds') > 0 THEN
             p_system_prompt := v_red #>> '{value,p}';
+            p_agent_id := v_red #>> '{value,agent}';
+            p_model := v_red #>> '{value,model}';
+            p_config := v_red #> '{value,config}';
             p_metadata := (v_red #> '{value,md}') || jsonb_build_object('redactions', v_red -> 'kinds');
         END IF;
     END IF;

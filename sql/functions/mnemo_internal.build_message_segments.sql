@@ -52,10 +52,11 @@ BEGIN
     EXCEPTION WHEN lock_not_available THEN
         RETURN 0;  -- a writer holds the tenant's lock: the next run seals
     END;
+    -- (a payload that is not a message id is not one of the job runner's: ignored)
     SELECT min((j.payload ->> 'message_id')::bigint) - 1 INTO v_until
     FROM mnemo.jobs AS j
     WHERE j.tenant_id = p_tenant_id AND j.kind = 'embed' AND j.status = 'queued'
-        AND j.payload ->> 'target' = 'message';
+        AND j.payload ->> 'target' = 'message' AND j.payload ->> 'message_id' ~ '^[0-9]{1,18}$';
     LOOP
         SELECT s.segment_no, s.after_message_id, s.last_message_id, s.n_messages INTO v_last
         FROM mnemo.message_segments AS s WHERE s.tenant_id = p_tenant_id

@@ -2,16 +2,24 @@
 -- One batch of the 'access' sweep: folds up to p_batch_size context_log rows that
 -- compile_context wrote since the last run into the access statistics of the
 -- memories they sent (mnemo.memory_access: access_count + the times sent,
--- last_accessed_at), and marks them accounted, in one statement. A sweep over
--- context_log's unaccounted rows (partial index) instead of a job queued by every
--- compile: the compile writes only its log row (its statement ~0.35 ms faster, one
--- row of WAL fewer). The 'access' job polls every 5 s (cron/jobs.sql), so the
--- statistics (the frequency and freshness of the retrieval score) lag by seconds to
--- a minute. Set-based, not a call of mnemo_internal.record_access per session:
--- ~0.35 ms a compile folded instead of ~0.8 ms.
--- p_now and p_state are the sweep contract's; unused here.
--- Called by mnemo.run_sweep('access') (pg_cron, every minute). Writes: memory_access,
--- context_log.
+-- relevance_accumulator + the scores they were sent with, last_accessed_at), and
+-- marks them accounted, in one statement. The accumulator is R_acc of seed 003 §5.2:
+-- promotion's U(m) averages it over access_count (plpy/mnemo_db/lifecycle.py).
+-- A sweep over context_log's unaccounted rows (partial index) instead of a job queued
+-- by every compile: the compile writes only its log row. The 'access' job polls every
+-- 5 s (cron/jobs.sql), so the statistics lag by seconds to a minute. Set-based, not a
+-- call of mnemo_internal.record_access per session.
+-- One batch holds every tenant's rows, and a tenant-bound role may write context_log
+-- rows of its own: an item the sweep cannot read must not fail the batch for all. So
+-- every value is checked before it is cast, and what is malformed is skipped (counted
+-- as accounted): items that are not an array, elements that are not objects, a source
+-- that is not 'mem:' and a bigint, a score that is not a JSON number (it counts as 0;
+-- others are clamped to [0, 1], the range of the compile's scores with the default
+-- weights), a created_at outside [year 1, p_now] (p_now is used instead). The sums
+-- stay within their columns (access_count saturates at the integer maximum, the
+-- accumulator at the count).
+-- p_state is the sweep contract's; unused here.
+-- Called by mnemo.run_sweep('access') (pg_cron). Writes: memory_access, context_log.
 CREATE OR REPLACE FUNCTION mnemo_internal.sweep_access(
     p_now timestamptz,
     p_tenant_id text,
@@ -35,22 +43,44 @@ BEGIN
         UPDATE mnemo.context_log AS cl SET accounted = true
         FROM picked AS p
         WHERE cl.tenant_id = p.tenant_id AND cl.context_id = p.context_id AND NOT cl.accounted
-        RETURNING cl.tenant_id, cl.items, cl.created_at
+        RETURNING cl.tenant_id, cl.items,
+            CASE WHEN cl.created_at >= '0001-01-01 00:00:00+00' AND cl.created_at <= p_now
+                THEN cl.created_at ELSE p_now END AS sent_at
+    ), sent AS (
+        SELECT f.tenant_id, f.sent_at, i.item ->> 'source' AS source, i.item -> 'score' AS score
+        FROM folded AS f
+        CROSS JOIN LATERAL jsonb_array_elements(
+            CASE jsonb_typeof(f.items) WHEN 'array' THEN f.items ELSE '[]' END) AS i (item)
+        WHERE jsonb_typeof(i.item) = 'object'
     ), uses AS (
-        SELECT f.tenant_id, substr(i.item ->> 'source', 5)::bigint AS memory_id, count(*) AS n,
-            max(f.created_at) AS last_at
-        FROM folded AS f CROSS JOIN LATERAL jsonb_array_elements(f.items) AS i (item)
-        WHERE i.item ->> 'source' LIKE 'mem:%'
+        -- CASE, not AND: each test must run before the cast it guards
+        SELECT s.tenant_id,
+            CASE WHEN s.source !~ '^mem:[0-9]{1,19}$' THEN NULL
+                WHEN substr(s.source, 5)::numeric > 9223372036854775807 THEN NULL
+                ELSE substr(s.source, 5)::bigint END AS memory_id,
+            CASE jsonb_typeof(s.score) WHEN 'number'
+                THEN round(least(greatest(s.score::numeric, 0), 1), 6)::float8 ELSE 0 END AS score,
+            s.sent_at
+        FROM sent AS s
+        WHERE s.source LIKE 'mem:%'
+    ), totals AS (
+        SELECT u.tenant_id, u.memory_id, count(*) AS n, sum(u.score) AS relevance, max(u.sent_at) AS last_at
+        FROM uses AS u
+        WHERE u.memory_id IS NOT NULL
         GROUP BY 1, 2
     ), counted AS (
         -- memories deleted since they were sent are skipped (the foreign key)
-        INSERT INTO mnemo.memory_access AS a (tenant_id, memory_id, access_count, last_accessed_at)
-        SELECT u.tenant_id, u.memory_id, u.n, u.last_at
-        FROM uses AS u
+        INSERT INTO mnemo.memory_access AS a (tenant_id, memory_id, access_count, relevance_accumulator,
+            last_accessed_at)
+        SELECT t.tenant_id, t.memory_id, least(t.n, 2147483647), least(t.relevance, least(t.n, 2147483647)),
+            t.last_at
+        FROM totals AS t
         WHERE EXISTS (SELECT FROM mnemo.memories AS m
-            WHERE m.tenant_id = u.tenant_id AND m.memory_id = u.memory_id)
+            WHERE m.tenant_id = t.tenant_id AND m.memory_id = t.memory_id)
         ON CONFLICT (tenant_id, memory_id) DO UPDATE
-        SET access_count = a.access_count + excluded.access_count,
+        SET access_count = least(a.access_count::bigint + excluded.access_count, 2147483647),
+            relevance_accumulator = least(a.relevance_accumulator + excluded.relevance_accumulator,
+                least(a.access_count::bigint + excluded.access_count, 2147483647)),
             last_accessed_at = greatest(a.last_accessed_at, excluded.last_accessed_at)
         RETURNING 1
     )
@@ -61,4 +91,4 @@ END;
 $$;
 
 COMMENT ON FUNCTION mnemo_internal.sweep_access(timestamptz, text, integer, jsonb) IS
-'One batch of the access sweep: folds new context_log rows into memory access statistics.';
+'One batch of the access sweep: folds new context_log rows into memory access statistics and relevance.';

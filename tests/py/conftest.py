@@ -2,7 +2,9 @@
 
 DATABASE_URL points at it (the Makefile sets it to the local cluster by default).
 Tests use their own random tenants, so they never see each other's data. pg_cron's
-job runner is paused for the session so that job tests see only their own runners.
+jobs are paused for the session and its runs in flight ended; tests still run jobs as
+workers of their own and wait for their tenant's jobs only (drain_jobs), never for the
+whole queue, so another runner beside them changes nothing.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import os
 import time
 import uuid
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -28,43 +31,52 @@ def _cron_jobs(conn: psycopg.Connection, active: bool) -> None:
         conn.execute("UPDATE cron.job SET active = %s WHERE jobname LIKE 'mnemo-%%'", (active,))
 
 
-def _wait_for_cron_runs(conn: psycopg.Connection) -> None:
-    """Waits until pg_cron runs no Mnemosyne job. A run that pg_cron launched just as
-    the jobs were paused (it reads cron.job asynchronously) starts a moment later, so
-    the check must see no run for a few seconds in a row, not once."""
-    if not conn.execute("SELECT to_regclass('cron.job_run_details') IS NOT NULL").fetchone()[0]:
-        return
+def _stop_cron_runs(conn: psycopg.Connection) -> None:
+    """Ends the runs pg_cron has in flight for Mnemosyne's jobs, and waits until none
+    runs. Pausing cron.job stops only new runs: a run in flight went on beside the
+    tests (a job runner for up to its 45 s deadline) and took their jobs midway. Every
+    Mnemosyne job is made to be killed: a job runner's claims go back to the queue with
+    its open batch, and a sweep keeps its committed batches. A run that pg_cron
+    launched just as the jobs were paused (it reads cron.job asynchronously) starts a
+    moment later, so the check must see no run for a few seconds in a row, not once."""
     quiet = 0
-    for _ in range(300):
-        running = conn.execute(
-            "SELECT count(*) FROM cron.job_run_details AS d JOIN cron.job AS j USING (jobid)"
-            " WHERE j.jobname LIKE 'mnemo-%' AND d.status IN ('starting', 'running')"
-            " AND d.start_time > now() - interval '10 minutes'").fetchone()[0]
-        quiet = quiet + 1 if running == 0 else 0
+    for _ in range(600):
+        ended = conn.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+            " WHERE backend_type = 'pg_cron' AND query LIKE 'CALL mnemo.%'").fetchone()[0]
+        quiet = quiet + 1 if ended == 0 else 0
         if quiet >= 6:
             return
         time.sleep(0.5)
+    raise RuntimeError("pg_cron keeps starting Mnemosyne jobs although they are paused")
 
 
-def _wait_for_lock(conn: psycopg.Connection, key: str, sub: str) -> None:
-    """Waits until a run holding an advisory lock (started by pg_cron) has finished."""
-    for _ in range(240):
-        if conn.execute(f"SELECT pg_try_advisory_lock(hashtext('{key}'), {sub})").fetchone()[0]:
-            conn.execute(f"SELECT pg_advisory_unlock(hashtext('{key}'), {sub})")
+def is_local_cluster() -> bool:
+    """Whether DATABASE_URL is the local cluster this checkout owns (scripts/cluster.sh),
+    the only server a test may crash or restart."""
+    home, port = os.environ.get("MNEMO_HOME"), os.environ.get("MNEMO_PORT")
+    return bool(home and port and DSN == f"postgresql://postgres@127.0.0.1:{port}/mnemo"
+                and Path(home, "pgdata", "PG_VERSION").exists())
+
+
+def drain_jobs(db, tenant: str, worker: int, **run_args) -> None:
+    """Runs jobs as `worker` until none of the tenant's is queued and due. Another
+    runner (pg_cron's, another test's) may hold some of them: it finishes them, or
+    gives them back, so this waits for the tenant's own jobs, never for the queue."""
+    for _ in range(600):
+        db.run_jobs(worker=worker, **run_args)
+        if not db._call("SELECT count(*) FROM mnemo.jobs WHERE tenant_id = %(t)s AND status = 'queued'"
+                        " AND run_after <= now()", {"t": tenant}):
             return
-        time.sleep(0.5)
+        time.sleep(0.1)
+    raise AssertionError(f"jobs of {tenant} still queued")
 
 
 @pytest.fixture(scope="session", autouse=True)
 def paused_cron_runner():
     with psycopg.connect(DSN, autocommit=True) as conn:
         _cron_jobs(conn, False)
-        _wait_for_cron_runs(conn)
-        # Wait for runs already in progress to finish (they hold their locks).
-        _wait_for_lock(conn, "mnemo.run_jobs", "0")
-        for sweep in ("promotion", "expiry", "summaries", "compaction", "partitions",
-                      "working_memory", "prune", "segments"):
-            _wait_for_lock(conn, "mnemo.run_sweep", f"hashtext('{sweep}')")
+        _stop_cron_runs(conn)
     try:
         yield
     finally:
@@ -93,12 +105,13 @@ def session(db, tenant):
 
 @pytest.fixture()
 def fake_llm(db):
-    """start(mode or respond, good=None, timeout=0.5, retries=2, enabled=True): a fake
+    """start(mode or respond, good=None, timeout=5.0, retries=2, enabled=True): a fake
     OpenAI-compatible server (fake_llm.py) configured as the helper LLM, with short
-    timeouts and backoff; the configuration is removed afterwards."""
+    backoff; the configuration is removed afterwards. The timeout leaves a loaded
+    machine time to answer (a test of timeouts sets a short one)."""
     servers = []
 
-    def start(mode, good=None, timeout=0.5, retries=2, enabled=True):
+    def start(mode, good=None, timeout=5.0, retries=2, enabled=True):
         srv = serve(responder(mode, good) if isinstance(mode, str) else mode)
         servers.append(srv)
         db._call("SELECT mnemo.set_helper_llm(%(u)s, 'tiny-model', 'sk-test-key-0123456789abcdefghij',"

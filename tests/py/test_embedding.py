@@ -51,3 +51,28 @@ def test_null_and_empty(db):
     assert db._call("SELECT mnemo.embed(NULL) IS NULL", {}) is True
     out = db._call("SELECT mnemo.embed_batch(ARRAY['x', NULL, 'y'])::text[]", {})
     assert out[1] is None and out[0] and out[2]
+
+
+def test_mapped_model_gives_the_same_vectors(tmp_path):
+    """model.mapped.onnx (embedding.prepare_mapped: weights in a file the backends map
+    instead of copying) is the same network: the same vectors within float error."""
+    import os
+    import shutil
+
+    from mnemo_db import embedding
+
+    model_dir = os.environ.get("MNEMO_MODEL_DIR") or os.path.join(
+        os.path.dirname(__file__), "..", "..", ".mnemo", "model")
+    if not os.path.exists(os.path.join(model_dir, "model.onnx")):
+        pytest.skip("no local model (make up)")
+    for name in ("model.onnx", "tokenizer.json"):
+        shutil.copy(os.path.join(model_dir, name), tmp_path / name)
+    plain = embedding.Embedder(str(tmp_path)).embed(SAMPLE)
+    assert embedding.model_path(str(tmp_path)).endswith("model.onnx")
+    embedding.prepare_mapped(str(tmp_path))
+    assert embedding.model_path(str(tmp_path)).endswith(embedding.MAPPED_MODEL)
+    mapped = embedding.Embedder(str(tmp_path)).embed(SAMPLE)
+    assert np.abs(mapped - plain).max() < 1e-5
+    # a model.onnx newer than the mapped one (a new export) is used until it is mapped again
+    os.utime(tmp_path / "model.onnx", (1e10, 1e10))
+    assert embedding.model_path(str(tmp_path)).endswith("/model.onnx")

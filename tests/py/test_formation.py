@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 
 import psycopg
 import pytest
+from conftest import drain_jobs
 
 from mnemosyne import errors
 
@@ -24,12 +25,7 @@ def extract(db, tenant, session, **payload):
 
 def run_jobs(db, tenant):
     """Run queued jobs until this tenant's are done (worker 12: pg_cron's is 0)."""
-    for _ in range(300):
-        db.run_jobs(worker=12)
-        if not rows(db, "SELECT 1 FROM mnemo.jobs WHERE tenant_id = %(t)s AND status = 'queued'", t=tenant):
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"jobs of {tenant} still queued")
+    drain_jobs(db, tenant, 12)
 
 
 @pytest.fixture(autouse=True)

@@ -51,8 +51,8 @@ def last_run(conn, name: str) -> dict:
 def memory(conn, tenant: str, kind: str, content: str, session=None, **cols) -> int:
     mid = conn.execute("SELECT mnemo_internal.insert_memory(%s, %s, %s, %s)",
                        (tenant, session, kind, content)).fetchone()[0]
-    # the access statistics have a table of their own (migration 0013)
-    access = {k: cols.pop(k) for k in ("access_count", "last_accessed_at") if k in cols}
+    # the access statistics have a table of their own (migrations 0013, 0014)
+    access = {k: cols.pop(k) for k in ("access_count", "relevance_accumulator", "last_accessed_at") if k in cols}
     if cols:
         sets = ", ".join(f"{k} = %s" for k in cols)
         conn.execute(f"UPDATE mnemo.memories SET {sets} WHERE tenant_id = %s AND memory_id = %s",

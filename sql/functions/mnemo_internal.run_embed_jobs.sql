@@ -1,0 +1,55 @@
+-- mnemo_internal.run_embed_jobs(p_tenants, p_job_ids) -> void
+-- Runs the given claimed 'embed' jobs together: their texts (embed_target_text) go
+-- through the model in batches (several times the throughput of one call per text),
+-- the vectors are stored (store_embedding), first embeddings are counted
+-- into the BM25 statistics in one statement in (tenant, lexeme) order (lexicon rows
+-- are the last locks a transaction takes: see mnemo.run_jobs), and the jobs are
+-- marked done. All or nothing: process_job_batch calls it on the whole batch, and
+-- after a failure on each job alone, so a bad row fails only its own job. Raises
+-- 57P02 when the postmaster died (stop_if_postmaster_died): no job's fault.
+-- Writes: messages/memories embeddings and levels, lexicon, jobs.
+CREATE OR REPLACE FUNCTION mnemo_internal.run_embed_jobs(p_tenants text[], p_job_ids bigint[])
+RETURNS void
+LANGUAGE plpgsql
+VOLATILE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+DECLARE
+    v_tenants text[];
+    v_ids bigint[];
+    v_texts text[];
+    v_vectors vector [];
+    v_lex_tenants text[];
+    v_lex_docs tsvector [];
+BEGIN
+    SELECT array_agg(e.tenant_id ORDER BY e.ord), array_agg(e.job_id ORDER BY e.ord),
+        array_agg(mnemo_internal.embed_target_text(j.tenant_id, j.payload) ORDER BY e.ord)
+    INTO v_tenants, v_ids, v_texts
+    FROM unnest(p_tenants, p_job_ids) WITH ORDINALITY AS e (tenant_id, job_id, ord)
+    JOIN mnemo.jobs AS j ON j.tenant_id = e.tenant_id AND j.job_id = e.job_id;
+    IF v_ids IS NULL THEN
+        RETURN;
+    END IF;
+    -- The model's work, the long part, in chunks: a dead postmaster is noticed
+    -- between them (the writes below are short).
+    FOR i IN 1 .. cardinality(v_texts) BY 16 LOOP
+        v_vectors := v_vectors || mnemo.embed_batch(v_texts[i:i + 15]);
+        PERFORM mnemo_internal.stop_if_postmaster_died();
+    END LOOP;
+    SELECT array_agg(s.tenant_id), array_agg(s.doc) INTO v_lex_tenants, v_lex_docs
+    FROM (
+        SELECT j.tenant_id, mnemo_internal.store_embedding(j.tenant_id, j.payload, v.vec) AS doc
+        FROM unnest(v_tenants, v_ids, v_vectors) AS v (tenant_id, job_id, vec)
+        JOIN mnemo.jobs AS j ON j.tenant_id = v.tenant_id AND j.job_id = v.job_id
+        WHERE v.vec IS NOT NULL
+    ) AS s;
+    PERFORM mnemo_internal.add_to_lexicon(v_lex_tenants, v_lex_docs);
+    UPDATE mnemo.jobs AS j
+    SET status = 'done', tries = j.tries + 1, updated_at = now(), finished_at = now()
+    FROM unnest(v_tenants, v_ids) AS d (tenant_id, job_id)
+    WHERE j.tenant_id = d.tenant_id AND j.job_id = d.job_id;
+END;
+$$;
+
+COMMENT ON FUNCTION mnemo_internal.run_embed_jobs(text[], bigint[]) IS
+'Embeds, stores and completes a set of claimed embed jobs, all or nothing.';
