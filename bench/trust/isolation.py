@@ -45,7 +45,9 @@ SELECT p.oid::regprocedure::text AS sig, p.pronamespace::regnamespace::text AS s
     p.prokind,
     ARRAY(SELECT u.n FROM unnest(p.proargnames, coalesce(p.proargmodes, array_fill('i'::"char", ARRAY[p.pronargs])))
         AS u (n, m) WHERE u.m IN ('i', 'b', 'v')) AS names,
-    p.proargtypes::oid[]::regtype[]::text[] AS types, p.pronargs - p.pronargdefaults AS required
+    ARRAY(SELECT format_type(u.t, NULL) FROM unnest(p.proargtypes) WITH ORDINALITY AS u (t, i) ORDER BY u.i)
+        AS types,
+    p.pronargs - p.pronargdefaults AS required
 FROM pg_proc AS p
 WHERE p.pronamespace::regnamespace::text = ANY (%(schemas)s)
     AND has_function_privilege(%(role)s, p.oid, 'EXECUTE')
@@ -120,9 +122,9 @@ def _seed(owner: psycopg.Connection, tenant: str, canary: str, id_sets: int) -> 
             "role": "assistant", "content": None, "tool_calls": [{"id": call_id, "type": "function",
              "function": {"name": "read_file", "arguments": json.dumps({"path": f"/{canary}"})}}]}))
         call("SELECT mnemo.record_message(%s, %s, %s)", tenant, sid, json.dumps({
-            "role": "tool", "tool_call_id": call_id, "content": f"{canary} vault line\n" * 3000}))
-        art = call("SELECT artifact_id FROM mnemo.artifacts WHERE tenant_id = %s ORDER BY artifact_id DESC LIMIT 1",
-                   tenant)
+            "role": "tool", "tool_call_id": call_id, "content": f"{canary} vault line"}))
+        art = call("SELECT mnemo.record_event(%s, %s, 'artifact', %s)", tenant, sid,
+                   json.dumps({"text": f"{canary} vault line\n" * 4000}))["artifact_id"]
         fact = call("SELECT mnemo.remember(%s, %s, 'fact', %s, %s)", tenant, f"Alice's vault code is {canary}",
                     sid, json.dumps({"fact": {"subject": "Alice", "predicate": "vault_code", "object": canary},
                                      "entities": [f"Vault {canary}"]}))
@@ -191,6 +193,8 @@ def _argument(name: str, typ: str, tenant: str, ids: dict, variant: int, canary:
                            "decision": "probe", "title": "probe", "status": "open"})
     if name in by_name:
         return by_name[name]
+    if not name and typ == "text":
+        return tenant  # an unnamed text parameter: most likely a tenant
     return {"text": "probe", "text[]": ["probe"], "integer": 1000, "bigint": mems[0], "bigint[]": [ids["message"]],
             "boolean": True, "real": 1.0, "numeric": 1, "jsonb": "{}", "uuid": sess, "name": role,
             "timestamp with time zone": None, "regclass": "mnemo.messages", "tsvector[]": None,
@@ -204,8 +208,11 @@ def _scan(text: str, canary: str) -> bool:
 def _probe_routine(app: psycopg.Connection, f: Figures, routine: tuple, role: str, tenant_a: str, tenant_b: str,
                    id_sets: list[dict], canary: str, notices: list[str], context: str) -> None:
     sig, schema, proname, kind, names, types, required = routine
-    # pass every parameter without a default, and every one that can carry an id
-    carried = [(n, t) for i, (n, t) in enumerate(zip(names, types, strict=False))
+    if len(names) != len(types) or not all(names):
+        names = [""] * len(types)  # unnamed parameters: passed by position
+    # pass every parameter without a default, and every one that can carry an id (by
+    # name; a routine with unnamed parameters gets the ones without a default)
+    carried = [(n, t) for i, (n, t) in enumerate(zip(names, types, strict=True))
                if i < required or n in ("p_session_id", "p_parent_session_id", "p_memory_id", "p_artifact_id",
                                         "p_options", "p_filter", "p_refs", "p_message", "p_kind")]
     variants = 7 if any(n in ("p_kind", "p_message", "p_options", "p_filter") for n, _ in carried) else 1
@@ -216,8 +223,9 @@ def _probe_routine(app: psycopg.Connection, f: Figures, routine: tuple, role: st
                 call = sql.SQL("{verb} {schema}.{name}({args})").format(
                     verb=sql.SQL("CALL" if kind == "p" else "SELECT"), schema=sql.Identifier(schema),
                     name=sql.Identifier(proname),
-                    args=sql.SQL(", ").join(sql.SQL("{} => {}::{}").format(
-                        sql.Identifier(n), sql.Placeholder(), sql.SQL(t)) for n, t in carried))
+                    args=sql.SQL(", ").join(
+                        sql.SQL("{} => {}::{}").format(sql.Identifier(n), sql.Placeholder(), sql.SQL(t)) if n
+                        else sql.SQL("{}::{}").format(sql.Placeholder(), sql.SQL(t)) for n, t in carried))
                 f.calls += 1
                 out = _run(app, call, values, f)
                 if _scan(out + "".join(notices), canary):
@@ -348,17 +356,17 @@ def matrix(dsn: str, id_sets: int = 1, contexts: tuple[str, ...] = ("login", "te
         ids_b = _seed(owner, tenant_b, canary, id_sets)
         _drain_jobs(owner, [tenant_a, tenant_b])
         leaves = owner.execute(LEAVES, {"schemas": list(SCHEMAS)}).fetchall()
-        before = _fingerprint(owner, leaves, tenant_b)
-
-        def check(what: str) -> None:
-            nonlocal before
-            after = _fingerprint(owner, leaves, tenant_b)
-            for rel in sorted(k for k in after if after[k] != before.get(k)):
-                f.leak(f"{rel} changed after {what}")
-            before = after
-
         with bound_login(owner, dsn, tenant_a, weaken, undo) as (role, conninfo), \
                 psycopg.connect(conninfo, autocommit=True) as app:
+            before = _fingerprint(owner, leaves, tenant_b)
+
+            def check(what: str) -> None:
+                nonlocal before
+                after = _fingerprint(owner, leaves, tenant_b)
+                for rel in sorted(k for k in after if after[k] != before.get(k)):
+                    f.leak(f"{rel} changed after {what}")
+                before = after
+
             notices: list[str] = []
             app.add_notice_handler(lambda d: notices.append(str(d.message_primary)))
             app.execute("SET statement_timeout = '120s'")
@@ -384,10 +392,10 @@ def matrix(dsn: str, id_sets: int = 1, contexts: tuple[str, ...] = ("login", "te
                     _probe_relation(app, f, rel, kind, has_tenant, copied, first, tenant_b, canary, context)
                     _leave(app)
             check(f"statements on {tree}")
-        if run_jobs:
-            # what the role queued runs as the owner, outside row-level security
-            _drain_jobs(owner, [tenant_a, tenant_b])
-            check("the job runner")
+            if run_jobs:
+                # what the role queued runs as the owner, outside row-level security
+                _drain_jobs(owner, [tenant_a, tenant_b])
+                check("the job runner")
     return f
 
 

@@ -36,18 +36,19 @@ def test_the_matrix_finds_leaks_and_writes_when_the_grants_are_weakened():
     """The matrix can fail: a role given SELECT on a partition reads B's rows around
     the policy, INSERT on context_log plants a row, and a routine added to the schema
     (found through the catalog, not a list) that reads across tenants leaks."""
-    leaky = "mnemo_internal.iso_test_leaky_probe(text)"
+    leaky = "mnemo_internal.iso_test_leaky_probe(p_tenant_id text)"
     f = isolation.matrix(
         DSN, contexts=("login",), partition_contexts=("login",), run_jobs=False,
         trees=("mnemo.memories", "mnemo.context_log"),
         weaken=(
             "GRANT SELECT ON ALL TABLES IN SCHEMA mnemo TO {role}",
             "GRANT INSERT ON mnemo.context_log TO {role}",
+            "GRANT USAGE ON ALL SEQUENCES IN SCHEMA mnemo TO {role}",
             "CREATE FUNCTION " + leaky + " RETURNS text LANGUAGE sql SECURITY DEFINER"
             " SET search_path = pg_catalog AS"
             " 'SELECT string_agg(content_full, '' '') FROM mnemo.memories WHERE tenant_id = $1'",
             "GRANT EXECUTE ON FUNCTION " + leaky + " TO {role}"),
-        undo=("DROP FUNCTION IF EXISTS " + leaky,))
+        undo=("DROP FUNCTION IF EXISTS mnemo_internal.iso_test_leaky_probe(text)",))
     details = "\n".join(f.details)
     assert f.routines == 17
     assert "iso_test_leaky_probe" in details and "mnemo.memories_h" in details, details
