@@ -51,7 +51,7 @@ SELECT p.oid::regprocedure::text AS sig, p.pronamespace::regnamespace::text AS s
 FROM pg_proc AS p
 WHERE p.pronamespace::regnamespace::text = ANY (%(schemas)s)
     AND has_function_privilege(%(role)s, p.oid, 'EXECUTE')
-ORDER BY p.proname = 'forget', 1
+ORDER BY p.proname = 'forget', 1  -- forget last: the others still find A's memories
 """
 
 RELATIONS = """
@@ -105,7 +105,7 @@ class Figures:
 
 # ---------------------------------------------------------------- the two tenants
 def _seed(owner: psycopg.Connection, tenant: str, canary: str, id_sets: int) -> list[dict]:
-    """Gives a tenant id_sets sessions, each with messages, a tool call whose output is
+    """Gives a tenant id_sets sessions, each with messages, a tool call and its result,
     an artifact, memories of several kinds (a fact, a decision, a task, a corrected
     note, entities), a logged compile; B's text carries the canary. Returns the ids."""
     owner.execute("SELECT mnemo.create_tenant(%s)", (tenant,))
