@@ -14,7 +14,13 @@ from conftest import DSN
 from mnemosyne import Client, connect
 from mnemosyne.aio import AsyncClient, connect_async
 from mnemosyne.client import SqlApi
-from mnemosyne.errors import InvalidMessage, InvalidParameter, NotFound, UnknownSession, UnknownTenant
+from mnemosyne.errors import (
+    InvalidMessage,
+    InvalidParameter,
+    NotFound,
+    UnknownSession,
+    UnknownTenant,
+)
 
 
 def public(cls: type) -> set[str]:
