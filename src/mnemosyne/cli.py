@@ -241,10 +241,14 @@ def sessions(tenant: Annotated[str | None, typer.Argument(help="tenant (default:
     if as_json:
         print_json(rows)
         return
-    out.print(table("Sessions", ["tenant", "session", "agent", "channel", "status", "messages", "tokens",
-                                 "last message"],
-                    [[r["tenant_id"], r["session_id"], r["agent_id"], r["channel"], r["status"], r["messages"],
-                      r["tokens"], when(r["last_message_at"])] for r in rows]))
+    columns = ["session", "agent", "channel", "status", "messages", "tokens", "last message"]
+    cells = [[r["session_id"], r["agent_id"], r["channel"], r["status"], r["messages"], r["tokens"],
+              when(r["last_message_at"])] for r in rows]
+    if tenant:
+        out.print(table(f"Sessions of {tenant}", columns, cells))
+    else:
+        out.print(table("Sessions", ["tenant", *columns], [[r["tenant_id"], *c] for r, c in zip(rows, cells,
+                                                                                              strict=True)]))
 
 
 # --------------------------------------------------------------------------- show
