@@ -17,6 +17,12 @@ BEGIN
     IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'mnemo_app') THEN
         CREATE ROLE mnemo_app NOLOGIN;
     END IF;
+    -- The API routines run as this role (sql/grants.sql): it holds the table
+    -- privileges the application role does not, and row-level security binds it.
+    -- No one logs in as it or is granted it.
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'mnemo_api_owner') THEN
+        CREATE ROLE mnemo_api_owner NOLOGIN NOSUPERUSER NOBYPASSRLS NOINHERIT;
+    END IF;
 END
 $$;
 

@@ -1,38 +1,81 @@
--- Privileges, run on every deploy after the functions. Applications log in as members
--- of mnemo_app; row-level security limits them to the tenant they act for.
-GRANT USAGE ON SCHEMA mnemo, mnemo_internal TO mnemo_app;
+-- Privileges, run on every deploy after the routines and migrations. Fail closed:
+-- every privilege of the two project roles (and PUBLIC) in schemas mnemo and
+-- mnemo_internal is revoked, then each gets exactly what this file lists.
+--
+-- mnemo_app (applications log in as members of it):
+--   EXECUTE on the API, by name (mnemo_app_api below), and on the two functions the
+--   row-level security policies call; SELECT on the parent tables of mnemo, where
+--   the policies show only the tenant it acts for, and on its own binding row.
+--   It writes no table directly: the API routines do every write. So no application
+--   can plant a row that the API would refuse (a context_log item the access sweep
+--   cannot parse, a job of a kind or payload the runner was never meant to take, a
+--   memory that skips validation and redaction), for its own tenant or any other.
+--   No sequence, no partition, no internal table, no internal or admin routine.
+-- mnemo_api_owner (no one logs in as it or is granted it):
+--   owns the API routines, which are SECURITY DEFINER, so they run as it. It is not
+--   a superuser and does not bypass row-level security, and it owns no table, so
+--   every statement of the API is held to the tenant the caller acts for
+--   (mnemo_internal.current_tenant_id). It may write the parent tables of mnemo and
+--   EXECUTE the internal routines the API needs at run time (mnemo_api_runtime).
+-- The deploying superuser keeps the rest: admin routines (bind_role, set_setting,
+--   set_helper_llm, create_message_partitions, lifecycle_status), the job runner and
+--   the sweeps (run_jobs, process_job_batch, run_sweep, sweep_*), which pg_cron runs
+--   as the owner. Trigger functions need no EXECUTE privilege to fire.
+-- A routine file loaded again (CREATE OR REPLACE) keeps its owner and grants.
 
-REVOKE ALL ON ALL ROUTINES IN SCHEMA mnemo FROM public;
-REVOKE ALL ON ALL ROUTINES IN SCHEMA mnemo_internal FROM public;
-GRANT EXECUTE ON ALL ROUTINES IN SCHEMA mnemo TO mnemo_app;
-GRANT EXECUTE ON ALL ROUTINES IN SCHEMA mnemo_internal TO mnemo_app;
+REVOKE ALL ON ALL ROUTINES IN SCHEMA mnemo, mnemo_internal FROM public, mnemo_app, mnemo_api_owner;
+REVOKE ALL ON ALL TABLES IN SCHEMA mnemo, mnemo_internal FROM public, mnemo_app, mnemo_api_owner;
+REVOKE ALL ON ALL SEQUENCES IN SCHEMA mnemo, mnemo_internal FROM public, mnemo_app, mnemo_api_owner;
+GRANT USAGE ON SCHEMA mnemo, mnemo_internal TO mnemo_app, mnemo_api_owner;
 
--- Admin and maintenance routines stay with the owner (and pg_cron, which runs as it).
-REVOKE EXECUTE ON FUNCTION mnemo.bind_role(name, text) FROM mnemo_app;
-REVOKE EXECUTE ON FUNCTION mnemo.set_setting(text, jsonb) FROM mnemo_app;
-REVOKE EXECUTE ON FUNCTION mnemo.create_message_partitions(date, integer) FROM mnemo_app;
-REVOKE EXECUTE ON PROCEDURE mnemo.run_jobs(integer, integer, integer, numeric) FROM mnemo_app;
-REVOKE EXECUTE ON FUNCTION mnemo_internal.create_hash_partitions(regclass, integer, text, boolean)
-FROM mnemo_app;
-REVOKE EXECUTE ON FUNCTION mnemo_internal.process_job_batch(integer) FROM mnemo_app;
-REVOKE EXECUTE ON FUNCTION mnemo_internal.fail_jobs(text[], bigint[], text) FROM mnemo_app;
-REVOKE EXECUTE ON FUNCTION mnemo_internal.run_job(text, text, jsonb) FROM mnemo_app;
-REVOKE EXECUTE ON FUNCTION mnemo_internal.store_embedding(text, jsonb, vector) FROM mnemo_app;
-REVOKE EXECUTE ON FUNCTION mnemo_internal.add_to_lexicon(text[], tsvector[]) FROM mnemo_app;
-REVOKE EXECUTE ON FUNCTION mnemo_internal.record_access(text, uuid) FROM mnemo_app;
-REVOKE EXECUTE ON FUNCTION mnemo.set_helper_llm(text, text, text, real, integer, real, boolean, jsonb)
-FROM mnemo_app;
-REVOKE EXECUTE ON FUNCTION mnemo_internal.extract(text, jsonb) FROM mnemo_app;
--- Lifecycle sweeps and their admin view (issue 5).
-REVOKE EXECUTE ON PROCEDURE mnemo.run_sweep(text, timestamptz, text, integer, integer, integer) FROM mnemo_app;
-REVOKE EXECUTE ON FUNCTION mnemo.lifecycle_status() FROM mnemo_app;
-REVOKE EXECUTE ON FUNCTION mnemo_internal.sweep_py(text, timestamptz, text, integer, jsonb) FROM mnemo_app;
-REVOKE EXECUTE ON FUNCTION mnemo_internal.sweep_partitions(timestamptz, text, integer, jsonb) FROM mnemo_app;
-REVOKE EXECUTE ON FUNCTION mnemo_internal.sweep_working_memory(timestamptz, text, integer, jsonb) FROM mnemo_app;
-REVOKE EXECUTE ON FUNCTION mnemo_internal.sweep_prune(timestamptz, text, integer, jsonb) FROM mnemo_app;
-REVOKE EXECUTE ON FUNCTION mnemo_internal.sweep_segments(timestamptz, text, integer, jsonb) FROM mnemo_app;
-REVOKE EXECUTE ON FUNCTION mnemo_internal.sweep_access(timestamptz, text, integer, jsonb) FROM mnemo_app;
-REVOKE EXECUTE ON FUNCTION mnemo_internal.build_message_segments(text, integer) FROM mnemo_app;
+DO $$
+DECLARE
+    -- The application API: the one list of what mnemo_app may call. Each runs as
+    -- mnemo_api_owner (SECURITY DEFINER in its file; the schema contract checks both).
+    mnemo_app_api CONSTANT text[] := ARRAY[
+        'create_tenant', 'start_session', 'record_message', 'record_event',
+        'remember', 'correct', 'forget', 'query_decisions', 'get_artifact',
+        'compile_context', 'compile_context_bundle',
+        'embed', 'embed_batch', 'count_tokens'];
+    -- What the policies call when mnemo_app reads a table itself.
+    mnemo_app_policy CONSTANT text[] := ARRAY['current_tenant_id', 'bound_tenant_id'];
+    -- The internal routines the API calls while it runs (as mnemo_api_owner).
+    mnemo_api_runtime CONSTANT text[] := ARRAY[
+        'current_tenant_id', 'bound_tenant_id', 'enter_tenant', 'setting', 'raise_error',
+        'py_bootstrap', 'enqueue_job', 'insert_memory', 'form_memory', 'redact',
+        'redaction_enabled', 'content_hash', 'excerpt', 'message_tokens', 'message_levels',
+        'line_tokens', 'message_segment', 'segment_hits', 'quantize_embeddings', 'subtract_from_lexicon'];
+    v_routine regprocedure;
+    v_name text;
+BEGIN
+    FOREACH v_name IN ARRAY mnemo_app_api || mnemo_app_policy || mnemo_api_runtime LOOP
+        IF NOT EXISTS (SELECT FROM pg_proc AS p WHERE p.proname = v_name
+                AND p.pronamespace IN ('mnemo'::regnamespace, 'mnemo_internal'::regnamespace)) THEN
+            RAISE EXCEPTION 'grants.sql: no routine named %', v_name;
+        END IF;
+    END LOOP;
+    FOR v_routine IN
+        SELECT p.oid::regprocedure FROM pg_proc AS p
+        WHERE p.pronamespace = 'mnemo'::regnamespace AND p.proname = ANY (mnemo_app_api)
+    LOOP
+        EXECUTE format('ALTER ROUTINE %s OWNER TO mnemo_api_owner', v_routine);
+        EXECUTE format('GRANT EXECUTE ON ROUTINE %s TO mnemo_app, mnemo_api_owner', v_routine);
+    END LOOP;
+    FOR v_routine IN
+        SELECT p.oid::regprocedure FROM pg_proc AS p
+        WHERE p.pronamespace = 'mnemo_internal'::regnamespace AND p.proname = ANY (mnemo_app_policy)
+    LOOP
+        EXECUTE format('GRANT EXECUTE ON ROUTINE %s TO mnemo_app', v_routine);
+    END LOOP;
+    FOR v_routine IN
+        SELECT p.oid::regprocedure FROM pg_proc AS p
+        WHERE p.pronamespace IN ('mnemo'::regnamespace, 'mnemo_internal'::regnamespace)
+            AND p.proname = ANY (mnemo_api_runtime)
+    LOOP
+        EXECUTE format('GRANT EXECUTE ON ROUTINE %s TO mnemo_api_owner', v_routine);
+    END LOOP;
+END
+$$;
 
 -- Tables: the parents only, never the partitions, so no one reads around the policies.
 DO $$
@@ -44,9 +87,11 @@ BEGIN
         WHERE c.relnamespace = 'mnemo'::regnamespace AND c.relkind IN ('r', 'p')
             AND NOT c.relispartition
     LOOP
-        EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON %s TO mnemo_app', v_table);
+        EXECUTE format('GRANT SELECT ON %s TO mnemo_app', v_table);
+        EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON %s TO mnemo_api_owner', v_table);
     END LOOP;
 END
 $$;
-GRANT USAGE ON ALL SEQUENCES IN SCHEMA mnemo TO mnemo_app;
-GRANT SELECT ON mnemo_internal.role_tenants TO mnemo_app;
+GRANT USAGE ON ALL SEQUENCES IN SCHEMA mnemo TO mnemo_api_owner;
+GRANT SELECT ON mnemo_internal.role_tenants TO mnemo_app, mnemo_api_owner;
+GRANT SELECT ON mnemo_internal.settings TO mnemo_api_owner;

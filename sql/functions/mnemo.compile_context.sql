@@ -14,6 +14,7 @@ CREATE OR REPLACE FUNCTION mnemo.compile_context(
 ) RETURNS jsonb
 LANGUAGE plpython3u
 VOLATILE
+SECURITY DEFINER  -- runs as mnemo_api_owner, under row-level security (sql/grants.sql)
 SET search_path = pg_catalog, public, pg_temp
 -- as mnemo.compile_context_bundle, for the same reasons
 SET plan_cache_mode = force_generic_plan

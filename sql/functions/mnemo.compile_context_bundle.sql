@@ -24,6 +24,7 @@ CREATE OR REPLACE FUNCTION mnemo.compile_context_bundle(
 ) RETURNS jsonb
 LANGUAGE plpython3u
 VOLATILE
+SECURITY DEFINER  -- runs as mnemo_api_owner, under row-level security (sql/grants.sql)
 SET search_path = pg_catalog, public, pg_temp
 -- The retrieval statements span every partition of two tables: planning them anew
 -- per call (custom plans) costs more than running them. Generic plans prune the

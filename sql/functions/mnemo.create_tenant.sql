@@ -9,6 +9,7 @@ CREATE OR REPLACE FUNCTION mnemo.create_tenant(
 ) RETURNS text
 LANGUAGE plpgsql
 VOLATILE
+SECURITY DEFINER  -- runs as mnemo_api_owner, under row-level security (sql/grants.sql)
 SET search_path = pg_catalog, public, pg_temp
 AS $$
 BEGIN
@@ -22,7 +23,7 @@ BEGIN
     END IF;
     IF mnemo_internal.bound_tenant_id() IS NOT NULL THEN
         RAISE EXCEPTION USING ERRCODE = 'MN008',
-            MESSAGE = format('role %s is bound to a tenant and cannot create tenants', current_user);
+            MESSAGE = 'a role bound to a tenant cannot create tenants';
     END IF;
     PERFORM set_config('mnemo.tenant_id', p_tenant_id, true);
     INSERT INTO mnemo.tenants (tenant_id, display_name, config)

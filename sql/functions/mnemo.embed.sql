@@ -8,6 +8,7 @@ LANGUAGE plpython3u
 IMMUTABLE
 STRICT
 PARALLEL SAFE
+SECURITY DEFINER  -- runs as mnemo_api_owner, under row-level security (sql/grants.sql)
 SET search_path = pg_catalog, public, pg_temp
 AS $$
 if 'mnemo_embedder' not in GD:

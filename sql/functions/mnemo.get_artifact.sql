@@ -5,6 +5,7 @@ CREATE OR REPLACE FUNCTION mnemo.get_artifact(p_tenant_id text, p_artifact_id bi
 RETURNS bytea
 LANGUAGE plpgsql
 STABLE
+SECURITY DEFINER  -- runs as mnemo_api_owner, under row-level security (sql/grants.sql)
 SET search_path = pg_catalog, public, pg_temp
 AS $$
 DECLARE

@@ -15,6 +15,7 @@ CREATE OR REPLACE FUNCTION mnemo.query_decisions(
 ) RETURNS jsonb
 LANGUAGE plpgsql
 STABLE
+SECURITY DEFINER  -- runs as mnemo_api_owner, under row-level security (sql/grants.sql)
 SET search_path = pg_catalog, public, pg_temp
 AS $$
 DECLARE

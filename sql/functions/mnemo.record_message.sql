@@ -24,6 +24,7 @@ CREATE OR REPLACE FUNCTION mnemo.record_message(
 ) RETURNS bigint
 LANGUAGE plpgsql
 VOLATILE
+SECURITY DEFINER  -- runs as mnemo_api_owner, under row-level security (sql/grants.sql)
 SET search_path = pg_catalog, public, pg_temp
 AS $$
 DECLARE

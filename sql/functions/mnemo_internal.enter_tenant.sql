@@ -18,7 +18,7 @@ BEGIN
     v_bound := mnemo_internal.bound_tenant_id();
     IF v_bound IS NOT NULL AND v_bound <> p_tenant_id THEN
         RAISE EXCEPTION USING ERRCODE = 'MN008',
-            MESSAGE = format('role %s may not act for tenant %L', current_user, p_tenant_id),
+            MESSAGE = format('a role bound to tenant %L may not act for tenant %L', v_bound, p_tenant_id),
             HINT = 'This role is bound to one tenant; connect as that tenant''s role.';
     END IF;
     PERFORM set_config('mnemo.tenant_id', p_tenant_id, true);

@@ -1,12 +1,12 @@
 -- mnemo_internal.setting(p_key) -> jsonb
 -- A value from mnemo_internal.settings (defaults in sql/settings.sql).
 -- Raises MN011 when the key is missing (a deploy did not run).
+-- Runs as its caller: the API routines (as mnemo_api_owner) and the maintenance
+-- routines may read the settings; applications may not (sql/grants.sql).
 CREATE OR REPLACE FUNCTION mnemo_internal.setting(p_key text)
 RETURNS jsonb
 LANGUAGE plpgsql
 STABLE
--- Definer: applications read settings through here, never the table itself.
-SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
 AS $$
 DECLARE

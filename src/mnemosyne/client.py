@@ -1,4 +1,11 @@
-"""The Mnemosyne client. Each method is one call of a SQL function in schema mnemo."""
+"""The Mnemosyne client. Each method is one call of a SQL function in schema mnemo.
+
+The methods live in :class:`SqlApi`: each builds its statement and hands it to one of
+three primitives (``_call``: the first column of the first row, ``_values``: the
+first column of every row, ``_rows``: every row as a dict). :class:`Client` runs them
+on a psycopg connection; :class:`mnemosyne.aio.AsyncClient` runs the same methods on
+a pool of async connections, so the two cannot drift apart.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +14,7 @@ from datetime import datetime
 from typing import Any, Self
 
 import psycopg
+from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 from .errors import translate
@@ -17,27 +25,22 @@ def connect(dsn: str, **kwargs: Any) -> Client:
     return Client(psycopg.connect(dsn, autocommit=True, **kwargs))
 
 
-class Client:
-    def __init__(self, conn: psycopg.Connection):
-        self.conn = conn
+def _options(**kw: Any) -> Jsonb:
+    """A p_options object of the arguments that were given."""
+    return Jsonb({k: v for k, v in kw.items() if v is not None})
 
-    def close(self) -> None:
-        self.conn.close()
 
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+class SqlApi:
+    """Mnemosyne's SQL API as methods. Subclasses run the statements."""
 
     def _call(self, sql: str, params: dict[str, Any]) -> Any:
-        try:
-            with self.conn.cursor() as cur:
-                cur.execute(sql, params)
-                row = cur.fetchone() if cur.description else None
-                return row[0] if row else None
-        except psycopg.Error as e:
-            raise translate(e) from e
+        raise NotImplementedError
+
+    def _values(self, sql: str, params: dict[str, Any]) -> Any:
+        raise NotImplementedError
+
+    def _rows(self, sql: str, params: dict[str, Any]) -> Any:
+        raise NotImplementedError
 
     # tenants and sessions --------------------------------------------------------
     def create_tenant(self, tenant_id: str, display_name: str | None = None,
@@ -132,6 +135,15 @@ class Client:
             {"t": tenant_id, "s": session_id, "q": query, "o": Jsonb(options)},
         )
 
+    def build_acb(self, tenant_id: str, session_id: uuid.UUID | str, query_text: str | None = None,
+                  *, max_tokens: int | None = None, channel: str | None = None,
+                  intent: str | None = None, agent_id: str | None = None, **options: Any) -> dict:
+        """Seed 004's Active Context Bundle: sections with refs, plus the messages (mnemo.build_acb)."""
+        return self._call(
+            "SELECT mnemo.build_acb(%(t)s, %(s)s, %(q)s, %(mt)s, %(ch)s, %(i)s, %(a)s, %(o)s)",
+            {"t": tenant_id, "s": session_id, "q": query_text, "mt": max_tokens, "ch": channel,
+             "i": intent, "a": agent_id, "o": Jsonb(options)})
+
     # embeddings and tokens -------------------------------------------------------
     def embed(self, text: str) -> list[float]:
         return self._call("SELECT mnemo.embed(%(x)s)::real[]", {"x": text})
@@ -147,5 +159,114 @@ class Client:
     # operations ------------------------------------------------------------------
     def run_jobs(self, batch_size: int = 64, max_batches: int = 100, worker: int = 0) -> None:
         """Run due jobs now (needs the owner role; pg_cron normally does this)."""
-        self._call("CALL mnemo.run_jobs(%(b)s, %(m)s, %(w)s)",
-                   {"b": batch_size, "m": max_batches, "w": worker})
+        return self._call("CALL mnemo.run_jobs(%(b)s, %(m)s, %(w)s)",
+                          {"b": batch_size, "m": max_batches, "w": worker})
+
+    def run_sweep(self, sweep: str, *, now: datetime | None = None, tenant_id: str | None = None,
+                  batch_size: int | None = None, max_batches: int = 100000,
+                  max_seconds: int = 0) -> None:
+        """Run one lifecycle sweep now (mnemo.run_sweep; owner; it commits per batch)."""
+        return self._call(
+            "CALL mnemo.run_sweep(%(s)s, coalesce(%(n)s, now()), %(t)s, %(b)s, %(mb)s, %(ms)s)",
+            {"s": sweep, "n": now, "t": tenant_id, "b": batch_size, "mb": max_batches,
+             "ms": max_seconds})
+
+    def lifecycle_status(self) -> list[dict]:
+        """Each background job: schedule, last run, duration, rows, counters, last error."""
+        return self._rows("SELECT * FROM mnemo.lifecycle_status()", {})
+
+    def set_helper_llm(self, base_url: str | None, model: str | None = None,
+                       api_key: str | None = None, *, timeout_s: float = 20, max_retries: int = 2,
+                       backoff_s: float = 1, enabled: bool = True,
+                       options: dict | None = None) -> None:
+        """Configure the helper LLM (None removes it): mnemo.set_helper_llm, owner only."""
+        return self._call(
+            "SELECT mnemo.set_helper_llm(%(u)s, %(m)s, %(k)s, %(to)s::real, %(r)s::integer,"
+            " %(b)s::real, %(e)s, %(o)s)",
+            {"u": base_url, "m": model, "k": api_key, "to": timeout_s, "r": max_retries,
+             "b": backoff_s, "e": enabled, "o": Jsonb(options or {})})
+
+    def status(self) -> dict:
+        """Server, extensions, schema, job queue, sizes per plane, embedding model (admin)."""
+        return self._call("SELECT mnemo.status()", {})
+
+    def list_jobs(self, *, status: str | None = None, tenant_id: str | None = None,
+                  kind: str | None = None, limit: int | None = None) -> list[dict]:
+        """The job queue across tenants, failed jobs first (mnemo.list_jobs, admin)."""
+        return self._rows("SELECT * FROM mnemo.list_jobs(%(o)s)",
+                          {"o": _options(status=status, tenant_id=tenant_id, kind=kind, limit=limit)})
+
+    def retry_jobs(self, tenant_id: str | None = None, job_ids: list[int] | None = None) -> int:
+        """Queue failed jobs again; returns how many (mnemo.retry_jobs, admin)."""
+        return self._call("SELECT mnemo.retry_jobs(%(t)s, %(j)s)", {"t": tenant_id, "j": job_ids})
+
+    # inspection ------------------------------------------------------------------
+    def list_tenants(self) -> list[dict]:
+        """The tenants the caller can see, with their sizes (mnemo.list_tenants)."""
+        return self._rows("SELECT * FROM mnemo.list_tenants()", {})
+
+    def list_sessions(self, tenant_id: str, *, session_id: uuid.UUID | str | None = None,
+                      status: str | None = None, agent_id: str | None = None,
+                      limit: int | None = None) -> list[dict]:
+        """A tenant's sessions with their message counts, newest first (mnemo.list_sessions)."""
+        return self._rows(
+            "SELECT * FROM mnemo.list_sessions(%(t)s, %(o)s)",
+            {"t": tenant_id, "o": _options(session_id=None if session_id is None else str(session_id),
+                                           status=status, agent_id=agent_id, limit=limit)})
+
+    def search(self, tenant_id: str, query: str, *, limit: int | None = None,
+               sources: list[str] | None = None,
+               session_id: uuid.UUID | str | None = None) -> list[dict]:
+        """Hybrid search over memories and messages, with scores (mnemo.search)."""
+        return self._rows(
+            "SELECT * FROM mnemo.search(%(t)s, %(q)s, %(o)s)",
+            {"t": tenant_id, "q": query, "o": _options(
+                limit=limit, sources=sources, session_id=None if session_id is None else str(session_id))})
+
+    def memory_stats(self, tenant_id: str, session_id: uuid.UUID | str | None = None) -> dict:
+        """Counts and sizes of a tenant's (or session's) memory (mnemo.memory_stats)."""
+        return self._call("SELECT mnemo.memory_stats(%(t)s, %(s)s)", {"t": tenant_id, "s": session_id})
+
+    def export_tenant(self, tenant_id: str) -> list[dict]:
+        """The tenant's sessions, messages and explicit memories as export lines."""
+        return self._values("SELECT line FROM mnemo.export_tenant(%(t)s) AS line", {"t": tenant_id})
+
+
+class Client(SqlApi):
+    """The SQL API on one psycopg connection (autocommit: every call is its own
+    transaction, and the procedures that commit can run)."""
+
+    def __init__(self, conn: psycopg.Connection):
+        self.conn = conn
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _execute(self, sql: str, params: dict[str, Any], fetch: str) -> Any:
+        try:
+            with self.conn.cursor(row_factory=dict_row if fetch == "rows" else None) as cur:
+                cur.execute(sql, params)
+                if cur.description is None:
+                    return None
+                if fetch == "one":
+                    row = cur.fetchone()
+                    return row[0] if row else None
+                rows = cur.fetchall()
+                return rows if fetch == "rows" else [r[0] for r in rows]
+        except psycopg.Error as e:
+            raise translate(e) from e
+
+    def _call(self, sql: str, params: dict[str, Any]) -> Any:
+        return self._execute(sql, params, "one")
+
+    def _values(self, sql: str, params: dict[str, Any]) -> list[Any]:
+        return self._execute(sql, params, "values")
+
+    def _rows(self, sql: str, params: dict[str, Any]) -> list[dict]:
+        return self._execute(sql, params, "rows")

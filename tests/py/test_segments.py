@@ -181,7 +181,7 @@ def test_one_tenant_never_reads_anothers_segments(db, tenant):
         assert "plan S0T" not in text_of(bundle["messages"])
         with psycopg.connect(DSN) as app:
             app.execute("SET ROLE mnemo_app")
-            app.execute("SELECT mnemo_internal.enter_tenant(%s)", (tenant,))
+            app.execute("SELECT set_config('mnemo.tenant_id', %s, false)", (tenant,))
             assert app.execute("SELECT count(*) FROM mnemo.message_segments").fetchone()[0] == 0
     finally:
         db.conn.execute("DELETE FROM mnemo.message_segments WHERE tenant_id = %s", (other,))

@@ -2,7 +2,7 @@
 -- the API's signatures, volatility and privileges, and the hygiene of every routine.
 -- Catalog checks only; nothing is written (and the transaction is rolled back).
 BEGIN;
-SELECT plan(247);
+SELECT plan(224);
 
 -- The tenant tables of 0001_schema.sql (21) and 0003_lifecycle.sql (2), all
 -- hash-partitioned by tenant_id.
@@ -276,69 +276,113 @@ FROM (VALUES
 ) AS v (f, args)
 ORDER BY f;
 
--- Only mnemo_internal.setting runs as its definer (applications read settings
--- through it, never the table).                                                        2
-SELECT is_definer('mnemo_internal', 'setting', ARRAY['text']::name [], 'mnemo_internal.setting is SECURITY DEFINER');
-SELECT isnt_definer('mnemo', 'record_message', ARRAY['text', 'uuid', 'jsonb', 'text', 'text[]',
-    'timestamp with time zone', 'jsonb']::name [], 'record_message runs as its caller');
-
--- Privileges ----------------------------------------------------------------- 22 + 3
--- mnemo_app may call the application API ...
-SELECT function_privs_are('mnemo', f, args::name [], 'mnemo_app', ARRAY['EXECUTE'],
-    format('mnemo_app can EXECUTE mnemo.%s', f))
-FROM (VALUES
-    ('create_tenant', ARRAY['text', 'text', 'jsonb']),
-    ('start_session', ARRAY['text', 'text', 'text', 'text', 'integer', 'integer', 'text', 'jsonb', 'uuid',
-        'uuid', 'jsonb']),
-    ('record_message', ARRAY['text', 'uuid', 'jsonb', 'text', 'text[]', 'timestamp with time zone', 'jsonb']),
-    ('get_artifact', ARRAY['text', 'bigint']),
-    ('embed', ARRAY['text']),
-    ('embed_batch', ARRAY['text[]']),
-    ('count_tokens', ARRAY['text'])
-) AS v (f, args)
-ORDER BY f;
--- ... and the internal helpers the API calls as the invoker ...
-SELECT function_privs_are('mnemo_internal', f, args::name [], 'mnemo_app', ARRAY['EXECUTE'],
-    format('mnemo_app can EXECUTE mnemo_internal.%s', f))
-FROM (VALUES
-    ('current_tenant_id', ARRAY[]::text []),
-    ('enter_tenant', ARRAY['text']),
-    ('setting', ARRAY['text']),
-    ('enqueue_job', ARRAY['text', 'text', 'text', 'jsonb', 'timestamp with time zone']),
-    ('message_tokens', ARRAY['jsonb']),
-    ('excerpt', ARRAY['text', 'integer', 'bigint'])
-) AS v (f, args)
-ORDER BY f;
--- ... but none of the admin and maintenance routines.
-SELECT function_privs_are(s, f, args::name [], 'mnemo_app', ARRAY[]::text [],
-    format('mnemo_app cannot EXECUTE %s.%s', s, f))
-FROM (VALUES
-    ('mnemo', 'bind_role', ARRAY['name', 'text']),
-    ('mnemo', 'set_setting', ARRAY['text', 'jsonb']),
-    ('mnemo', 'run_jobs', ARRAY['integer', 'integer', 'integer', 'numeric']),
-    ('mnemo', 'create_message_partitions', ARRAY['date', 'integer']),
-    ('mnemo_internal', 'create_hash_partitions', ARRAY['regclass', 'integer', 'text', 'boolean']),
-    ('mnemo_internal', 'process_job_batch', ARRAY['integer']),
-    ('mnemo_internal', 'fail_jobs', ARRAY['text[]', 'bigint[]', 'text']),
-    ('mnemo_internal', 'run_job', ARRAY['text', 'text', 'jsonb']),
-    ('mnemo_internal', 'store_embedding', ARRAY['text', 'jsonb', 'vector'])
-) AS v (s, f, args)
-ORDER BY s, f;
--- PUBLIC can execute nothing in either schema, and cannot read the internal tables.
+-- Privilege matrix (sql/grants.sql): fail closed, read from the catalog ---------- 19
+-- mnemo_app may execute exactly the API and the two functions its own reads' policies
+-- call: nothing else in the project's schemas (no internal, admin or trigger routine).
+SELECT set_eq($$
+    SELECT p.pronamespace::regnamespace || '.' || p.proname FROM pg_proc AS p
+    WHERE p.pronamespace::regnamespace::text IN ('mnemo', 'mnemo_internal', 'mnemo_archive')
+        AND has_function_privilege('mnemo_app', p.oid, 'EXECUTE')
+$$, $$
+    SELECT 'mnemo.' || f FROM unnest(ARRAY['create_tenant', 'start_session', 'record_message', 'record_event',
+        'remember', 'correct', 'forget', 'query_decisions', 'get_artifact', 'compile_context',
+        'compile_context_bundle', 'embed', 'embed_batch', 'count_tokens']) AS f
+    UNION ALL
+    SELECT 'mnemo_internal.' || f FROM unnest(ARRAY['current_tenant_id', 'bound_tenant_id']) AS f
+$$, 'mnemo_app can execute exactly the API (and the policies'' two functions)');
+-- Each API routine runs as mnemo_api_owner, and only they do: no routine runs as a
+-- superuser on behalf of its caller.
 SELECT is_empty($$
     SELECT p.oid::regprocedure::text FROM pg_proc AS p
-    WHERE p.pronamespace = 'mnemo_internal'::regnamespace
-        AND has_function_privilege('public', p.oid, 'EXECUTE')
-$$, 'PUBLIC cannot execute any mnemo_internal routine');
+    WHERE p.pronamespace = 'mnemo'::regnamespace AND has_function_privilege('mnemo_app', p.oid, 'EXECUTE')
+        AND NOT (p.prosecdef AND p.proowner = 'mnemo_api_owner'::regrole)
+$$, 'every API routine is SECURITY DEFINER, owned by mnemo_api_owner');
 SELECT is_empty($$
     SELECT p.oid::regprocedure::text FROM pg_proc AS p
-    WHERE p.pronamespace = 'mnemo'::regnamespace
+    WHERE p.pronamespace::regnamespace::text IN ('mnemo', 'mnemo_internal', 'mnemo_archive')
+        AND (p.prosecdef OR p.proowner = 'mnemo_api_owner'::regrole)
+        AND NOT has_function_privilege('mnemo_app', p.oid, 'EXECUTE')
+$$, 'no other routine is SECURITY DEFINER or owned by mnemo_api_owner');
+-- mnemo_api_owner is held by row-level security: no superuser, no BYPASSRLS, owns no
+-- table; no one logs in as it or is a member of it.
+SELECT is((SELECT rolsuper OR rolbypassrls OR rolcanlogin FROM pg_roles WHERE rolname = 'mnemo_api_owner'),
+    false, 'mnemo_api_owner: no superuser, no BYPASSRLS, no login');
+SELECT is((SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = 'mnemo_app'), false,
+    'mnemo_app: no superuser, no BYPASSRLS');
+SELECT is_empty($$SELECT m.member::regrole::text FROM pg_auth_members AS m WHERE m.roleid = 'mnemo_api_owner'::regrole$$,
+    'no role is a member of mnemo_api_owner');
+SELECT is_empty($$SELECT c.oid::regclass::text FROM pg_class AS c WHERE c.relowner = 'mnemo_api_owner'::regrole$$,
+    'mnemo_api_owner owns no table (the policies apply to it)');
+-- Tables: mnemo_app reads the parent tables of mnemo (and its own binding) and writes
+-- none; mnemo_api_owner writes the parents; neither touches a partition.
+SELECT set_eq($$
+    SELECT c.oid::regclass::text FROM pg_class AS c
+    WHERE c.relnamespace::regnamespace::text IN ('mnemo', 'mnemo_internal', 'mnemo_archive')
+        AND has_table_privilege('mnemo_app', c.oid, 'SELECT')
+$$, $$
+    SELECT c.oid::regclass::text FROM pg_class AS c
+    WHERE c.relnamespace = 'mnemo'::regnamespace AND c.relkind IN ('r', 'p') AND NOT c.relispartition
+    UNION ALL SELECT 'mnemo_internal.role_tenants'
+$$, 'mnemo_app reads the parent tables of mnemo and mnemo_internal.role_tenants, nothing else');
+SELECT is_empty($$
+    SELECT c.oid::regclass::text FROM pg_class AS c
+    WHERE c.relnamespace::regnamespace::text IN ('mnemo', 'mnemo_internal', 'mnemo_archive')
+        AND has_table_privilege('mnemo_app', c.oid, 'INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER')
+$$, 'mnemo_app writes no table directly (the API does every write)');
+SELECT is_empty($$
+    SELECT c.oid::regclass::text FROM pg_class AS c
+    WHERE c.relnamespace::regnamespace::text IN ('mnemo', 'mnemo_internal', 'mnemo_archive')
+        AND CASE WHEN c.relkind = 'S' THEN has_sequence_privilege('mnemo_app', c.oid, 'USAGE, SELECT, UPDATE') END
+$$, 'mnemo_app has no privilege on any sequence');
+SELECT is_empty($$
+    SELECT c.oid::regclass::text FROM pg_class AS c
+    WHERE c.relnamespace::regnamespace::text IN ('mnemo', 'mnemo_internal', 'mnemo_archive') AND c.relkind <> 'S'
+        AND has_table_privilege('mnemo_api_owner', c.oid, 'INSERT, UPDATE, DELETE')
+        AND (c.relnamespace <> 'mnemo'::regnamespace OR c.relispartition)
+$$, 'mnemo_api_owner writes the parent tables of mnemo only (no partition, no internal table)');
+SELECT is_empty($$
+    SELECT c.oid::regclass::text FROM pg_class AS c
+    WHERE c.relispartition AND has_table_privilege('mnemo_api_owner', c.oid, 'SELECT')
+        AND c.relnamespace::regnamespace::text IN ('mnemo', 'mnemo_internal', 'mnemo_archive')
+$$, 'mnemo_api_owner reads no partition');
+SELECT table_privs_are('mnemo_internal', t, 'mnemo_api_owner', ARRAY[]::text [],
+    format('mnemo_api_owner cannot touch mnemo_internal.%s (the helper LLM and its key)', t))
+FROM unnest(ARRAY['helper_llm', 'helper_llm_keys']) AS t ORDER BY t;
+-- The admin and maintenance routines stay with the owner of the schema: neither role
+-- may run them.
+SELECT is_empty($$
+    SELECT p.oid::regprocedure::text FROM pg_proc AS p
+    WHERE p.pronamespace::regnamespace::text IN ('mnemo', 'mnemo_internal')
+        AND (p.proname IN ('bind_role', 'set_setting', 'set_helper_llm', 'create_message_partitions',
+                'lifecycle_status', 'run_jobs', 'run_sweep', 'process_job_batch', 'run_job', 'fail_jobs',
+                'store_embedding', 'extract', 'record_access', 'build_message_segments', 'add_to_lexicon',
+                'create_hash_partitions', 'embed_target_text', 'memories_line_tokens', 'messages_line_tokens')
+            OR p.proname LIKE 'sweep\_%' OR p.prorettype = 'trigger'::regtype)
+        AND (has_function_privilege('mnemo_app', p.oid, 'EXECUTE')
+            OR has_function_privilege('mnemo_api_owner', p.oid, 'EXECUTE'))
+$$, 'no admin, maintenance or trigger routine is executable by mnemo_app or mnemo_api_owner');
+-- PUBLIC can execute nothing in the project's schemas and read no table there.
+SELECT is_empty($$
+    SELECT p.oid::regprocedure::text FROM pg_proc AS p
+    WHERE p.pronamespace::regnamespace::text IN ('mnemo', 'mnemo_internal', 'mnemo_archive')
         AND has_function_privilege('public', p.oid, 'EXECUTE')
-$$, 'PUBLIC cannot execute any mnemo routine');
+$$, 'PUBLIC cannot execute any routine of mnemo, mnemo_internal or mnemo_archive');
+SELECT is_empty($$
+    SELECT c.oid::regclass::text FROM pg_class AS c
+    WHERE c.relnamespace::regnamespace::text IN ('mnemo', 'mnemo_internal', 'mnemo_archive')
+        AND has_table_privilege('public', c.oid, 'SELECT, INSERT, UPDATE, DELETE, TRUNCATE')
+$$, 'PUBLIC has no privilege on any table of mnemo, mnemo_internal or mnemo_archive');
+-- Neither role can create objects on the search path of the API routines (a function
+-- or operator planted in public would run inside them).
+SELECT is_empty($$
+    SELECT r || ' on ' || n FROM unnest(ARRAY['mnemo_app', 'mnemo_api_owner']) AS r,
+        unnest(ARRAY['public', 'mnemo', 'mnemo_internal', 'pg_catalog']) AS n
+    WHERE has_schema_privilege(r, n, 'CREATE')
+$$, 'neither role may CREATE in public, mnemo, mnemo_internal or pg_catalog');
 SELECT table_privs_are('mnemo_internal', 'settings', 'mnemo_app', ARRAY[]::text [],
-    'mnemo_app cannot read mnemo_internal.settings directly');
+    'mnemo_app cannot read mnemo_internal.settings (nor call mnemo_internal.setting)');
 
--- Memory formation (0004, issue 4) ------------------------------------------------ 25
+-- Memory formation (0004, issue 4) ------------------------------------------------ 19
 SELECT has_table('mnemo', 'extraction_state', 'table mnemo.extraction_state exists');
 SELECT has_table('mnemo_internal', 'helper_llm', 'table mnemo_internal.helper_llm exists');
 SELECT has_table('mnemo_internal', 'helper_llm_keys', 'table mnemo_internal.helper_llm_keys exists');
@@ -357,20 +401,6 @@ FROM (VALUES
     ('query_decisions', ARRAY['text', 'text', 'jsonb']),
     ('set_helper_llm', ARRAY['text', 'text', 'text', 'real', 'integer', 'real', 'boolean', 'jsonb'])
 ) AS v (f, args) ORDER BY f;
-SELECT function_privs_are('mnemo', f, args::name [], 'mnemo_app', ARRAY['EXECUTE'],
-    format('mnemo_app can EXECUTE mnemo.%s', f))
-FROM (VALUES
-    ('remember', ARRAY['text', 'text', 'text', 'uuid', 'jsonb']),
-    ('correct', ARRAY['text', 'bigint', 'text', 'text']),
-    ('forget', ARRAY['text', 'bigint', 'jsonb']),
-    ('query_decisions', ARRAY['text', 'text', 'jsonb'])
-) AS v (f, args) ORDER BY f;
-SELECT function_privs_are(s, f, args::name [], 'mnemo_app', ARRAY[]::text [],
-    format('mnemo_app cannot EXECUTE %s.%s', s, f))
-FROM (VALUES
-    ('mnemo', 'set_helper_llm', ARRAY['text', 'text', 'text', 'real', 'integer', 'real', 'boolean', 'jsonb']),
-    ('mnemo_internal', 'extract', ARRAY['text', 'jsonb'])
-) AS v (s, f, args) ORDER BY s, f;
 SELECT has_function('mnemo_internal', f, args::name [], format('mnemo_internal.%s(%s)', f, array_to_string(args, ', ')))
 FROM (VALUES
     ('extract', ARRAY['text', 'jsonb']),
@@ -381,9 +411,8 @@ FROM (VALUES
     ('subtract_from_lexicon', ARRAY['text[]', 'tsvector[]']),
     ('insert_memory', ARRAY['text', 'uuid', 'text', 'text', 'text', 'jsonb', 'bigint[]', 'text', 'text[]', 'jsonb'])
 ) AS v (f, args) ORDER BY f;
--- Lifecycle (issue 5): the sweep driver, its batch functions, the admin view, the
--- UNLOGGED working-memory marker, and privileges (and the segments and access
--- sweeps').                                                                           20
+-- Lifecycle (issue 5): the sweep driver, its batch functions, the admin view and the
+-- UNLOGGED working-memory marker (their privileges: the matrix above).               11
 SELECT has_function('mnemo', 'run_sweep', ARRAY['text', 'timestamp with time zone', 'text', 'integer',
     'integer', 'integer']::name [], 'mnemo.run_sweep(text, timestamptz, text, integer, integer, integer)');
 SELECT is_procedure('mnemo', 'run_sweep', ARRAY['text', 'timestamp with time zone', 'text', 'integer',
@@ -399,20 +428,6 @@ SELECT is((SELECT relpersistence::text FROM pg_class WHERE oid = 'mnemo_internal
     'u', 'mnemo_internal.working_memory_built is UNLOGGED (emptied with working memory by a crash)');
 SELECT has_table('mnemo_internal', 'lifecycle_runs', 'table mnemo_internal.lifecycle_runs exists');
 SELECT has_schema('mnemo_archive');
-SELECT function_privs_are(s, f, args::name [], 'mnemo_app', ARRAY[]::text [],
-    format('mnemo_app cannot EXECUTE %s.%s', s, f))
-FROM (VALUES
-    ('mnemo', 'run_sweep', ARRAY['text', 'timestamp with time zone', 'text', 'integer', 'integer', 'integer']),
-    ('mnemo', 'lifecycle_status', ARRAY[]::text []),
-    ('mnemo_internal', 'sweep_py', ARRAY['text', 'timestamp with time zone', 'text', 'integer', 'jsonb']),
-    ('mnemo_internal', 'sweep_partitions', ARRAY['timestamp with time zone', 'text', 'integer', 'jsonb']),
-    ('mnemo_internal', 'sweep_working_memory', ARRAY['timestamp with time zone', 'text', 'integer', 'jsonb']),
-    ('mnemo_internal', 'sweep_prune', ARRAY['timestamp with time zone', 'text', 'integer', 'jsonb']),
-    ('mnemo_internal', 'sweep_segments', ARRAY['timestamp with time zone', 'text', 'integer', 'jsonb']),
-    ('mnemo_internal', 'sweep_access', ARRAY['timestamp with time zone', 'text', 'integer', 'jsonb']),
-    ('mnemo_internal', 'build_message_segments', ARRAY['text', 'integer'])
-) AS v (s, f, args)
-ORDER BY s, f;
 
 -- Retrieval segments (issue 3, migration 0007): hash-partitioned like the tenant
 -- tables, behind row-level security, embeddings stored uncompressed.                 5

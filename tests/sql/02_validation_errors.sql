@@ -160,7 +160,7 @@ SELECT throws_ok($$SELECT mnemo.start_session('tap_val_nope')$$, 'MN002', NULL,
 SELECT pg_temp.unchanged('unknown tenant (start_session): nothing written');
 SELECT throws_ok($$SELECT mnemo.get_artifact('tap_val_nope', 1)$$, 'MN002', NULL,
     'get_artifact: unknown tenant -> MN002');
-SELECT throws_ok($$SELECT mnemo.bind_role('mnemo_app', 'tap_val_nope')$$, 'MN002', NULL,
+SELECT throws_ok($$SELECT mnemo.bind_role(current_user, 'tap_val_nope')$$, 'MN002', NULL,
     'bind_role: unknown tenant -> MN002');
 SELECT pg_temp.unchanged('unknown tenant (bind_role): nothing written');
 

@@ -1,9 +1,11 @@
 -- Row-level security: a role bound to tenant A (mnemo.bind_role) sees and writes only
--- A's rows, whatever it passes or sets; partitions and admin routines are out of its
--- reach; an unbound service role sees nothing until an API call names a tenant.
+-- A's rows, whatever it passes or sets; it writes through the API only, and partitions,
+-- internal and admin routines are out of its reach; an unbound service role sees
+-- nothing until an API call names a tenant. The API runs as mnemo_api_owner, which the
+-- policies hold to the caller's tenant.
 -- Roles, tenants and rows are all created inside the transaction and rolled back.
 BEGIN;
-SELECT plan(73);
+SELECT plan(93);
 
 -- Fixtures (as postgres) --------------------------------------------------------------
 -- Tenants A and B; role tap_role_a bound to A; role tap_role_svc unbound.
@@ -102,18 +104,39 @@ SELECT is_empty($$SELECT * FROM mnemo.messages WHERE tenant_id <> 'tap_rls_a'$$,
 SELECT is_empty($$SELECT * FROM mnemo.jobs WHERE tenant_id <> 'tap_rls_a'$$, 'jobs: still none of B');
 SELECT is((SELECT count(*)::integer FROM mnemo.messages), 3, 'messages: A''s three');
 
--- Direct writes into B are refused or reach nothing.
+-- It writes no table directly (the API does every write): nothing into B, and
+-- nothing into A either, such as a context_log row the access sweep cannot parse.
 SELECT throws_ok($$INSERT INTO mnemo.sessions (tenant_id) VALUES ('tap_rls_b')$$, '42501', NULL,
-    'inserting a session for B violates the policy -> 42501');
+    'inserting a session for B -> 42501');
 SELECT throws_ok($$UPDATE mnemo.sessions SET tenant_id = 'tap_rls_b'
     WHERE session_id = 'b0000000-0000-4000-8000-00000000000a'$$, '42501', NULL,
-    'moving A''s session to B violates the policy -> 42501');
-UPDATE mnemo.sessions SET agent_id = 'hijacked' WHERE tenant_id = 'tap_rls_b';
-DELETE FROM mnemo.messages WHERE tenant_id = 'tap_rls_b';
+    'moving A''s session to B -> 42501');
+SELECT throws_ok($$UPDATE mnemo.sessions SET agent_id = 'hijacked' WHERE tenant_id = 'tap_rls_b'$$, '42501', NULL,
+    'updating B''s session -> 42501');
+SELECT throws_ok($$DELETE FROM mnemo.messages WHERE tenant_id = 'tap_rls_b'$$, '42501', NULL,
+    'deleting B''s messages -> 42501');
 SELECT throws_ok($$UPDATE mnemo_internal.role_tenants SET tenant_id = 'tap_rls_b'$$, '42501', NULL,
     'it cannot rebind itself -> 42501');
 SELECT throws_ok($$INSERT INTO mnemo.tenants (tenant_id) VALUES ('tap_rls_c')$$, '42501', NULL,
-    'inserting a tenant directly violates the policy -> 42501');
+    'inserting a tenant directly -> 42501');
+SELECT throws_ok($$INSERT INTO mnemo.context_log (tenant_id, session_id, budget, tokens_used, items)
+    VALUES ('tap_rls_a', 'b0000000-0000-4000-8000-00000000000a', 1, 1, '[{"source": "mem:abc"}]')$$,
+    '42501', NULL, 'planting a context_log row in A (it stopped the access sweep) -> 42501');
+SELECT throws_ok($$INSERT INTO mnemo.jobs (tenant_id, kind, dedup_key) VALUES ('tap_rls_a', 'fail', 'x')$$,
+    '42501', NULL, 'queueing a job by hand in A -> 42501');
+SELECT throws_ok($$DELETE FROM mnemo.messages$$, '42501', NULL, 'deleting even A''s messages by hand -> 42501');
+
+-- Nor does it call the internal routines the API runs on.
+SELECT throws_ok($$SELECT mnemo_internal.setting('model_dir')$$, '42501', NULL,
+    'reading a setting -> 42501');
+SELECT throws_ok($$SELECT mnemo_internal.enqueue_job('tap_rls_a', 'fail', 'x')$$, '42501', NULL,
+    'mnemo_internal.enqueue_job -> 42501');
+SELECT throws_ok($$SELECT mnemo_internal.insert_memory('tap_rls_a', NULL, 'fact', 'planted')$$, '42501', NULL,
+    'mnemo_internal.insert_memory -> 42501');
+SELECT throws_ok($$SELECT mnemo_internal.raise_error('MN001', 'x')$$, '42501', NULL,
+    'mnemo_internal.raise_error -> 42501');
+SELECT throws_ok($$SELECT mnemo_internal.enter_tenant('tap_rls_a')$$, '42501', NULL,
+    'mnemo_internal.enter_tenant -> 42501');
 
 -- Partitions, internal tables and admin routines are denied.
 SELECT throws_ok($$SELECT * FROM mnemo.messages_h0$$, '42501', NULL, 'selecting mnemo.messages_h0 -> 42501');
@@ -147,7 +170,7 @@ SELECT is_empty($$SELECT * FROM mnemo.sessions$$, 'before any API call it sees n
 SELECT is_empty($$SELECT * FROM mnemo.messages$$, 'before any API call it sees no message');
 SELECT is_empty($$SELECT * FROM mnemo.jobs$$, 'before any API call it sees no job');
 SELECT throws_ok($$INSERT INTO mnemo.sessions (tenant_id) VALUES ('tap_rls_b')$$, '42501', NULL,
-    'before any API call it cannot write a row either -> 42501');
+    'it cannot write a row itself either -> 42501');
 
 -- An API call for B scopes it to B for the rest of the transaction.
 SELECT is(mnemo.start_session('tap_rls_b', p_session_id => 'b0000000-0000-4000-8000-0000000000b2'),
@@ -168,6 +191,29 @@ SELECT throws_ok($$SELECT * FROM mnemo.messages_h0$$, '42501', NULL,
 SELECT throws_ok($$SELECT mnemo.bind_role('tap_role_svc', 'tap_rls_b')$$, '42501', NULL,
     'the service role cannot bind roles -> 42501');
 RESET ROLE;
+
+-- The API runs as mnemo_api_owner, which row-level security holds too ------------------
+-- Inside the API, the binding of the role that called it still applies (it is neither
+-- current_user nor, under SET ROLE, session_user there).
+SELECT is(set_config('mnemo.tenant_id', '', true), '', 'mnemo.tenant_id cleared');
+SELECT throws_ok($$SELECT mnemo.bind_role('mnemo_api_owner', 'tap_rls_b')$$, 'MN001', NULL,
+    'the role the API runs as cannot be bound (its binding would override every caller''s) -> MN001');
+SELECT throws_ok($$SELECT mnemo.bind_role('mnemo_app', 'tap_rls_b')$$, 'MN001', NULL,
+    'nor can mnemo_app -> MN001');
+SET LOCAL ROLE mnemo_api_owner;
+SELECT is_empty($$SELECT * FROM mnemo.messages$$, 'mnemo_api_owner acting for no tenant sees no row');
+SELECT is(set_config('mnemo.tenant_id', 'tap_rls_a', true), 'tap_rls_a', 'acting for A');
+SELECT results_eq($$SELECT DISTINCT tenant_id FROM mnemo.messages$$, ARRAY['tap_rls_a'],
+    'mnemo_api_owner acting for A sees only A''s rows');
+-- enqueue_job under row-level security: only the kinds the API queues, only for A.
+SELECT throws_ok($$SELECT mnemo_internal.enqueue_job('tap_rls_a', 'fail', 'tap')$$, 'MN001', NULL,
+    'enqueue_job of a kind the API never queues -> MN001');
+SELECT throws_ok($$SELECT mnemo_internal.enqueue_job('tap_rls_b', 'embed', 'tap',
+    '{"target": "memory", "memory_id": 1}')$$, 'MN008', NULL, 'enqueue_job for another tenant -> MN008');
+SELECT isnt(mnemo_internal.enqueue_job('tap_rls_a', 'embed', 'tap', '{"target": "memory", "memory_id": 1}'),
+    NULL, 'enqueue_job of an embed job for A works');
+RESET ROLE;
+SELECT is(set_config('mnemo.tenant_id', '', true), '', 'mnemo.tenant_id cleared');
 
 -- Regression (fixed) -------------------------------------------------------------
 -- A login session of tap_role_a may SET ROLE mnemo_app (it is a member), and mnemo_app

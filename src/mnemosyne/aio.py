@@ -1,0 +1,71 @@
+"""The async twin of :class:`mnemosyne.Client`, for asyncio applications.
+
+It has the same methods (they are :class:`mnemosyne.client.SqlApi`'s, shared with the
+sync client) and the same exception mapping; each returns an awaitable and runs on
+a connection borrowed from a psycopg_pool pool of autocommit connections::
+
+    async with await connect_async(dsn) as m:
+        sid = await m.start_session("acme")
+        await m.record_message("acme", sid, {"role": "user", "content": "hi"})
+        messages = await m.compile_context("acme", sid)
+"""
+
+from __future__ import annotations
+
+from typing import Any, Self
+
+import psycopg
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool
+
+from .client import SqlApi
+from .errors import translate
+
+
+async def connect_async(dsn: str, *, min_size: int = 1, max_size: int = 4,
+                        **kwargs: Any) -> AsyncClient:
+    """Open a pool of autocommit connections and wrap it in an AsyncClient."""
+    pool = AsyncConnectionPool(dsn, min_size=min_size, max_size=max_size, open=False,
+                               kwargs={"autocommit": True, **kwargs})
+    await pool.open(wait=True)
+    return AsyncClient(pool)
+
+
+class AsyncClient(SqlApi):
+    """The SQL API on a pool of async connections (every call is its own transaction)."""
+
+    def __init__(self, pool: AsyncConnectionPool):
+        self.pool = pool
+
+    async def close(self) -> None:
+        await self.pool.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def _execute(self, sql: str, params: dict[str, Any], fetch: str) -> Any:
+        try:
+            async with (self.pool.connection() as conn,
+                        conn.cursor(row_factory=dict_row if fetch == "rows" else None) as cur):
+                await cur.execute(sql, params)
+                if cur.description is None:
+                    return None
+                if fetch == "one":
+                    row = await cur.fetchone()
+                    return row[0] if row else None
+                rows = await cur.fetchall()
+                return rows if fetch == "rows" else [r[0] for r in rows]
+        except psycopg.Error as e:
+            raise translate(e) from e
+
+    def _call(self, sql: str, params: dict[str, Any]) -> Any:
+        return self._execute(sql, params, "one")
+
+    def _values(self, sql: str, params: dict[str, Any]) -> Any:
+        return self._execute(sql, params, "values")
+
+    def _rows(self, sql: str, params: dict[str, Any]) -> Any:
+        return self._execute(sql, params, "rows")

@@ -1,0 +1,504 @@
+"""`mnemo`: Mnemosyne at the terminal. Every command calls the SQL API through
+:class:`mnemosyne.Client`; it works against the local cluster by default
+(postgresql://postgres@127.0.0.1:$MNEMO_PORT/mnemo, port 55432) and DATABASE_URL
+(or --database-url) when given. Errors print the project's message and hint, with
+no traceback, and exit with status 1.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+import psycopg
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.panel import Panel
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from . import importers
+from .client import Client, connect
+from .errors import MnemoError
+
+out = Console(highlight=False, soft_wrap=False)
+err = Console(stderr=True, highlight=False)
+
+
+def default_dsn() -> str:
+    """DATABASE_URL, else the local cluster that `make up` starts."""
+    return os.environ.get("DATABASE_URL") or (
+        f"postgresql://postgres@127.0.0.1:{os.environ.get('MNEMO_PORT', '55432')}/mnemo")
+
+
+def _example(*lines: str) -> str:
+    """The epilog of a command's --help (markdown): its examples."""
+    return "**Example**\n\n" + "\n\n".join(f"`$ {x}`" for x in lines)
+
+
+app = typer.Typer(
+    name="mnemo", no_args_is_help=True, add_completion=False, rich_markup_mode="markdown",
+    pretty_exceptions_enable=False,
+    help="Mnemosyne, the memory manager for LLM agents that lives inside PostgreSQL.",
+    epilog=_example("mnemo status", "mnemo import session.jsonl --tenant acme",
+                    "DATABASE_URL=postgresql://... mnemo tenants"))
+jobs_app = typer.Typer(no_args_is_help=False, rich_markup_mode="markdown",
+                       help="The job queue: list, retry failed jobs, run due jobs now.",
+                       epilog=_example("mnemo jobs", "mnemo jobs retry", "mnemo jobs run"))
+app.add_typer(jobs_app, name="jobs")
+_state: dict[str, str] = {}
+
+
+@app.callback()
+def _root(database_url: Annotated[str | None, typer.Option(
+        "--database-url", "-d", help="PostgreSQL URL (default: DATABASE_URL, else the local cluster)",
+        show_default=False)] = None) -> None:
+    _state["dsn"] = database_url or default_dsn()
+
+
+def fail(message: str, hint: str | None = None, code: str | None = None,
+         detail: str | None = None) -> None:
+    err.print(f"[bold red]error[/bold red]{f' [{code}]' if code else ''}: {escape(message)}")
+    if detail:
+        err.print(f"[dim]detail:[/dim] {escape(detail)}")
+    if hint:
+        err.print(f"[yellow]hint:[/yellow] {escape(hint)}")
+    raise typer.Exit(1)
+
+
+def handled(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Turns the errors a command can meet into a message and a hint (no traceback)."""
+    @functools.wraps(fn)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except MnemoError as e:
+            fail(e.message, e.hint, e.sqlstate, e.detail)
+        except psycopg.OperationalError as e:
+            fail(f"cannot connect to {_safe_dsn()}: {str(e).strip().splitlines()[-1]}",
+                 "Start the local cluster with `make up`, or point DATABASE_URL at a server "
+                 "where Mnemosyne is deployed.")
+        except psycopg.errors.InsufficientPrivilege as e:
+            fail(e.diag.message_primary or str(e), "This command needs the database owner's role.")
+        except psycopg.errors.UndefinedFunction as e:
+            fail(e.diag.message_primary or str(e),
+                 "Is Mnemosyne deployed (and up to date) in this database? Run `make deploy`.")
+        except psycopg.Error as e:
+            fail(e.diag.message_primary or str(e), e.diag.message_hint, e.sqlstate)
+        except importers.ImportFormatError as e:
+            fail(str(e), f"Formats: {', '.join(importers.FORMATS)} (--format chooses one).")
+        except OSError as e:
+            fail(f"{e.strerror or e}: {e.filename}" if e.filename else str(e))
+    return run
+
+
+def command(parent: typer.Typer = app, **kw: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+        return parent.command(**kw)(handled(fn))
+    return register
+
+
+def _safe_dsn() -> str:
+    return psycopg.conninfo.make_conninfo(_state.get("dsn") or default_dsn(), password="***") \
+        if "password" in psycopg.conninfo.conninfo_to_dict(_state.get("dsn") or default_dsn()) \
+        else (_state.get("dsn") or default_dsn())
+
+
+def client() -> Client:
+    return connect(_state.get("dsn") or default_dsn())
+
+
+def print_json(value: Any) -> None:
+    sys.stdout.write(json.dumps(value, indent=2, default=str, ensure_ascii=False) + "\n")
+
+
+def human_bytes(n: int | None) -> str:
+    if n is None:
+        return "-"
+    size = float(n)
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if size < 1024 or unit == "TB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return str(n)
+
+
+def when(value: Any) -> str:
+    return "-" if value is None else str(value)[:19]
+
+
+def short(text: Any, width: int = 90) -> str:
+    s = " ".join(str(text or "").split())
+    return s if len(s) <= width else s[: width - 1] + "…"
+
+
+def table(title: str, columns: list[str], rows: list[list[Any]]) -> Table:
+    t = Table(title=title, title_justify="left", title_style="bold")
+    for c in columns:
+        # ids and times stay on one line; text folds
+        t.add_column(c, overflow="fold", no_wrap=c in ("session", "source", "id", "last message", "when",
+                                                       "last start", "updated", "run after"))
+    for r in rows:
+        t.add_row(*[escape("-" if v is None else str(v)) for v in r])
+    return t
+
+
+def find_tenant(m: Client, session_id: uuid.UUID) -> str:
+    """The tenant that holds a session (the caller sees it through list_tenants)."""
+    for t in m.list_tenants():
+        if m.list_sessions(t["tenant_id"], session_id=session_id):
+            return t["tenant_id"]
+    fail(f"no tenant holds session {session_id}", "Pass --tenant, or see `mnemo sessions`.", "MN003")
+    raise AssertionError  # fail() raises
+
+
+def session_uuid(value: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        fail(f"{value!r} is not a session id (a UUID)", "`mnemo sessions TENANT` lists them.", "MN001")
+        raise
+
+
+# ------------------------------------------------------------------------- status
+@command(epilog=_example("mnemo status", "mnemo status --tenant acme --json"))
+def status(tenant: Annotated[str | None, typer.Option(help="also this tenant's memory_stats")] = None,
+           as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False) -> None:
+    """The cluster: server, extensions, schema version, job queue, each background job's
+    last run, table sizes per plane and the embedding model."""
+    with client() as m:
+        st = m.status()
+        jobs = m.lifecycle_status()
+        stats = m.memory_stats(tenant) if tenant else None
+    if as_json:
+        print_json({"status": st, "lifecycle": jobs, **({"memory_stats": stats} if stats else {})})
+        return
+    emb = st["embedding"]
+    lines = [
+        f"[bold]server[/bold]     PostgreSQL {st['server']}, database {st['database']} as {st['user']}",
+        f"[bold]url[/bold]        {escape(_safe_dsn())}",
+        f"[bold]schema[/bold]     {st['schema']['latest']} ({st['schema']['migrations']} migrations)",
+        "[bold]extensions[/bold] " + ", ".join(f"{k} {v}" for k, v in st["extensions"].items()),
+        f"[bold]embedding[/bold]  {emb['model']} "
+        + (f"loaded, {emb['dims']} dimensions" if "dims" in emb else f"[red]failed: {escape(emb['error'])}[/red]"),
+        f"[bold]tenants[/bold]    {st['tenants']}",
+    ]
+    out.print(Panel("\n".join(lines), title="Mnemosyne", title_align="left"))
+    q = st["jobs"]
+    out.print(table("Job queue", ["queued", "due now", "failed", "done", "oldest queued"],
+                    [[q["queued"], q["due"], q["failed"], q["done"], when(q["oldest_queued"])]]))
+    out.print(table("Background jobs (lifecycle_status)",
+                    ["job", "schedule", "last start", "took", "status", "rows", "last error"],
+                    [[j["job"], j["schedule"], when(j["last_start"]),
+                      None if j["duration"] is None else f"{j['duration'].total_seconds():.2f} s",
+                      j["status"], j["rows_touched"], short(j["last_error"], 50) or None] for j in jobs]))
+    out.print(table("Sizes per plane", ["plane", "total", "largest tables"],
+                    [[plane, human_bytes(t.get("total")), ", ".join(
+                        f"{k} {human_bytes(v)}" for k, v in sorted(
+                            ((k, v) for k, v in t.items() if k != "total"),
+                            key=lambda kv: -(kv[1] or 0))[:4])]
+                     for plane, t in st["sizes"].items()]))
+    if stats:
+        mem, msg = stats["memories"], stats["messages"]
+        out.print(table(f"Tenant {tenant}", ["memories", "by tier", "messages", "tokens", "jobs queued/failed"],
+                        [[mem["current"], ", ".join(f"{k} {v}" for k, v in mem["by_tier"].items()),
+                          msg["count"], msg["tokens"], f"{stats['jobs']['queued']}/{stats['jobs']['failed']}"]]))
+
+
+# ------------------------------------------------------------------------ tenants
+@command(epilog=_example("mnemo tenants", "mnemo tenants --create acme"))
+def tenants(create: Annotated[str | None, typer.Option(help="create this tenant first (idempotent)")] = None,
+            as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False) -> None:
+    """The tenants, with their sessions, messages and memories."""
+    with client() as m:
+        if create:
+            m.create_tenant(create)
+        rows = m.list_tenants()
+    if as_json:
+        print_json(rows)
+        return
+    out.print(table("Tenants", ["tenant", "sessions (active)", "messages", "memories", "last message"],
+                    [[r["tenant_id"], f"{r['sessions']} ({r['active_sessions']})", r["messages"],
+                      r["memories"], when(r["last_message_at"])] for r in rows]))
+
+
+@command(epilog=_example("mnemo sessions acme", "mnemo sessions --status active"))
+def sessions(tenant: Annotated[str | None, typer.Argument(help="tenant (default: every tenant)")] = None,
+             status_: Annotated[str | None, typer.Option("--status", help="active, paused, closed or expired")] = None,
+             limit: Annotated[int, typer.Option(help="at most this many per tenant")] = 50,
+             as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False) -> None:
+    """A tenant's sessions (or every tenant's), newest activity first."""
+    with client() as m:
+        names = [tenant] if tenant else [t["tenant_id"] for t in m.list_tenants()]
+        rows = [{"tenant_id": t, **r} for t in names for r in m.list_sessions(t, status=status_, limit=limit)]
+    if as_json:
+        print_json(rows)
+        return
+    columns = ["session", "agent", "channel", "status", "messages", "tokens", "last message"]
+    cells = [[r["session_id"], r["agent_id"], r["channel"], r["status"], r["messages"], r["tokens"],
+              when(r["last_message_at"])] for r in rows]
+    if tenant:
+        out.print(table(f"Sessions of {tenant}", columns, cells))
+    else:
+        out.print(table("Sessions", ["tenant", *columns], [[r["tenant_id"], *c] for r, c in zip(rows, cells,
+                                                                                              strict=True)]))
+
+
+# --------------------------------------------------------------------------- show
+@command(epilog=_example("mnemo show 3b0c8f8e-0d5e-4c43-9a0e-5f1e2b7c9d11",
+                         "mnemo show 3b0c8f8e-0d5e-4c43-9a0e-5f1e2b7c9d11 --query 'where do I live?' --budget 2000"))
+def show(session: Annotated[str, typer.Argument(help="session id")],
+         tenant: Annotated[str | None, typer.Option(help="its tenant (default: found)")] = None,
+         query: Annotated[str | None, typer.Option(help="retrieve for this (default: the last user message)")] = None,
+         budget: Annotated[int | None, typer.Option(help="token budget (default: the session's window)")] = None,
+         as_json: Annotated[bool, typer.Option("--json", help="print the whole bundle as JSON")] = False) -> None:
+    """The compiled context of a session as the model would receive it: each message,
+    then each item with its fidelity, tokens and source id, the omissions with their
+    reasons and the per-phase timings. Nothing is logged: showing a context does not
+    count as using its memories."""
+    sid = session_uuid(session)
+    with client() as m:
+        tenant = tenant or find_tenant(m, sid)
+        options: dict[str, Any] = {"log": False}
+        if budget is not None:
+            options["budget"] = budget
+        bundle = m.compile_context_bundle(tenant, sid, query, **options)
+    if as_json:
+        print_json(bundle)
+        return
+    report = bundle["report"]
+    for msg in bundle["messages"]:
+        body = msg.get("content")
+        if not isinstance(body, str):
+            body = json.dumps(body, ensure_ascii=False) if body is not None else ""
+        if msg.get("tool_calls"):
+            body += "".join(f"\n→ {c['function']['name']}({c['function']['arguments']}) [{c['id']}]"
+                            for c in msg["tool_calls"])
+        title = msg["role"] + (f" · {msg['name']}" if msg.get("name") else "") + (
+            f" · answers {msg['tool_call_id']}" if msg.get("tool_call_id") else "")
+        out.print(Panel(escape(body), title=escape(title), title_align="left",
+                        border_style={"system": "blue", "user": "green", "assistant": "magenta"}.get(
+                            msg["role"], "yellow")))
+    out.print(table("Items", ["source", "section", "kind", "fidelity", "tokens", "score"],
+                    [[i.get("source"), i.get("section"), i.get("kind"), i.get("fidelity"), i.get("tokens"),
+                      i.get("score")] for i in report.get("items", [])]))
+    if report.get("omissions"):
+        out.print(table("Omissions", ["source", "reason", "detail"],
+                        [[o.get("source") or ", ".join(map(str, o.get("candidates", []))), o.get("reason"),
+                          short(json.dumps({k: v for k, v in o.items() if k not in ("source", "reason")}), 60)]
+                         for o in report["omissions"]]))
+    tok, b = report.get("tokens", {}), report.get("budget", {})
+    out.print(f"[bold]tokens[/bold] {tok.get('total')} of {b.get('available')} available "
+              f"(system {tok.get('system')}, memory {tok.get('memory')}, summary {tok.get('summary')}, "
+              f"history {tok.get('history')}); task type {report.get('task_type')}, channel {report.get('channel')}")
+    out.print("[bold]timings[/bold] " + ", ".join(f"{k} {v} ms" for k, v in report.get("timings_ms", {}).items()))
+
+
+# ------------------------------------------------------------------------- search
+@command(epilog=_example("mnemo search acme 'deploy target'", "mnemo search acme postgres --memories --limit 5"))
+def search(tenant: Annotated[str, typer.Argument(help="tenant")],
+           query: Annotated[str, typer.Argument(help="what to look for")],
+           limit: Annotated[int, typer.Option(help="results (1 to 100)")] = 10,
+           memories: Annotated[bool, typer.Option("--memories", help="memories only")] = False,
+           messages: Annotated[bool, typer.Option("--messages", help="messages only")] = False,
+           as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False) -> None:
+    """Hybrid search (embeddings and full text) over a tenant's memories and messages,
+    with the scores: score = 0.7 cosine + 0.3 lexical / best lexical."""
+    sources = None if memories == messages else ["memories"] if memories else ["messages"]
+    with client() as m:
+        rows = m.search(tenant, query, limit=limit, sources=sources)
+    if as_json:
+        print_json(rows)
+        return
+    out.print(table(f"Search {query!r} in {tenant}", ["score", "cosine", "lexical", "source", "kind", "content"],
+                    [[f"{r['score']:.3f}", f"{r['cosine']:.3f}", f"{r['lexical']:.3f}", r["source"], r["kind"],
+                      short(r["content"])] for r in rows]))
+
+
+# ------------------------------------------------------------ the explicit memory API
+@command(epilog=_example("mnemo remember acme 'The deploy target is Fly.io' --kind fact",
+                         "mnemo remember acme 'Always run the tests before pushing' --kind instruction --pin"))
+def remember(tenant: Annotated[str, typer.Argument(help="tenant")],
+             content: Annotated[str, typer.Argument(help="what to remember")],
+             kind: Annotated[str, typer.Option(help="fact, preference, instruction, decision, task, note, ...")] = "note",
+             session: Annotated[str | None, typer.Option(help="the session it belongs to")] = None,
+             tag: Annotated[list[str] | None, typer.Option(help="a tag (repeatable)")] = None,
+             pin: Annotated[bool, typer.Option(help="always in context")] = False) -> None:
+    """Store a memory directly (the same text again returns the same id)."""
+    options: dict[str, Any] = {}
+    if tag:
+        options["tags"] = tag
+    if pin:
+        options["pinned"] = True
+    with client() as m:
+        mid = m.remember(tenant, content, kind=kind, session_id=session and session_uuid(session),
+                         options=options)
+    out.print(f"remembered [bold]mem:{mid}[/bold]")
+
+
+@command(epilog=_example("mnemo forget acme 42", "mnemo forget acme --contains 'deploy target'",
+                         "mnemo forget acme --all --yes"))
+def forget(tenant: Annotated[str, typer.Argument(help="tenant")],
+           memory_id: Annotated[int | None, typer.Argument(help="memory id (mem:N)")] = None,
+           contains: Annotated[str | None, typer.Option(help="memories whose text contains this")] = None,
+           kind: Annotated[str | None, typer.Option(help="memories of this kind")] = None,
+           entity: Annotated[str | None, typer.Option(help="memories that mention this entity")] = None,
+           all_: Annotated[bool, typer.Option("--all", help="every memory of the tenant")] = False,
+           yes: Annotated[bool, typer.Option("--yes", help="no confirmation for --all")] = False) -> None:
+    """Erase memories (by id or by filter) with what derives from them."""
+    flt = {k: v for k, v in (("contains", contains), ("kind", kind), ("entity", entity)) if v}
+    if all_:
+        if not yes:
+            typer.confirm(f"Erase every memory of {tenant}?", abort=True)
+        flt["all"] = True
+    if memory_id is None and not flt:
+        fail("nothing to forget: give a memory id or a filter", "e.g. mnemo forget acme 42, or --contains TEXT",
+             "MN001")
+    with client() as m:
+        n = m.forget(tenant, memory_id, filter=flt or None)
+    out.print(f"forgot {n} memor{'y' if n == 1 else 'ies'}")
+
+
+@command(epilog=_example("mnemo decisions acme", "mnemo decisions acme 'which database?' --limit 5"))
+def decisions(tenant: Annotated[str, typer.Argument(help="tenant")],
+              query: Annotated[str | None, typer.Argument(help="best match first (default: newest first)")] = None,
+              limit: Annotated[int, typer.Option(help="at most this many (1 to 200)")] = 20,
+              as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False) -> None:
+    """Decisions with their rationale and alternatives."""
+    with client() as m:
+        rows = m.query_decisions(tenant, query, limit=limit)
+    if as_json:
+        print_json(rows)
+        return
+    out.print(table("Decisions", ["id", "decision", "rationale", "alternatives", "when", "score"],
+                    [[f"mem:{d['memory_id']}", short(d["decision"], 60), short("; ".join(d["rationale"] or []), 50),
+                      short("; ".join(d["alternatives"] or []), 40), when(d["created_at"]), d["score"]]
+                     for d in rows]))
+
+
+# ------------------------------------------------------------------ import / export
+@command(name="import", epilog=_example(
+    "mnemo import marshmallow-code__marshmallow-1867.traj --tenant demo",
+    "mnemo import ~/.claude/projects/myrepo/0b9c….jsonl --tenant me",
+    "mnemo import acme.jsonl   # what mnemo export wrote: its tenant"))
+def import_(file: Annotated[Path, typer.Argument(help="the file to import", exists=True, dir_okay=False)],
+            tenant: Annotated[str | None, typer.Option(help="into this tenant (an export's own by default)")] = None,
+            fmt: Annotated[str | None, typer.Option("--format", help=f"one of {', '.join(importers.FORMATS)} "
+                                                    "(default: detected)")] = None) -> None:
+    """Import conversations: OpenAI-shaped JSONL, a Claude Code session log, a
+    SWE-agent .traj, LoCoMo's JSON, or what `mnemo export` wrote. Idempotent and
+    resumable: run it again and it records only what is missing."""
+    parsed = importers.read(file, fmt)
+    tenant = tenant or (parsed.tenant or {}).get("tenant_id")
+    if not tenant:
+        fail("which tenant? this file names none", "Pass --tenant NAME.", "MN001")
+    with client() as m, Progress(TextColumn("[progress.description]{task.description}"), BarColumn(),
+                                 MofNCompleteColumn(), TimeElapsedColumn(), console=err,
+                                 transient=False, disable=not err.is_terminal) as bar:
+        task = bar.add_task(f"{parsed.format} → {tenant}", total=parsed.message_count)
+        summary = importers.run_import(m, tenant, parsed, progress=lambda n: bar.advance(task, n))
+    out.print(
+        f"imported [bold]{file.name}[/bold] ({summary.format}) into [bold]{tenant}[/bold]: "
+        f"{summary.messages_recorded} messages recorded, {summary.messages_skipped} already there; "
+        f"sessions: {summary.sessions_new} new, {summary.sessions_resumed} resumed, "
+        f"{summary.sessions_complete} complete"
+        + (f"; {summary.memories} memories" if summary.memories else ""))
+
+
+@command(epilog=_example("mnemo export acme > acme.jsonl", "mnemo export acme -o acme.jsonl"))
+def export(tenant: Annotated[str, typer.Argument(help="tenant")],
+           output: Annotated[Path | None, typer.Option("--output", "-o", help="file (default: stdout)")] = None
+           ) -> None:
+    """Export a tenant as JSON lines (sessions, messages with full tool outputs,
+    explicit memories) that `mnemo import` reads back."""
+    with client() as m:
+        lines = m.export_tenant(tenant)
+    text = "".join(json.dumps(x, ensure_ascii=False, default=str) + "\n" for x in lines)
+    if output is None:
+        sys.stdout.write(text)
+    else:
+        output.write_text(text, encoding="utf-8")
+        err.print(f"wrote {len(lines)} lines to {output}")
+
+
+# --------------------------------------------------------------------------- jobs
+@jobs_app.callback(invoke_without_command=True)
+def _jobs_default(ctx: typer.Context) -> None:
+    if ctx.invoked_subcommand is None:
+        handled(jobs_list)()
+
+
+@command(jobs_app, name="list", epilog=_example("mnemo jobs list --status failed", "mnemo jobs list --tenant acme"))
+def jobs_list(status_: Annotated[str | None, typer.Option("--status", help="queued, done or failed")] = None,
+              tenant: Annotated[str | None, typer.Option(help="one tenant's")] = None,
+              limit: Annotated[int, typer.Option(help="at most this many")] = 50,
+              as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False) -> None:
+    """The job queue across tenants, failed jobs first, with their last error."""
+    with client() as m:
+        rows = m.list_jobs(status=status_, tenant_id=tenant, limit=limit)
+    if as_json:
+        print_json(rows)
+        return
+    out.print(table("Jobs", ["id", "tenant", "kind", "status", "tries", "run after", "updated", "last error"],
+                    [[r["job_id"], r["tenant_id"], r["kind"], r["status"], r["tries"], when(r["run_after"]),
+                      when(r["updated_at"]), short(r["last_error"], 60) or None] for r in rows]))
+
+
+@command(jobs_app, name="retry", epilog=_example("mnemo jobs retry", "mnemo jobs retry 17 18", "mnemo jobs retry --tenant acme"))
+def jobs_retry(job_ids: Annotated[list[int] | None, typer.Argument(help="these failed jobs (default: all)")] = None,
+               tenant: Annotated[str | None, typer.Option(help="one tenant's failed jobs")] = None) -> None:
+    """Queue failed jobs again (tries reset), to run on the runner's next pass."""
+    with client() as m:
+        n = m.retry_jobs(tenant, job_ids or None)
+    out.print(f"queued {n} failed job{'' if n == 1 else 's'} again")
+
+
+@command(jobs_app, name="run", epilog=_example("mnemo jobs run", "mnemo jobs run --batches 10"))
+def jobs_run(batches: Annotated[int, typer.Option(help="at most this many batches")] = 100,
+             batch_size: Annotated[int, typer.Option(help="jobs per batch")] = 64,
+             worker: Annotated[int, typer.Option(help="runner id: pg_cron's is 0, and runs of one id "
+                                                 "never overlap")] = 1) -> None:
+    """Run the due jobs now (pg_cron does it every minute), beside pg_cron's runner."""
+    with client() as m:
+        before = m.status()["jobs"]["due"]
+        m.run_jobs(batch_size=batch_size, max_batches=batches, worker=worker)
+        after = m.status()["jobs"]
+    out.print(f"ran due jobs: {before} due before, {after['due']} due now, {after['failed']} failed in all")
+
+
+# ---------------------------------------------------------------------------- mcp
+@command(epilog=_example("mnemo mcp --tenant me --agent claude-code",
+                         "mnemo mcp --transport http --port 8765 --tenant me"))
+def mcp(transport: Annotated[str, typer.Option(help="stdio or http (streamable HTTP)")] = "stdio",
+        host: Annotated[str, typer.Option(help="HTTP: address to listen on")] = "127.0.0.1",
+        port: Annotated[int, typer.Option(help="HTTP: port")] = 8765,
+        tenant: Annotated[str | None, typer.Option(envvar="MNEMO_TENANT", help="default tenant")] = None,
+        session: Annotated[str | None, typer.Option(envvar="MNEMO_SESSION", help="default session")] = None,
+        agent: Annotated[str, typer.Option(envvar="MNEMO_AGENT", help="default agent id")] = "mcp",
+        channel: Annotated[str, typer.Option(envvar="MNEMO_CHANNEL", help="default channel")] = "private") -> None:
+    """Serve Mnemosyne's MCP tools (memory.record_event, memory.build_acb,
+    memory.get_artifact, memory.query_decisions, memory_stats) over stdio or
+    streamable HTTP. Tenant, session, agent and channel come from here or from each
+    call's arguments."""
+    from .mcp_server import Identity, serve
+
+    if transport not in ("stdio", "http"):
+        fail(f"unknown transport {transport!r}", "--transport stdio or --transport http", "MN001")
+    serve(_state.get("dsn") or default_dsn(),
+          Identity(tenant, session and str(session_uuid(session)), agent, channel),
+          transport, host, port)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,176 @@
+"""The MCP server, driven by the official SDK's own client: over stdio (the server a
+subprocess, as Claude Desktop / Claude Code / opencode start it) and over
+streamable HTTP. Lists the tools, calls each, checks the errors and where identity
+comes from (server configuration or per-call arguments)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+
+from conftest import DSN
+from mcp import Client, StdioServerParameters
+
+from mnemosyne.mcp_server import TOOLS
+
+NAMES = {"memory.record_event", "memory.build_acb", "memory.get_artifact", "memory.query_decisions",
+         "memory_stats"}
+
+
+def stdio(*args: str) -> StdioServerParameters:
+    return StdioServerParameters(command=sys.executable, args=["-m", "mnemosyne.cli", "mcp", *args],
+                                 env={"DATABASE_URL": DSN, "PATH": os.environ.get("PATH", "")})
+
+
+def body(result) -> dict:
+    assert not result.is_error, result.content[0].text
+    return result.structured_content
+
+
+def error(result) -> str:
+    assert result.is_error
+    return result.content[0].text
+
+
+def test_the_registry_is_the_tool_list():
+    assert {name for name, _ in TOOLS} == NAMES
+
+
+def test_tools_over_stdio(db, tenant):
+    async def run():
+        async with Client(stdio("--tenant", tenant, "--agent", "tester")) as c:
+            tools = {t.name: t for t in (await c.list_tools()).tools}
+            assert set(tools) == NAMES
+            assert {"tenant_id", "session_id", "agent_id", "channel"} <= set(
+                tools["memory.record_event"].input_schema["properties"])
+            assert tools["memory.record_event"].input_schema["required"] == ["kind", "content"]
+
+            said = body(await c.call_tool("memory.record_event", {
+                "kind": "message", "content": {"text": "Our staging host is stg-4."},
+                "actor": {"type": "human", "id": "ana"}}))
+            assert said["event_id"].startswith("msg_")
+            session = said["session_id"]
+            call = body(await c.call_tool("memory.record_event", {
+                "kind": "tool_call", "content": {"tool": "fs.read_file", "id": "c1",
+                                                 "arguments": {"path": "deploy.log"}}}))
+            big = "deploy step ok\n" * 6000
+            result = body(await c.call_tool("memory.record_event", {
+                "kind": "tool_result", "content": {"tool": "fs.read_file", "tool_call_id": "c1", "text": big}}))
+            assert result["session_id"] == call["session_id"] == session  # one session per agent + channel
+            decided = body(await c.call_tool("memory.record_event", {
+                "kind": "decision", "content": {"decision": "Deploy staging from main",
+                                                "rationale": ["main is always green"]}}))
+            assert decided["memory_id"]
+
+            acb = body(await c.call_tool("memory.build_acb", {"query_text": "staging host", "max_tokens": 3000,
+                                                              "intent": "repo_onboarding"}))
+            assert acb["acb_id"].startswith("acb_") and acb["budget_tokens"] == 3000
+            names = [s["name"] for s in acb["sections"]]
+            assert "recent_window" in names
+            window = next(s for s in acb["sections"] if s["name"] == "recent_window")
+            assert any("stg-4" in i["text"] for i in window["items"])
+            assert acb["provenance"]["intent"] == "repo_onboarding" and acb["provenance"]["agent_id"] == "tester"
+            assert acb["messages"][-1]["role"] in ("tool", "assistant", "user")
+
+            artifact_id = db._call("SELECT max(artifact_id) FROM mnemo.artifacts WHERE tenant_id = %(t)s",
+                                   {"t": tenant})
+            art = body(await c.call_tool("memory.get_artifact", {"artifact_id": artifact_id}))
+            assert art["text"] == big and art["bytes"] == len(big)
+
+            found = body(await c.call_tool("memory.query_decisions", {"query": "deploy staging"}))
+            assert found["decisions"][0]["rationale"] == ["main is always green"]
+            scoped = body(await c.call_tool("memory.query_decisions", {"session_id": str(uuid.UUID(int=1))}))
+            assert scoped["decisions"] == []
+
+            stats = body(await c.call_tool("memory_stats", {}))
+            assert stats["tenant_id"] == tenant and stats["messages"]["count"] == 3
+            assert body(await c.call_tool("memory_stats", {"session_id": session}))["messages"]["artifacts"] == 1
+            return session
+
+    session = asyncio.run(run())
+    held = db.list_sessions(tenant)
+    assert [(str(s["session_id"]), s["agent_id"], s["messages"]) for s in held] == [(session, "tester", 3)]
+
+
+def test_errors_over_stdio(tenant):
+    async def run():
+        async with Client(stdio("--tenant", tenant)) as c:
+            assert "[MN002] unknown tenant" in error(await c.call_tool("memory_stats", {"tenant_id": "t_nobody_x"}))
+            assert "[MN001]" in error(await c.call_tool("memory.build_acb", {"session_id": "not-a-uuid"}))
+            assert "[MN003]" in error(await c.call_tool("memory_stats", {"session_id": str(uuid.UUID(int=5))}))
+            assert "[MN010]" in error(await c.call_tool("memory.get_artifact", {"artifact_id": -1}))
+            assert "MN00" in error(await c.call_tool("memory.record_event", {"kind": "gossip", "content": {}}))
+            assert "[MN004]" in error(await c.call_tool("memory.record_event",
+                                                        {"kind": "tool_call", "content": {"arguments": {}}}))
+            assert "[MN001]" in error(await c.call_tool("memory.build_acb", {"max_tokens": -5}))
+            assert "kind" in error(await c.call_tool("memory.record_event", {"content": {"text": "x"}}))
+            assert error(await c.call_tool("memory.forget_everything", {}))
+        async with Client(stdio()) as c:  # no tenant configured and none given
+            assert "tenant_id is required" in error(await c.call_tool("memory_stats", {}))
+    asyncio.run(run())
+
+
+def test_identity_from_configuration_and_per_call(db, tenant):
+    configured = db.start_session(tenant, agent_id="planner")
+    other_tenant = "t_" + uuid.uuid4().hex[:12]
+    db.create_tenant(other_tenant)
+    explicit = db.start_session(other_tenant, agent_id="coder")
+
+    async def run():
+        async with Client(stdio("--tenant", tenant, "--session", str(configured), "--channel", "team")) as c:
+            body(await c.call_tool("memory.record_event", {"kind": "message", "content": {"text": "configured"}}))
+            body(await c.call_tool("memory.record_event", {
+                "kind": "message", "content": {"text": "per call"}, "tenant_id": other_tenant,
+                "session_id": str(explicit), "agent_id": "coder"}))
+            acb = body(await c.call_tool("memory.build_acb", {"query_text": "configured"}))
+            assert acb["provenance"]["channel"] == "team"
+    asyncio.run(run())
+    assert [s["messages"] for s in db.list_sessions(tenant)] == [1]
+    assert [m["message"]["content"] for m in db.export_tenant(other_tenant) if m["type"] == "message"] == ["per call"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_tools_over_streamable_http(tenant):
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "mnemosyne.cli", "mcp", "--transport", "http", "--port",
+                             str(port), "--tenant", tenant], env={**os.environ, "DATABASE_URL": DSN},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        for _ in range(600):
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            assert proc.poll() is None, proc.stderr.read().decode()
+            time.sleep(0.1)
+
+        async def run():
+            async with Client(f"http://127.0.0.1:{port}/mcp") as c:
+                assert {t.name for t in (await c.list_tools()).tools} == NAMES
+                said = body(await c.call_tool("memory.record_event", {"kind": "message", "content": {"text": "hi"}}))
+                stats = body(await c.call_tool("memory_stats", {"session_id": said["session_id"]}))
+                assert stats["messages"]["count"] == 1
+                assert "[MN002]" in error(await c.call_tool("memory_stats", {"tenant_id": "t_nobody_y"}))
+        asyncio.run(run())
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_tool_results_are_json_text_too(tenant):
+    """Clients that read only the text content get the same object as JSON."""
+    async def run():
+        async with Client(stdio("--tenant", tenant)) as c:
+            r = await c.call_tool("memory_stats", {})
+            assert json.loads(r.content[0].text) == r.structured_content
+    asyncio.run(run())
