@@ -35,7 +35,8 @@ DECLARE
     mnemo_app_api CONSTANT text[] := ARRAY[
         'create_tenant', 'start_session', 'record_message', 'record_event',
         'remember', 'correct', 'forget', 'query_decisions', 'get_artifact',
-        'compile_context', 'compile_context_bundle',
+        'compile_context', 'compile_context_bundle', 'build_acb',
+        'list_sessions', 'search', 'export_tenant', 'memory_stats',
         'embed', 'embed_batch', 'count_tokens'];
     -- What the policies call when mnemo_app reads a table itself.
     mnemo_app_policy CONSTANT text[] := ARRAY['current_tenant_id', 'bound_tenant_id'];

@@ -19,6 +19,7 @@ CREATE OR REPLACE FUNCTION mnemo.export_tenant(p_tenant_id text)
 RETURNS SETOF jsonb
 LANGUAGE plpgsql
 STABLE
+SECURITY DEFINER  -- runs as mnemo_api_owner, under row-level security (sql/grants.sql)
 SET search_path = pg_catalog, public, pg_temp
 AS $$
 BEGIN

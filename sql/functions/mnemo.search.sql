@@ -28,6 +28,7 @@ CREATE OR REPLACE FUNCTION mnemo.search(
 )
 LANGUAGE plpgsql
 STABLE
+SECURITY DEFINER  -- runs as mnemo_api_owner, under row-level security (sql/grants.sql)
 SET search_path = pg_catalog, public, pg_temp
 AS $$
 DECLARE

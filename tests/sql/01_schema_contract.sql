@@ -286,7 +286,8 @@ SELECT set_eq($$
 $$, $$
     SELECT 'mnemo.' || f FROM unnest(ARRAY['create_tenant', 'start_session', 'record_message', 'record_event',
         'remember', 'correct', 'forget', 'query_decisions', 'get_artifact', 'compile_context',
-        'compile_context_bundle', 'embed', 'embed_batch', 'count_tokens']) AS f
+        'compile_context_bundle', 'build_acb', 'list_sessions', 'search', 'export_tenant', 'memory_stats',
+        'embed', 'embed_batch', 'count_tokens']) AS f
     UNION ALL
     SELECT 'mnemo_internal.' || f FROM unnest(ARRAY['current_tenant_id', 'bound_tenant_id']) AS f
 $$, 'mnemo_app can execute exactly the API (and the policies'' two functions)');
