@@ -66,7 +66,9 @@ from mnemo_db.compile import phases
 from mnemo_db.compile.levels import message_levels
 from mnemo_db.compile.statements import STATEMENTS
 
-DSN = os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:55432/mnemo")
+from mnemosyne import default_dsn
+
+DSN = default_dsn()
 # the shared data beside the checkout (MNEMO_SHARED where the checkout lies deeper, e.g. a worktree)
 SHARED = Path(os.environ.get("MNEMO_SHARED") or ROOT.parent / "shared")
 LOCOMO = SHARED / "bench" / "locomo" / "locomo10.json"

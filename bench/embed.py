@@ -10,14 +10,15 @@ process. Ends with one JSON line.
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import time
 from pathlib import Path
 
 import psycopg
 
-DSN = os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:55432/mnemo")
+from mnemosyne import default_dsn
+
+DSN = default_dsn()
 LOCOMO = Path(__file__).resolve().parents[1].parent / "shared" / "bench" / "locomo" / "locomo10.json"
 
 

@@ -36,9 +36,9 @@ from datetime import datetime, timedelta
 
 import psycopg
 
-from mnemosyne import connect
+from mnemosyne import connect, default_dsn
 
-DSN = os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:55432/mnemo")
+DSN = default_dsn()
 DATA = os.environ.get(
     "LOCOMO_JSON",
     os.path.join(os.path.dirname(__file__), "..", "..", "shared", "bench", "locomo", "locomo10.json"),

@@ -25,6 +25,8 @@ import os
 import sys
 import time
 
+from mnemosyne import default_dsn
+
 PARTS = ("isolation", "fuzz", "secrets", "load", "crash")
 
 
@@ -36,7 +38,7 @@ def main() -> int:
     ap.add_argument("--clients", type=int, default=32, help="concurrent clients in the load part")
     ap.add_argument("--ops", type=int, default=300, help="operations per client in the load part")
     args = ap.parse_args()
-    dsn = os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:55432/mnemo")
+    dsn = default_dsn()
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     results: dict[str, object] = {}
     ok = True

@@ -3,7 +3,7 @@
 Every method calls one SQL function; all memory logic lives in the database.
 """
 
-from .client import Client, connect
+from .client import Client, connect, default_dsn
 from .errors import MnemoError
 
-__all__ = ["Client", "MnemoError", "connect"]
+__all__ = ["Client", "MnemoError", "connect", "default_dsn"]

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import sys
 import uuid
 from collections.abc import Callable
@@ -25,17 +24,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from . import importers
-from .client import Client, connect
+from .client import Client, connect, default_dsn
 from .errors import MnemoError
 
 out = Console(highlight=False, soft_wrap=False)
 err = Console(stderr=True, highlight=False)
 
-
-def default_dsn() -> str:
-    """DATABASE_URL, else the local cluster that `make up` starts."""
-    return os.environ.get("DATABASE_URL") or (
-        f"postgresql://postgres@127.0.0.1:{os.environ.get('MNEMO_PORT', '55432')}/mnemo")
 
 
 def _example(*lines: str) -> str:

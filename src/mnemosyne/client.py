@@ -9,6 +9,7 @@ a pool of async connections, so the two cannot drift apart.
 
 from __future__ import annotations
 
+import os
 import uuid
 from datetime import datetime
 from typing import Any, Self
@@ -18,6 +19,12 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 from .errors import translate
+
+
+def default_dsn() -> str:
+    """DATABASE_URL, else the local cluster that `make up` starts (on MNEMO_PORT)."""
+    return os.environ.get("DATABASE_URL") or (
+        f"postgresql://postgres@127.0.0.1:{os.environ.get('MNEMO_PORT', '55432')}/mnemo")
 
 
 def connect(dsn: str, **kwargs: Any) -> Client:

@@ -18,9 +18,9 @@ import psycopg
 import pytest
 from fake_llm import responder, serve
 
-from mnemosyne import connect
+from mnemosyne import connect, default_dsn
 
-DSN = os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:55432/mnemo")
+DSN = default_dsn()
 
 
 def _cron_jobs(conn: psycopg.Connection, active: bool) -> None:

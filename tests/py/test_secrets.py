@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import sys
 import time
 import uuid
@@ -22,7 +21,9 @@ from mnemo_db import redact
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 from trust import secrets as planting  # bench/trust/secrets.py
 
-DSN = os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:55432/mnemo")
+from mnemosyne import default_dsn
+
+DSN = default_dsn()
 
 SECRETS = {
     "openai_key": "sk-proj-Zt9xQ2mV7rL4pK8wB3nF6hJ1sD5gA0cE",
