@@ -470,10 +470,8 @@ class Compiler:
         self.candidate_rows = p(CANDIDATE_ROWS, CANDIDATE_ROWS_TYPES)
         self.log = p(LOG, ["text", "uuid", "text", "text", "integer", "integer", "text", "text",
                            "text", "text", "real"])
-        # as_of must be finite and within what Python's datetime holds (years 1-9999)
-        self.check_ts = p("SELECT t AS ts FROM (SELECT $1::timestamptz AS t) AS x"
-                          " WHERE isfinite(t) AND t BETWEEN '0001-01-02' AND '9999-12-30'",
-                          ["text"])
+        # as_of: the API's one timestamp check (MN001 outside years 2-9998 UTC)
+        self.check_ts = p("SELECT mnemo_internal.checked_timestamp($1, 'option as_of') AS ts", ["text"])
         self.raise_error = p("SELECT mnemo_internal.raise_error($1, $2, $3)",
                              ["text", "text", "text"])
         # The query is embedded on a thread while the statements before the candidate
@@ -531,14 +529,7 @@ class Compiler:
         if as_of is not None:
             if not isinstance(as_of, str):
                 self.error("option as_of must be a timestamp string")
-            try:
-                rows = plpy.execute(self.check_ts, [as_of])
-            except plpy.SPIError:
-                rows = []
-            if not rows:
-                self.error(f"option as_of is not a finite timestamp between years 1 and 9999: "
-                           f"{raw['as_of']!r}")
-            as_of = rows[0]["ts"]
+            as_of = plpy.execute(self.check_ts, [as_of])[0]["ts"]
         rows = plpy.execute(self.session, [tenant_id, session_id, as_of])
         if not rows:
             self.error(f"unknown session {session_id}", "MN003")

@@ -20,6 +20,7 @@ BEGIN
     IF p_config IS NULL OR jsonb_typeof(p_config) <> 'object' THEN
         RAISE EXCEPTION USING ERRCODE = 'MN001', MESSAGE = 'config must be a JSON object';
     END IF;
+    PERFORM mnemo_internal.check_json_depth(p_config, 'config');
     IF mnemo_internal.bound_tenant_id() IS NOT NULL THEN
         RAISE EXCEPTION USING ERRCODE = 'MN008',
             MESSAGE = format('role %s is bound to a tenant and cannot create tenants', current_user);

@@ -39,6 +39,18 @@ BEGIN
     IF p_content IS NULL OR jsonb_typeof(p_content) <> 'object' THEN
         RAISE EXCEPTION USING ERRCODE = 'MN004', MESSAGE = 'event content must be a JSON object';
     END IF;
+    -- Checked here for every kind (decisions and tasks never reach record_message).
+    IF p_sensitivity IS NULL OR p_sensitivity NOT IN ('none', 'low', 'high', 'secret') THEN
+        RAISE EXCEPTION USING ERRCODE = 'MN001', MESSAGE = format('unknown sensitivity %L', p_sensitivity),
+            HINT = 'sensitivity is one of none, low, high, secret';
+    END IF;
+    IF p_tags IS NULL OR array_position(p_tags, NULL) IS NOT NULL
+        OR p_refs IS NULL OR array_position(p_refs, NULL) IS NOT NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'MN001', MESSAGE = 'tags and refs must be arrays of non-null strings';
+    END IF;
+    PERFORM mnemo_internal.checked_timestamp(p_created_at, 'created_at');
+    PERFORM mnemo_internal.check_json_depth(p_content, 'content');
+    PERFORM mnemo_internal.check_json_depth(p_actor, 'actor');
     -- Typed payloads (decisions, tasks) are stored from p_content directly: redact it
     -- here as record_message and insert_memory redact what they store.
     IF mnemo_internal.redaction_enabled(p_tenant_id) THEN
@@ -122,7 +134,7 @@ BEGIN
             'user_stated', v_meta, '{}', p_sensitivity, p_tags);
         INSERT INTO mnemo.memory_tasks (tenant_id, memory_id, title, status, due_at)
         VALUES (p_tenant_id, v_memory_id, p_content ->> 'title', coalesce(p_content ->> 'status', 'open'),
-            (p_content ->> 'due_at')::timestamptz);
+            mnemo_internal.checked_timestamp(p_content ->> 'due_at', 'due_at'));
         RETURN jsonb_build_object('event_id', 'mem_' || v_memory_id, 'memory_id', v_memory_id);
     WHEN 'artifact' THEN
         v_id := nextval('mnemo.artifacts_artifact_id_seq');
