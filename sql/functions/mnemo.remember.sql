@@ -64,15 +64,19 @@ BEGIN
         OR (p_options ->> 'confidence')::numeric NOT BETWEEN 0 AND 1) THEN
         RAISE EXCEPTION USING ERRCODE = 'MN001', MESSAGE = 'options.confidence must be a number in [0, 1]';
     END IF;
+    IF p_options ? 'confidence' THEN
+        -- stored as real: 6 decimals (a value like 1e-234 would underflow it)
+        p_options := jsonb_set(p_options, '{confidence}', to_jsonb(round((p_options ->> 'confidence')::numeric, 6)));
+    END IF;
     SELECT k INTO v_key FROM unnest(ARRAY['tags', 'entities', 'rationale', 'alternatives']) AS k
     WHERE p_options ? k AND (jsonb_typeof(p_options -> k) <> 'array'
-        OR jsonb_path_exists(p_options -> k, 'strict $[*] ? (@.type() != "string")')) LIMIT 1;
+        OR jsonb_path_exists(p_options -> k, 'strict $[*] ? (@.type() != "string")', '{}', true)) LIMIT 1;
     IF v_key IS NOT NULL THEN
         RAISE EXCEPTION USING ERRCODE = 'MN001', MESSAGE = format('options.%s must be an array of strings', v_key);
     END IF;
     IF p_options ? 'source_message_ids' AND (jsonb_typeof(p_options -> 'source_message_ids') <> 'array'
         OR jsonb_path_exists(p_options -> 'source_message_ids',
-            'strict $[*] ? (@.type() != "number" || @ != @.floor() || @ < 1 || @ > 9223372036854775807)')) THEN
+            'strict $[*] ? (@.type() != "number" || @ != @.floor() || @ < 1 || @ > 9223372036854775807)', '{}', true)) THEN
         RAISE EXCEPTION USING ERRCODE = 'MN001',
             MESSAGE = 'options.source_message_ids must be an array of message ids (positive integers)';
     END IF;

@@ -41,8 +41,7 @@ DECLARE
 BEGIN
     BEGIN
         v_ts := p_value::timestamptz;
-    EXCEPTION WHEN invalid_datetime_format OR datetime_field_overflow OR invalid_parameter_value
-        OR invalid_text_representation OR character_not_in_repertoire THEN
+    EXCEPTION WHEN data_exception THEN  -- (class 22: any text that is not a timestamp)
         RAISE EXCEPTION USING ERRCODE = 'MN001',
             MESSAGE = format('%s must be a timestamp, got %s', p_name, left(p_value, 100)),
             HINT = 'e.g. 2025-06-01T12:00:00Z';
