@@ -33,6 +33,7 @@ DECLARE
     v_args jsonb;
     v_text text;
     v_memory_id bigint;
+    v_due_at timestamptz;
     v_red jsonb;
 BEGIN
     PERFORM mnemo_internal.enter_tenant(p_tenant_id);
@@ -129,12 +130,18 @@ BEGIN
             RAISE EXCEPTION USING ERRCODE = 'MN004',
                 MESSAGE = 'a task_update event needs a string "title" and a status of open, doing, done or dropped';
         END IF;
+        -- a due date outside the API's range is malformed content, as one that is no date
+        BEGIN
+            v_due_at := mnemo_internal.checked_timestamp(p_content ->> 'due_at', 'due_at');
+        EXCEPTION WHEN SQLSTATE 'MN001' THEN
+            RAISE EXCEPTION USING ERRCODE = 'MN004', MESSAGE = 'malformed event content: ' || SQLERRM;
+        END;
         v_memory_id := mnemo_internal.insert_memory(p_tenant_id, p_session_id, 'task',
             format('Task (%s): %s', coalesce(p_content ->> 'status', 'open'), p_content ->> 'title'),
             'user_stated', v_meta, '{}', p_sensitivity, p_tags);
         INSERT INTO mnemo.memory_tasks (tenant_id, memory_id, title, status, due_at)
         VALUES (p_tenant_id, v_memory_id, p_content ->> 'title', coalesce(p_content ->> 'status', 'open'),
-            mnemo_internal.checked_timestamp(p_content ->> 'due_at', 'due_at'));
+            v_due_at);
         RETURN jsonb_build_object('event_id', 'mem_' || v_memory_id, 'memory_id', v_memory_id);
     WHEN 'artifact' THEN
         v_id := nextval('mnemo.artifacts_artifact_id_seq');

@@ -8,7 +8,8 @@
 --   p_options: fact, scope (local|global), confidence (0..1), tags[], sensitivity,
 --   entities[], rationale[] / alternatives[] (decisions), due_at (tasks),
 --   source_message_ids[], pinned.
--- Bad input raises MN001 (MN002 tenant, MN003 session) and writes nothing.
+-- Bad input raises MN001 (MN002 tenant, MN003 session, MN010 a source message that
+-- is not the tenant's) and writes nothing.
 CREATE OR REPLACE FUNCTION mnemo.remember(
     p_tenant_id text,
     p_content text,
@@ -87,6 +88,15 @@ BEGIN
             MESSAGE = format('options.%s must be true or false', array_to_string(v_key::text [], '.'));
     END IF;
     PERFORM mnemo_internal.checked_timestamp(p_options ->> 'due_at', 'options.due_at');
+    -- Provenance names this tenant's messages only (another tenant's id, or none at
+    -- all, would leave the memory citing what it cannot show).
+    SELECT x.id INTO v_key FROM jsonb_array_elements_text(coalesce(p_options -> 'source_message_ids', '[]')) AS x (id)
+    WHERE NOT EXISTS (SELECT FROM mnemo.messages AS m
+        WHERE m.tenant_id = p_tenant_id AND m.message_id = x.id::bigint) LIMIT 1;
+    IF v_key IS NOT NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'MN010',
+            MESSAGE = format('options.source_message_ids: no message %s for tenant %L', v_key, p_tenant_id);
+    END IF;
     IF p_session_id IS NOT NULL AND NOT EXISTS (SELECT FROM mnemo.sessions AS s
         WHERE s.tenant_id = p_tenant_id AND s.session_id = p_session_id) THEN
         RAISE EXCEPTION USING ERRCODE = 'MN003', MESSAGE = format('unknown session %s', p_session_id);

@@ -21,12 +21,14 @@ client's own json module could write still reaches the server.
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
 
 import psycopg
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 # Admin and maintenance routines: owner only, not the application API.
@@ -445,11 +447,15 @@ class Fuzzer:
 
     def __init__(self, conn: psycopg.Connection, tenants: int = 3, sessions: int = 3):
         self.conn = conn
+        self.dsn = conn.info.dsn
+        # a call that runs away is a finding too (57014), not a hung run
+        conn.execute("SET statement_timeout = '120s'")
         self.api = api_functions(conn)
         self.pool = Pool()
         self.counts: dict[str, Counter] = {name: Counter() for name in self.api}
         self.findings: list[Finding] = []
         self.refusals: Counter = Counter()  # (function, sqlstate, message's start)
+        self.seconds: Counter = Counter()  # time spent in each function's calls
         for i in range(tenants):
             t = f"{self.pool.prefix}{i}"
             conn.execute("SELECT mnemo.create_tenant(%s)", (t,))
@@ -485,8 +491,16 @@ class Fuzzer:
 
     def call(self, name: str, args: dict) -> str:
         query, params = self.sql(name, args)
+        started = time.monotonic()
         try:
             result = self.conn.execute(query, params).fetchone()[0]
+        except psycopg.OperationalError as e:
+            # the connection is gone (a crashed backend): a finding; go on with a new one
+            self.findings.append(Finding(name, e.sqlstate, str(e)[:300], args))
+            outcome = "finding"
+            if self.conn.closed:
+                self.conn = psycopg.connect(self.dsn, autocommit=True)
+                self.conn.execute("SET statement_timeout = '120s'")
         except psycopg.DataError as e:
             if e.sqlstate is None:  # the driver refused a value (a NUL byte in text)
                 outcome = "input"
@@ -498,6 +512,7 @@ class Fuzzer:
             outcome = "ok"
             self._remember_result(name, args, result)
         self.counts[name][outcome] += 1
+        self.seconds[name] += time.monotonic() - started
         return outcome
 
     def _classify(self, name: str, args: dict, e: psycopg.Error) -> str:
@@ -551,4 +566,19 @@ class Fuzzer:
             total.update(c)
         return {"inputs": sum(total.values()), "outcomes": dict(total),
                 "per_function": {k: dict(v) for k, v in sorted(self.counts.items())},
+                "mean_ms": {k: round(1000 * self.seconds[k] / max(sum(v.values()), 1), 1)
+                            for k, v in sorted(self.counts.items())},
                 "findings": len(self.findings)}
+
+
+def drive(fuzzer: Fuzzer, examples: int) -> None:
+    """Draws `examples` calls with Hypothesis (a function, then its arguments) and runs
+    each through `fuzzer`. Outcomes are collected, never raised: one run reports every
+    finding, not the first."""
+    @settings(max_examples=examples, deadline=None, database=None, phases=[Phase.generate],
+              suppress_health_check=list(HealthCheck))
+    @given(data=st.data())
+    def one(data):
+        name = data.draw(st.sampled_from(fuzzer.names), label="function")
+        fuzzer.call(name, data.draw(fuzzer.strategy(name), label="arguments"))
+    one()

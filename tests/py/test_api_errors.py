@@ -59,7 +59,8 @@ def _timestamp_calls(tenant, sid):
 def test_extreme_timestamps_are_refused_everywhere_and_nothing_is_written(db, tenant, session, ts):
     before = _counts(db, tenant)
     for what, sql in _timestamp_calls(tenant, session):
-        with pytest.raises(errors.InvalidParameter) as info:
+        # MN001, or MN004 where the timestamp is part of an event's content
+        with pytest.raises((errors.InvalidParameter, errors.InvalidMessage)) as info:
             db._call(sql, {"ts": ts})
         assert "timestamp" in info.value.message, what
     assert _counts(db, tenant) == before
@@ -151,6 +152,21 @@ def test_remember_refuses_option_values_of_the_wrong_shape(db, tenant, options):
     with pytest.raises(errors.InvalidParameter):
         db.remember(tenant, "The deploy target is Fly.io", options=options)
     assert _counts(db, tenant)["memories"] == 0
+
+
+def test_remember_sources_must_be_the_tenants_messages(db, tenant, session):
+    """Found by the fuzzer's consistency checks: remember stored another tenant's (or
+    no) message ids as a memory's sources."""
+    other = db.create_tenant(tenant + "_other")
+    theirs = db.record_message(other, db.start_session(other), {"role": "user", "content": "theirs"})
+    mine = db.record_message(tenant, session, {"role": "user", "content": "mine"})
+    for ids in ([theirs], [mine, theirs], [mine + 10_000_000]):
+        with pytest.raises(errors.NotFound):
+            db.remember(tenant, "The deploy target is Fly.io", options={"source_message_ids": ids})
+    assert _counts(db, tenant)["memories"] == 0
+    mid = db.remember(tenant, "The deploy target is Fly.io", options={"source_message_ids": [mine]})
+    assert db._call("SELECT source_message_ids FROM mnemo.memories WHERE tenant_id = %(t)s AND memory_id = %(m)s",
+                    {"t": tenant, "m": mid}) == [mine]
 
 
 def test_record_event_refuses_an_unknown_sensitivity_like_record_message(db, tenant, session):

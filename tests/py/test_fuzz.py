@@ -13,9 +13,7 @@ import os
 import psycopg
 import pytest
 from consistency import violations
-from fuzz_api import Fuzzer, missing_strategies
-from hypothesis import HealthCheck, Phase, given, settings
-from hypothesis import strategies as st
+from fuzz_api import Fuzzer, drive, missing_strategies
 
 DSN = os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:55432/mnemo")
 EXAMPLES = int(os.environ.get("MNEMO_FUZZ_EXAMPLES", "2000"))
@@ -29,17 +27,6 @@ def conn():
 
 def test_every_api_function_has_a_strategy(conn):
     assert missing_strategies(conn) == []
-
-
-def run(fuzzer: Fuzzer, examples: int, seed: int | None = None) -> None:
-    """Draws `examples` calls (function, then its arguments) and runs each."""
-    @settings(max_examples=examples, deadline=None, database=None, phases=[Phase.generate],
-              suppress_health_check=list(HealthCheck), derandomize=seed is not None)
-    @given(data=st.data())
-    def one(data):
-        name = data.draw(st.sampled_from(fuzzer.names), label="function")
-        fuzzer.call(name, data.draw(fuzzer.strategy(name), label="arguments"))
-    one()
 
 
 # Inputs the fuzzer found raising non-project errors, each kept as a regression
@@ -86,7 +73,7 @@ def test_regressions_end_in_success_or_a_project_error(one_tenant_fuzzer, name, 
 
 def test_fuzzed_calls_end_in_success_or_a_project_error(conn):
     fuzzer = Fuzzer(conn)
-    run(fuzzer, EXAMPLES)
+    drive(fuzzer, EXAMPLES)
     figures = fuzzer.figures()
     print(figures)
     assert figures["inputs"] >= EXAMPLES * 0.9

@@ -385,7 +385,8 @@ FROM unnest(ARRAY['294276-12-31', '4713-01-01 BC', 'infinity', '-infinity', '000
 SELECT throws_ok($$SELECT mnemo.record_event('tap_val', 'a0000000-0000-4000-8000-000000000001', 'message',
     '{"text": "hi"}', p_created_at => 'infinity')$$, 'MN001', NULL, 'record_event: created_at infinity -> MN001');
 SELECT throws_ok($$SELECT mnemo.record_event('tap_val', 'a0000000-0000-4000-8000-000000000001', 'task_update',
-    '{"title": "ship", "due_at": "-infinity"}')$$, 'MN001', NULL, 'record_event: task due_at -infinity -> MN001');
+    '{"title": "ship", "due_at": "-infinity"}')$$, 'MN004', NULL,
+    'record_event: task due_at -infinity -> MN004 (malformed content)');
 SELECT throws_ok($$SELECT mnemo.record_event('tap_val', 'a0000000-0000-4000-8000-000000000001', 'task_update',
     '{"title": "ship"}', p_sensitivity => 'bogus')$$, 'MN001', NULL,
     'record_event: unknown sensitivity -> MN001 (as record_message; was 23514)');
