@@ -24,7 +24,7 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 
 import numpy as np
 
@@ -702,22 +702,6 @@ def openai_message(m: dict, content: str | None = None) -> dict:
 
 
 WITHHELD = "[content withheld: sensitivity {s} is not allowed on this channel]"
-
-
-# What a Python datetime holds (years 1 to 9999), as epoch seconds.
-EPOCH_MIN = datetime(1, 1, 1, tzinfo=UTC).timestamp()
-EPOCH_MAX = datetime(9999, 12, 31, tzinfo=UTC).timestamp()
-
-
-def utc_datetime(epoch: float | None) -> datetime | None:
-    """A timestamp read from the database as epoch seconds (timezone-independent).
-    The API refuses timestamps outside years 2 to 9998
-    (mnemo_internal.checked_timestamp), but a row stored before that check may hold
-    anything PostgreSQL does (up to year 294276, BC dates, +-infinity): such a value
-    is clamped to what a datetime holds, so one row never fails a whole compile."""
-    if epoch is None:
-        return None
-    return datetime.fromtimestamp(min(max(epoch, EPOCH_MIN), EPOCH_MAX), UTC)
 
 
 def message_levels(m: dict) -> dict | None:

@@ -24,6 +24,7 @@ import numpy as np
 import orjson
 
 from . import context, embedding, redact, summarize
+from .timestamps import utc_datetime
 
 ENTER = "SELECT mnemo_internal.enter_tenant($1)"
 
@@ -433,7 +434,7 @@ def history_messages(r: dict) -> list[dict]:
         "message_id": mid, "turn_index": turn, "role": role, "content": content,
         "content_parts": loads_stored(parts), "name": name, "tool_calls": loads_stored(calls),
         "tool_call_id": call_id, "token_count": tokens_, "sensitivity": sensitivity,
-        "artifact_id": artifact, "created_at": context.utc_datetime(epoch),
+        "artifact_id": artifact, "created_at": utc_datetime(epoch),
         "levels": orjson.loads(levels) if levels else None,
     } for mid, turn, role, content, parts, name, calls, call_id, tokens_, sensitivity, artifact, epoch, levels
         in zip(r["message_id"], r["turn_index"], r["role"], r["content"], r["content_parts"], r["name"],
@@ -538,7 +539,7 @@ class Compiler:
             opts = context.parse_options(raw, s["channel"])
         except context.OptionError as e:
             self.error(str(e))
-        now = context.utc_datetime(s["now_epoch"])
+        now = utc_datetime(s["now_epoch"])
         session = {
             "context_window": s["context_window"], "response_reserve": s["response_reserve"],
             "system_prompt": s["system_prompt"], "system_prompt_tokens": s["system_prompt_tokens"],
@@ -632,8 +633,8 @@ class Compiler:
                 "levels": levels, "relevance": c["relevance"],
                 "sensitivity": r["sensitivity"][i], "is_pinned": c["is_pinned"],
                 "access_count": c["access_count"],
-                "last_accessed_at": context.utc_datetime(r["accessed_epoch"][i]),
-                "created_at": context.utc_datetime(r["created_epoch"][i]),
+                "last_accessed_at": utc_datetime(r["accessed_epoch"][i]),
+                "created_at": utc_datetime(r["created_epoch"][i]),
                 "confidence": r["confidence"][i], "provenance_type": r["provenance_type"][i],
                 "role": r["role"][i], "name": r["name"][i],
                 "retrievers": c["retrievers"],

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import json
 import time
-from datetime import UTC, datetime
+from datetime import datetime
 
 from . import helper_llm, lifecycle, llm_summarize, summarize
+from .timestamps import utc_datetime
 
 SETTINGS = """
 SELECT key, value::text AS value FROM mnemo_internal.settings WHERE key = ANY($1)
@@ -263,8 +264,7 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $14, $13)
 SENSITIVITY_ORDER = ("none", "low", "high")
 
 
-def _epoch(dt: float | None) -> datetime | None:
-    return None if dt is None else datetime.fromtimestamp(dt, UTC)
+_epoch = utc_datetime
 
 
 def _result(rows: int, done: bool, state: dict, counts: dict | None = None) -> str:
