@@ -45,7 +45,8 @@ DECLARE
         'current_tenant_id', 'bound_tenant_id', 'enter_tenant', 'setting', 'raise_error',
         'py_bootstrap', 'enqueue_job', 'insert_memory', 'form_memory', 'redact',
         'redaction_enabled', 'content_hash', 'excerpt', 'message_tokens', 'message_levels',
-        'line_tokens', 'message_segment', 'segment_hits', 'quantize_embeddings', 'subtract_from_lexicon'];
+        'line_tokens', 'message_segment', 'segment_hits', 'quantize_embeddings', 'subtract_from_lexicon',
+        'compile_context', 'check_json_depth', 'checked_timestamp', 'raise_project_error'];
     v_routine regprocedure;
     v_name text;
 BEGIN

@@ -27,6 +27,7 @@ import time
 from datetime import UTC, datetime
 
 from . import admission, extract, helper_llm, redact
+from .timestamps import utc_datetime
 
 AUTHORITY = {"user_stated": 6, "correction": 6, "instruction": 5, "preference": 4, "fact": 3,
              "tool_output": 2, "system_inferred": 1}
@@ -191,8 +192,7 @@ FOR UPDATE OF m
 """
 
 
-def _ts(epoch: float | None) -> datetime | None:
-    return datetime.fromtimestamp(epoch, UTC) if epoch is not None else None
+_ts = utc_datetime
 
 
 def _iso(ts: datetime | None) -> str | None:

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import json
 import time
-from datetime import UTC, datetime
+from datetime import datetime
 
 from . import helper_llm, lifecycle, llm_summarize, summarize
+from .timestamps import utc_datetime
 
 SETTINGS = """
 SELECT key, value::text AS value FROM mnemo_internal.settings WHERE key = ANY($1)
@@ -263,20 +264,7 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $14, $13)
 SENSITIVITY_ORDER = ("none", "low", "high")
 
 
-# Python's datetime range, a day inside its ends (so that adding a TTL or an hour's
-# margin cannot step out of it again).
-MIN_EPOCH = datetime(1, 1, 2, tzinfo=UTC).timestamp()
-MAX_EPOCH = datetime(9999, 12, 30, tzinfo=UTC).timestamp()
-
-
-def _epoch(seconds: float | None) -> datetime | None:
-    """The datetime of an epoch read from a timestamptz column, clamped to Python's
-    range: a tenant can store 'infinity' or '4713-01-01 BC' in a row a sweep reads
-    (memories.created_at, memory_access.last_accessed_at), and one such row must not
-    fail the batch, every tenant's, with an OverflowError or ValueError."""
-    if seconds is None:
-        return None
-    return datetime.fromtimestamp(min(max(seconds, MIN_EPOCH), MAX_EPOCH), UTC)
+_epoch = utc_datetime  # clamped to what a datetime holds: a stored infinity fails no sweep
 
 
 def _first_turn(metadata: str | None, turn_index: int) -> int:

@@ -12,23 +12,25 @@ CREATE OR REPLACE FUNCTION mnemo.compile_context(
     p_query text DEFAULT NULL,
     p_options jsonb DEFAULT '{}'
 ) RETURNS jsonb
-LANGUAGE plpython3u
+LANGUAGE plpgsql
 VOLATILE
 SECURITY DEFINER  -- runs as mnemo_api_owner, under row-level security (sql/grants.sql)
 SET search_path = pg_catalog, public, pg_temp
--- as mnemo.compile_context_bundle, for the same reasons
-SET plan_cache_mode = force_generic_plan
-SET max_parallel_workers_per_gather = 0
--- Nor does JIT compilation pay here: a generic plan's row estimates can pass its cost
--- thresholds, and compiling took ~360 ms for statements that run in a few.
-SET jit = off
 AS $$
-compiler = GD.get('mnemo_compiler')
-if compiler is None:
-    plpy.execute('SELECT mnemo_internal.py_bootstrap()')
-    from mnemo_db.compile.compiler import Compiler
-    compiler = GD['mnemo_compiler'] = Compiler(plpy)
-return compiler.compile(p_tenant_id, p_session_id, p_query, p_options, messages_only=True)
+DECLARE
+    v_state text;
+    v_message text;
+    v_detail text;
+    v_hint text;
+BEGIN
+    PERFORM mnemo_internal.check_json_depth(p_options, 'options');
+    RETURN mnemo_internal.compile_context(p_tenant_id, p_session_id, p_query, p_options, true);
+EXCEPTION WHEN OTHERS THEN
+    GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_message = MESSAGE_TEXT,
+        v_detail = PG_EXCEPTION_DETAIL, v_hint = PG_EXCEPTION_HINT;
+    PERFORM mnemo_internal.raise_project_error(v_state, v_message, v_detail, v_hint);
+    RAISE;
+END;
 $$;
 
 COMMENT ON FUNCTION mnemo.compile_context(text, uuid, text, jsonb) IS

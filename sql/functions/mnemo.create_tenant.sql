@@ -21,6 +21,19 @@ BEGIN
     IF p_config IS NULL OR jsonb_typeof(p_config) <> 'object' THEN
         RAISE EXCEPTION USING ERRCODE = 'MN001', MESSAGE = 'config must be a JSON object';
     END IF;
+    PERFORM mnemo_internal.check_json_depth(p_config, 'config');
+    -- The sections the code reads: a wrong shape would fail every later write
+    -- (redaction) or compile (scoring) of the tenant, so it is refused here.
+    IF coalesce(jsonb_typeof(p_config -> 'redaction'), 'object') <> 'object'
+        OR coalesce(jsonb_typeof(p_config #> '{redaction,enabled}'), 'boolean') <> 'boolean'
+        OR coalesce(jsonb_typeof(p_config -> 'scoring'), 'object') <> 'object'
+        OR jsonb_path_exists(p_config, 'strict $.scoring.* ? (@.type() != "number")', '{}', true)
+        OR coalesce(jsonb_typeof(p_config -> 'formation'), 'object') <> 'object'
+        OR coalesce(p_config #>> '{formation,method}', 'auto') NOT IN ('auto', 'offline', 'helper_llm', 'off') THEN
+        RAISE EXCEPTION USING ERRCODE = 'MN001', MESSAGE = 'invalid tenant config',
+            HINT = 'redaction: {"enabled": boolean}, scoring: {name: number}, '
+                'formation: {"method": "auto" | "offline" | "helper_llm" | "off"}';
+    END IF;
     IF mnemo_internal.bound_tenant_id() IS NOT NULL THEN
         RAISE EXCEPTION USING ERRCODE = 'MN008',
             MESSAGE = 'a role bound to a tenant cannot create tenants';

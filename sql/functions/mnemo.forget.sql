@@ -32,6 +32,9 @@ BEGIN
     IF jsonb_typeof(f) <> 'object' THEN
         RAISE EXCEPTION USING ERRCODE = 'MN001', MESSAGE = 'filter must be a JSON object';
     END IF;
+    PERFORM mnemo_internal.check_json_depth(f, 'filter');
+    PERFORM mnemo_internal.checked_timestamp(f ->> k, 'filter.' || k)
+    FROM unnest(ARRAY['created_before', 'created_after']) AS k;
     SELECT k INTO v_key FROM jsonb_object_keys(f) AS k
     WHERE k NOT IN ('memory_ids', 'kind', 'session_id', 'tags', 'contains', 'source_key', 'entity',
         'source_message_ids', 'created_before', 'created_after', 'all') LIMIT 1;
@@ -117,7 +120,8 @@ BEGIN
             AND e.entity_id IN (x.src_entity_id, x.dst_entity_id));
     RETURN cardinality(v_ids);
 EXCEPTION
-    WHEN invalid_text_representation OR invalid_datetime_format OR datetime_field_overflow THEN
+    WHEN invalid_text_representation OR invalid_datetime_format OR datetime_field_overflow
+        OR numeric_value_out_of_range THEN
         RAISE EXCEPTION USING ERRCODE = 'MN001', MESSAGE = 'malformed filter value: ' || SQLERRM;
 END;
 $$;

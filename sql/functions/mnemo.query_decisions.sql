@@ -27,12 +27,15 @@ BEGIN
     IF p_options IS NULL OR jsonb_typeof(p_options) <> 'object' THEN
         RAISE EXCEPTION USING ERRCODE = 'MN001', MESSAGE = 'options must be a JSON object';
     END IF;
+    PERFORM mnemo_internal.check_json_depth(p_options, 'options');
     IF coalesce(jsonb_typeof(p_options -> 'limit'), 'number') <> 'number'
         OR coalesce((p_options ->> 'limit')::numeric, 20) NOT BETWEEN 1 AND 200 THEN
         RAISE EXCEPTION USING ERRCODE = 'MN001', MESSAGE = 'options.limit must be a number from 1 to 200';
     END IF;
     v_limit := coalesce((p_options ->> 'limit')::integer, 20);
-    IF nullif(btrim(p_query), '') IS NOT NULL THEN
+    -- A query of stop words only has no lexemes: plainto_tsquery would say so in a
+    -- NOTICE on every such call, and word similarity alone ranks it.
+    IF to_tsvector('english', coalesce(p_query, '')) <> ''::tsvector THEN
         v_tsq := nullif(replace(plainto_tsquery('english', p_query)::text, '&', '|'), '')::tsquery;
     END IF;
     SELECT coalesce(jsonb_agg(r.j ORDER BY r.score DESC, r.created_at DESC, r.memory_id DESC), '[]')

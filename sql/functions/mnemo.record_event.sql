@@ -34,6 +34,7 @@ DECLARE
     v_args jsonb;
     v_text text;
     v_memory_id bigint;
+    v_due_at timestamptz;
     v_red jsonb;
     v_bytes bytea;
     v_kinds text[];
@@ -42,6 +43,18 @@ BEGIN
     IF p_content IS NULL OR jsonb_typeof(p_content) <> 'object' THEN
         RAISE EXCEPTION USING ERRCODE = 'MN004', MESSAGE = 'event content must be a JSON object';
     END IF;
+    -- Checked here for every kind (decisions and tasks never reach record_message).
+    IF p_sensitivity IS NULL OR p_sensitivity NOT IN ('none', 'low', 'high', 'secret') THEN
+        RAISE EXCEPTION USING ERRCODE = 'MN001', MESSAGE = format('unknown sensitivity %L', p_sensitivity),
+            HINT = 'sensitivity is one of none, low, high, secret';
+    END IF;
+    IF p_tags IS NULL OR array_position(p_tags, NULL) IS NOT NULL
+        OR p_refs IS NULL OR array_position(p_refs, NULL) IS NOT NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'MN001', MESSAGE = 'tags and refs must be arrays of non-null strings';
+    END IF;
+    PERFORM mnemo_internal.checked_timestamp(p_created_at, 'created_at');
+    PERFORM mnemo_internal.check_json_depth(p_content, 'content');
+    PERFORM mnemo_internal.check_json_depth(p_actor, 'actor');
     -- Typed payloads (decisions, tasks), actor, tags and refs are stored from the
     -- arguments directly: redact them here as record_message and insert_memory
     -- redact what they store. An artifact's base64 is redacted once decoded, below.
@@ -127,12 +140,18 @@ BEGIN
             RAISE EXCEPTION USING ERRCODE = 'MN004',
                 MESSAGE = 'a task_update event needs a string "title" and a status of open, doing, done or dropped';
         END IF;
+        -- a due date outside the API's range is malformed content, as one that is no date
+        BEGIN
+            v_due_at := mnemo_internal.checked_timestamp(p_content ->> 'due_at', 'due_at');
+        EXCEPTION WHEN SQLSTATE 'MN001' THEN
+            RAISE EXCEPTION USING ERRCODE = 'MN004', MESSAGE = 'malformed event content: ' || SQLERRM;
+        END;
         v_memory_id := mnemo_internal.insert_memory(p_tenant_id, p_session_id, 'task',
             format('Task (%s): %s', coalesce(p_content ->> 'status', 'open'), p_content ->> 'title'),
             'user_stated', v_meta, '{}', p_sensitivity, p_tags);
         INSERT INTO mnemo.memory_tasks (tenant_id, memory_id, title, status, due_at)
         VALUES (p_tenant_id, v_memory_id, p_content ->> 'title', coalesce(p_content ->> 'status', 'open'),
-            (p_content ->> 'due_at')::timestamptz);
+            v_due_at);
         RETURN jsonb_build_object('event_id', 'mem_' || v_memory_id, 'memory_id', v_memory_id);
     WHEN 'artifact' THEN
         v_bytes := CASE WHEN p_content ? 'base64' THEN decode(p_content ->> 'base64', 'base64')

@@ -65,6 +65,9 @@ BEGIN
     IF p_metadata IS NULL OR jsonb_typeof(p_metadata) <> 'object' THEN
         RAISE EXCEPTION USING ERRCODE = 'MN001', MESSAGE = 'metadata must be a JSON object';
     END IF;
+    PERFORM mnemo_internal.checked_timestamp(p_created_at, 'created_at');
+    PERFORM mnemo_internal.check_json_depth(p_message, 'message');
+    PERFORM mnemo_internal.check_json_depth(p_metadata, 'metadata');
     SELECT k INTO v_bad_key FROM unnest(ARRAY['prompt_tokens', 'completion_tokens', 'latency_ms']) AS k
     WHERE p_metadata ? k AND (p_metadata ->> k) !~ '^[0-9]{1,9}$' LIMIT 1;
     IF v_bad_key IS NOT NULL THEN

@@ -9,7 +9,8 @@
 --   p_options: fact, scope (local|global), confidence (0..1), tags[], sensitivity,
 --   entities[], rationale[] / alternatives[] (decisions), due_at (tasks),
 --   source_message_ids[], pinned.
--- Bad input raises MN001 (MN002 tenant, MN003 session) and writes nothing.
+-- Bad input raises MN001 (MN002 tenant, MN003 session, MN010 a source message that
+-- is not the tenant's) and writes nothing.
 CREATE OR REPLACE FUNCTION mnemo.remember(
     p_tenant_id text,
     p_content text,
@@ -50,6 +51,7 @@ BEGIN
     IF p_options IS NULL OR jsonb_typeof(p_options) <> 'object' THEN
         RAISE EXCEPTION USING ERRCODE = 'MN001', MESSAGE = 'options must be a JSON object';
     END IF;
+    PERFORM mnemo_internal.check_json_depth(p_options, 'options');
     SELECT k INTO v_key FROM jsonb_object_keys(p_options) AS k
     WHERE k NOT IN ('fact', 'scope', 'confidence', 'tags', 'sensitivity', 'entities', 'rationale',
         'alternatives', 'due_at', 'source_message_ids', 'pinned', 'provenance_type') LIMIT 1;
@@ -73,10 +75,37 @@ BEGIN
         OR (p_options ->> 'confidence')::numeric NOT BETWEEN 0 AND 1) THEN
         RAISE EXCEPTION USING ERRCODE = 'MN001', MESSAGE = 'options.confidence must be a number in [0, 1]';
     END IF;
-    SELECT k INTO v_key FROM unnest(ARRAY['tags', 'entities', 'rationale', 'alternatives', 'source_message_ids']) AS k
-    WHERE p_options ? k AND jsonb_typeof(p_options -> k) <> 'array' LIMIT 1;
+    IF p_options ? 'confidence' THEN
+        -- stored as real: 6 decimals (a value like 1e-234 would underflow it)
+        p_options := jsonb_set(p_options, '{confidence}', to_jsonb(round((p_options ->> 'confidence')::numeric, 6)));
+    END IF;
+    SELECT k INTO v_key FROM unnest(ARRAY['tags', 'entities', 'rationale', 'alternatives']) AS k
+    WHERE p_options ? k AND (jsonb_typeof(p_options -> k) <> 'array'
+        OR jsonb_path_exists(p_options -> k, 'strict $[*] ? (@.type() != "string")', '{}', true)) LIMIT 1;
     IF v_key IS NOT NULL THEN
-        RAISE EXCEPTION USING ERRCODE = 'MN001', MESSAGE = format('options.%s must be an array', v_key);
+        RAISE EXCEPTION USING ERRCODE = 'MN001', MESSAGE = format('options.%s must be an array of strings', v_key);
+    END IF;
+    IF p_options ? 'source_message_ids' AND (jsonb_typeof(p_options -> 'source_message_ids') <> 'array'
+        OR jsonb_path_exists(p_options -> 'source_message_ids',
+            'strict $[*] ? (@.type() != "number" || @ != @.floor() || @ < 1 || @ > 9223372036854775807)', '{}', true)) THEN
+        RAISE EXCEPTION USING ERRCODE = 'MN001',
+            MESSAGE = 'options.source_message_ids must be an array of message ids (positive integers)';
+    END IF;
+    SELECT k INTO v_key FROM unnest(ARRAY['{pinned}', '{fact,functional}']::text []) AS k
+    WHERE coalesce(jsonb_typeof(p_options #> k::text []), 'boolean') <> 'boolean' LIMIT 1;
+    IF v_key IS NOT NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'MN001',
+            MESSAGE = format('options.%s must be true or false', array_to_string(v_key::text [], '.'));
+    END IF;
+    PERFORM mnemo_internal.checked_timestamp(p_options ->> 'due_at', 'options.due_at');
+    -- Provenance names this tenant's messages only (another tenant's id, or none at
+    -- all, would leave the memory citing what it cannot show).
+    SELECT x.id INTO v_key FROM jsonb_array_elements_text(coalesce(p_options -> 'source_message_ids', '[]')) AS x (id)
+    WHERE NOT EXISTS (SELECT FROM mnemo.messages AS m
+        WHERE m.tenant_id = p_tenant_id AND m.message_id = x.id::bigint) LIMIT 1;
+    IF v_key IS NOT NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'MN010',
+            MESSAGE = format('options.source_message_ids: no message %s for tenant %L', v_key, p_tenant_id);
     END IF;
     IF p_session_id IS NOT NULL AND NOT EXISTS (SELECT FROM mnemo.sessions AS s
         WHERE s.tenant_id = p_tenant_id AND s.session_id = p_session_id) THEN

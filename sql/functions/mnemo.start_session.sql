@@ -54,6 +54,8 @@ BEGIN
         OR p_metadata IS NULL OR jsonb_typeof(p_metadata) <> 'object' THEN
         RAISE EXCEPTION USING ERRCODE = 'MN001', MESSAGE = 'config and metadata must be JSON objects';
     END IF;
+    PERFORM mnemo_internal.check_json_depth(p_config, 'config');
+    PERFORM mnemo_internal.check_json_depth(p_metadata, 'metadata');
     IF p_parent_session_id IS NOT NULL AND NOT EXISTS (
         SELECT FROM mnemo.sessions AS s
         WHERE s.tenant_id = p_tenant_id AND s.session_id = p_parent_session_id) THEN

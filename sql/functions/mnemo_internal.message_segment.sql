@@ -88,7 +88,7 @@ BEGIN
     posting AS (
         SELECT u.lexeme, array_agg(r.pos ORDER BY r.pos) AS rows
         FROM r CROSS JOIN LATERAL unnest(tsvector_to_array(r.search_tsv)) AS u (lexeme)
-        WHERE p_lexemes IS NULL OR r.search_tsv @@ (SELECT coalesce(string_agg(quote_literal(l), ' | '), '')::tsquery
+        WHERE p_lexemes IS NULL OR r.search_tsv @@ (SELECT string_agg(quote_literal(l), ' | ')::tsquery
                 FROM unnest(p_lexemes) AS l) AND u.lexeme = ANY(p_lexemes)
         GROUP BY u.lexeme
     ),

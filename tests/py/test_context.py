@@ -724,9 +724,6 @@ def test_bad_options_raise_mn001_and_log_nothing(db, tenant, opts, exc):
     assert context_log(db, tenant) == []
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "known (cosmetic): PL/Python prefixes an error that leaves a Python function with the "
-    "exception class ('plpy.SPIError: '); the SQLSTATE and hint are right"))
 def test_option_errors_read_cleanly(db, tenant):
     s = db.start_session(tenant)
     with pytest.raises(errors.InvalidParameter) as info:

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from mnemo_db import embedding, excerpt, tokens
 from mnemo_db.compile import packing, policy, retrieval
 from mnemo_db.compile.retrieval import CandidatePool
+from mnemo_db.timestamps import utc_datetime
 
 
 def test_count_known_strings():
@@ -341,3 +342,13 @@ def test_pending_embedding_pools_the_encoders_output_or_raises_its_error():
     failed.set_exception(RuntimeError("input too long"))
     with pytest.raises(RuntimeError, match="input too long"):
         embedding.PendingEmbedding(failed, mask).result()
+
+
+def test_utc_datetime_clamps_what_a_datetime_cannot_hold():
+    """Issue 20, defect 1: a stored timestamp outside years 1-9999 (294276 AD, 4713 BC,
+    +-infinity) failed every compile of its tenant; it is clamped instead."""
+    assert utc_datetime(None) is None
+    assert utc_datetime(0.0) == datetime(1970, 1, 1, tzinfo=UTC)
+    for epoch, year in ((float("inf"), 9999), (9224286393600.0, 9999), (-210866803200.0 * 2, 1),
+                        (float("-inf"), 1)):
+        assert utc_datetime(epoch).year == year

@@ -2,7 +2,7 @@
 -- hashes, artifacts, embed jobs) and every validation error by SQLSTATE, each failure
 -- followed (singly, or once per group of calls) by a check that nothing was written.
 BEGIN;
-SELECT plan(153);
+SELECT plan(169);
 
 -- Fixtures -----------------------------------------------------------------------
 -- Tenant tap_val with four sessions: S1 active, S2 closed, S3 expired, S4 active.
@@ -376,6 +376,37 @@ SELECT pg_temp.unchanged('set_setting bad arguments: settings unchanged');
 SELECT throws_ok($$SELECT mnemo.bind_role('tap_no_such_role', 'tap_val')$$, 'MN001', NULL,
     'bind_role: no such role -> MN001');
 SELECT pg_temp.unchanged('bind_role bad arguments: nothing written');
+
+-- Issue 20: one timestamp range, one JSON nesting limit ----------------------------------------
+SELECT throws_ok(format($$SELECT mnemo.record_message('tap_val', 'a0000000-0000-4000-8000-000000000001',
+    '{"role": "user", "content": "hi"}', p_created_at => %L)$$, ts), 'MN001', NULL,
+    format('record_message: created_at %s -> MN001', ts))
+FROM unnest(ARRAY['294276-12-31', '4713-01-01 BC', 'infinity', '-infinity', '0001-12-31 23:00:00+00']) AS ts;
+SELECT throws_ok($$SELECT mnemo.record_event('tap_val', 'a0000000-0000-4000-8000-000000000001', 'message',
+    '{"text": "hi"}', p_created_at => 'infinity')$$, 'MN001', NULL, 'record_event: created_at infinity -> MN001');
+SELECT throws_ok($$SELECT mnemo.record_event('tap_val', 'a0000000-0000-4000-8000-000000000001', 'task_update',
+    '{"title": "ship", "due_at": "-infinity"}')$$, 'MN004', NULL,
+    'record_event: task due_at -infinity -> MN004 (malformed content)');
+SELECT throws_ok($$SELECT mnemo.record_event('tap_val', 'a0000000-0000-4000-8000-000000000001', 'task_update',
+    '{"title": "ship"}', p_sensitivity => 'bogus')$$, 'MN001', NULL,
+    'record_event: unknown sensitivity -> MN001 (as record_message; was 23514)');
+SELECT throws_ok($$SELECT mnemo.record_message('tap_val', 'a0000000-0000-4000-8000-000000000001',
+    '{"role": "user", "content": "my password is hunter2"}',
+    p_metadata => ('{"x": ' || repeat('[', 1200) || repeat(']', 1200) || '}')::jsonb)$$, 'MN001',
+    'metadata is nested deeper than 64 levels', 'record_message: metadata 1,200 deep -> MN001');
+SELECT pg_temp.unchanged('extreme timestamps, deep JSON: nothing written');
+SELECT is(mnemo_internal.checked_timestamp(ts::timestamptz, 'x'), ts::timestamptz,
+    format('checked_timestamp keeps %s', ts))
+FROM unnest(ARRAY['0002-01-01 00:00:00+00', '9998-12-31 23:59:59.999999+00']) AS ts;
+SELECT throws_ok($$SELECT mnemo_internal.checked_timestamp('9999-01-01 00:00:00+00'::timestamptz, 'x')$$,
+    'MN001', NULL, 'checked_timestamp: 9999-01-01 UTC is past the range');
+SELECT throws_ok($$SELECT mnemo_internal.checked_timestamp('not a time', 'option x')$$,
+    'MN001', 'option x must be a timestamp, got not a time', 'checked_timestamp: text that is no timestamp');
+-- (the value of "x" is at level 1, the innermost of n nested arrays at level n)
+SELECT lives_ok($$SELECT mnemo_internal.check_json_depth(('{"x": ' || repeat('[', 64) || repeat(']', 64) || '}')::jsonb,
+    'x')$$, 'check_json_depth: 64 levels pass');
+SELECT throws_ok($$SELECT mnemo_internal.check_json_depth(('{"x": ' || repeat('[', 65) || repeat(']', 65) || '}')::jsonb,
+    'x')$$, 'MN001', 'x is nested deeper than 64 levels', 'check_json_depth: 65 levels -> MN001');
 
 -- After all these failures the next message still gets the next turn (gapless). -----------
 INSERT INTO tap_ids VALUES ('m6', pg_temp.rec('{"role": "user", "content": [{"type": "text", "text": "Thanks"},

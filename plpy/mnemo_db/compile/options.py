@@ -55,10 +55,10 @@ def parse_options(opts: dict, session_channel: str) -> dict:
     if unknown:
         raise OptionError(f"unknown option {unknown[0]!r}; known: {', '.join(sorted(OPTION_KEYS))}")
     task = opts.get("task_type")
-    if task is not None and task not in BUDGET_SPLIT:
+    if task is not None and (not isinstance(task, str) or task not in BUDGET_SPLIT):
         raise OptionError(f"task_type must be one of {', '.join(TASK_TYPES)}, got {task!r}")
     channel = opts.get("channel") or session_channel
-    if channel not in CHANNEL_SENSITIVITY:
+    if not isinstance(channel, str) or channel not in CHANNEL_SENSITIVITY:
         raise OptionError(f"channel must be one of {', '.join(CHANNEL_SENSITIVITY)}, got {channel!r}")
     caps = opts.get("caps") or {}
     if not isinstance(caps, dict) or set(caps) - CAP_KEYS:

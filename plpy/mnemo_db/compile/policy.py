@@ -191,8 +191,10 @@ def history_share(available: int, task_type: str, cap_history: int | None) -> in
 
 # --------------------------------------------------------------------------- scoring
 def weights_for(config: dict | None) -> dict:
+    """The scoring weights: the defaults, with the tenant's numeric overrides (a
+    config of another shape, written to the table directly, is ignored)."""
     w = dict(DEFAULT_WEIGHTS)
-    for k, v in (config or {}).items():
+    for k, v in (config if isinstance(config, dict) else {}).items():
         if k in w and isinstance(v, int | float) and not isinstance(v, bool):
             w[k] = float(v)
     return w

@@ -5,19 +5,14 @@ the CANDIDATE_ROWS row as candidates; and the JSON that goes back out."""
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 
 import numpy as np
 import orjson
 
 from .. import embedding
+from ..timestamps import utc_datetime
 from .policy import CHANNEL_SENSITIVITY
 from .retrieval import CandidatePool, MessagePart, bm25, message_pool
-
-
-def utc_datetime(epoch: float | None) -> datetime | None:
-    """A timestamp read from the database as epoch seconds (timezone-independent)."""
-    return datetime.fromtimestamp(epoch, UTC) if epoch is not None else None
 
 
 def _ints(values) -> np.ndarray:

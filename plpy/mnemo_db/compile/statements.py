@@ -251,10 +251,9 @@ FROM (
 """
 CANDIDATE_ROWS_TYPES = ["text", "bigint[]", "bigint[]", "float8[]"]
 
-# The as_of option as a timestamp, if it is finite and within what Python's datetime
-# holds (years 1-9999); no row otherwise.
-CHECK_AS_OF = ("SELECT t AS ts FROM (SELECT $1::timestamptz AS t) AS x"
-               " WHERE isfinite(t) AND t BETWEEN '0001-01-02' AND '9999-12-30'")
+# The as_of option as a timestamp, through the API's one range check (MN001 when it
+# is not a timestamp or outside years 2-9998 UTC).
+CHECK_AS_OF = "SELECT mnemo_internal.checked_timestamp($1, 'option as_of') AS ts"
 
 # The context_log row (its memory items are folded into the access statistics by
 # the 'access' sweep, off the hot path).

@@ -1,0 +1,37 @@
+-- mnemo_internal.compile_context(p_tenant_id, p_session_id, p_query, p_options,
+--     p_messages_only) -> jsonb
+-- The compiler behind mnemo.compile_context (p_messages_only: the messages alone)
+-- and mnemo.compile_context_bundle (the whole bundle): plpy/mnemo_db/compile/,
+-- loaded once per backend. The API functions are thin PL/pgSQL over it so that its
+-- project errors reach clients without PL/Python's class prefix
+-- (mnemo_internal.raise_project_error).
+CREATE OR REPLACE FUNCTION mnemo_internal.compile_context(
+    p_tenant_id text,
+    p_session_id uuid,
+    p_query text,
+    p_options jsonb,
+    p_messages_only boolean
+) RETURNS jsonb
+LANGUAGE plpython3u
+VOLATILE
+SET search_path = pg_catalog, public, pg_temp
+-- The retrieval statements span every partition of two tables: planning them anew
+-- per call (custom plans) costs more than running them. Generic plans prune the
+-- partitions at run time.
+SET plan_cache_mode = force_generic_plan
+-- Parallel workers take longer to start than the per-tenant scans they would share.
+SET max_parallel_workers_per_gather = 0
+-- Nor does JIT compilation pay here: a generic plan's row estimates can pass its cost
+-- thresholds, and compiling took ~360 ms for statements that run in a few.
+SET jit = off
+AS $$
+compiler = GD.get('mnemo_compiler')
+if compiler is None:
+    plpy.execute('SELECT mnemo_internal.py_bootstrap()')
+    from mnemo_db.compile.compiler import Compiler
+    compiler = GD['mnemo_compiler'] = Compiler(plpy)
+return compiler.compile(p_tenant_id, p_session_id, p_query, p_options, messages_only=p_messages_only)
+$$;
+
+COMMENT ON FUNCTION mnemo_internal.compile_context(text, uuid, text, jsonb, boolean) IS
+'The context compiler (PL/Python) behind mnemo.compile_context and compile_context_bundle.';
