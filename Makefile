@@ -9,6 +9,7 @@ LOCAL_URL := postgresql://postgres@127.0.0.1:$(MNEMO_PORT)/mnemo
 export MNEMO_HOME MNEMO_PORT
 ifeq ($(strip $(DATABASE_URL)),)
   export DATABASE_URL := $(LOCAL_URL)
+  export MNEMO_LOCAL_CLUSTER := 1
   LOCAL := 1
 endif
 VENV := .venv
