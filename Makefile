@@ -9,18 +9,22 @@ LOCAL_URL := postgresql://postgres@127.0.0.1:$(MNEMO_PORT)/mnemo
 export MNEMO_HOME MNEMO_PORT
 ifeq ($(strip $(DATABASE_URL)),)
   export DATABASE_URL := $(LOCAL_URL)
+  export MNEMO_LOCAL_CLUSTER := 1
   LOCAL := 1
+else
+  unexport MNEMO_LOCAL_CLUSTER
 endif
 VENV := .venv
 PY := $(VENV)/bin/python
 
 .PHONY: help up down psql test deploy setup system python cluster sample \
-        test-sql test-py lint bench-embed bench-locomo bench-context bench-ab bench-trust clean
+        test-sql test-py lint test-docker bench-embed bench-locomo bench-context bench-ab bench-trust clean
 
 help:
 	@echo "make up          install what is missing, start the local cluster, deploy, show a sample"
 	@echo "make test        the same setup, deploy twice, pgTAP + pytest + sqlfluff"
 	@echo "make down        stop the local cluster;  make psql: psql on it"
+	@echo "make test-docker build the image, run it, make test against it, restart, redeploy (~20 min)"
 	@echo "make bench-embed embedding benchmark"
 	@echo "make bench-locomo LoCoMo evidence recall vs last-n, vector and full-text baselines"
 	@echo "make bench-context compile_context latency at scale (1,000 tenants, 1M messages)"
@@ -68,6 +72,10 @@ test-sql:
 test-py:
 	@echo "[mnemo test] pytest"
 	@$(PY) -m pytest -q tests/py
+
+# The container route (Docker or Podman): see scripts/test-docker.sh. Not part of .ci/run.
+test-docker:
+	@scripts/test-docker.sh
 
 lint:
 	@echo "[mnemo test] sqlfluff + ruff"

@@ -37,19 +37,43 @@ done
 
 "${PSQL[@]}" -c 'SET client_min_messages = warning' -f sql/grants.sql
 
-# Where PL/Python finds the plpy/ package and its modules (server-side paths).
-if [ -n "${MNEMO_HOME:-}" ]; then
+# Where PL/Python finds the plpy/ package, its modules and the model, on the server's
+# disk. A server whose code is already installed (a container, a server deployed from
+# another machine) keeps its settings: the paths of this checkout mean nothing there.
+# They are set when given (MNEMO_PYTHON_PATH / MNEMO_MODEL_DIR), or, with MNEMO_HOME,
+# for the local cluster, a server whose python_path is empty, or one that already
+# uses $MNEMO_HOME (a server on this machine: the plpy/ copy there is refreshed).
+# The settings change only if a fresh backend can import mnemo_db and embed with them;
+# a failure stops the deploy when the paths were given or the cluster is local.
+setting() { q "SELECT value #>> '{}' FROM mnemo_internal.settings WHERE key = '$1'"; }
+old_py=$(setting python_path); old_model=$(setting model_dir)
+PY_PATH=${MNEMO_PYTHON_PATH:-}; MODEL_DIR=${MNEMO_MODEL_DIR:-}
+strict=$PY_PATH$MODEL_DIR${MNEMO_LOCAL_CLUSTER:-}
+if [ -z "$PY_PATH$MODEL_DIR" ] && [ -n "${MNEMO_HOME:-}" ] && { [ -n "${MNEMO_LOCAL_CLUSTER:-}" ] \
+     || [ -z "$old_py" ] || [ "$old_py" = "$MNEMO_HOME/plpy:$MNEMO_HOME/pylib" ]; }; then
+  PY_PATH=$MNEMO_HOME/plpy:$MNEMO_HOME/pylib; MODEL_DIR=$MNEMO_HOME/model
   mkdir -p "$MNEMO_HOME/plpy"
   rm -rf "$MNEMO_HOME/plpy/mnemo_db" && cp -r plpy/mnemo_db "$MNEMO_HOME/plpy/"
   find "$MNEMO_HOME/plpy" -name __pycache__ -prune -exec rm -rf {} +
-  PY_PATH=${MNEMO_PYTHON_PATH:-$MNEMO_HOME/plpy:$MNEMO_HOME/pylib}
-  MODEL_DIR=${MNEMO_MODEL_DIR:-$MNEMO_HOME/model}
+fi
+PY_PATH=${PY_PATH:-$old_py}; MODEL_DIR=${MODEL_DIR:-$old_model}
+sql_text() { printf "'%s'" "${1//\'/\'\'}"; }
+if check=$("${PSQL[@]}" -1 -tA \
+    -c "UPDATE mnemo_internal.settings SET value = to_jsonb($(sql_text "$PY_PATH")::text) WHERE key = 'python_path'" \
+    -c "UPDATE mnemo_internal.settings SET value = to_jsonb($(sql_text "$MODEL_DIR")::text) WHERE key = 'model_dir'" \
+    -c "SELECT vector_dims(mnemo.embed('deploy check'))" 2>&1); then
+  log "server-side code: python_path=$PY_PATH model_dir=$MODEL_DIR"
 else
-  PY_PATH=${MNEMO_PYTHON_PATH:-}; MODEL_DIR=${MNEMO_MODEL_DIR:-}
+  why=$(grep -m1 ERROR <<<"$check")
+  if [ -n "$strict" ]; then
+    echo "mnemo deploy: the server cannot run the code at python_path=$PY_PATH model_dir=$MODEL_DIR: $why" >&2
+    exit 1
+  fi
+  echo "mnemo deploy: WARNING the server cannot run the code at python_path=$PY_PATH model_dir=$MODEL_DIR" \
+       "($why); kept python_path=$old_py model_dir=$old_model. Install the code on the server and set" \
+       "MNEMO_PYTHON_PATH / MNEMO_MODEL_DIR (README, Installing on an existing server)" >&2
 fi
 db=$(q "SELECT current_database()")
-if [ -n "$PY_PATH" ]; then q "UPDATE mnemo_internal.settings SET value = to_jsonb('$PY_PATH'::text) WHERE key = 'python_path'" >/dev/null; fi
-if [ -n "$MODEL_DIR" ]; then q "UPDATE mnemo_internal.settings SET value = to_jsonb('$MODEL_DIR'::text) WHERE key = 'model_dir'" >/dev/null; fi
 
 months=$(q "SELECT value FROM mnemo_internal.settings WHERE key = 'message_partition_months_ahead'")
 q "SELECT mnemo.create_message_partitions(current_date, $months)" >/dev/null

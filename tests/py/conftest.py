@@ -16,7 +16,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from fake_llm import responder, serve
+from fake_llm import responder, serve, server_reaches
 
 from mnemosyne import connect, default_dsn
 
@@ -114,6 +114,9 @@ def fake_llm(db):
     def start(mode, good=None, timeout=5.0, retries=2, enabled=True):
         srv = serve(responder(mode, good) if isinstance(mode, str) else mode)
         servers.append(srv)
+        if not server_reaches(DSN, srv.server_address[1]):
+            pytest.skip("the server cannot reach this machine's 127.0.0.1, where the fake LLM listens"
+                        " (a container on a bridge network, or another host)")
         db._call("SELECT mnemo.set_helper_llm(%(u)s, 'tiny-model', 'sk-test-key-0123456789abcdefghij',"
                  " %(to)s::real, %(r)s::integer, 0.05, %(e)s)",
                  {"u": f"http://127.0.0.1:{srv.server_address[1]}/v1", "to": timeout, "r": retries,

@@ -11,6 +11,8 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import psycopg
+
 MALFORMED = "Sure! Here it is: not json at all"
 HANG_S = 2
 
@@ -54,3 +56,18 @@ def serve(respond) -> ThreadingHTTPServer:
     srv.respond, srv.requests, srv.daemon_threads = respond, [], True
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     return srv
+
+
+def server_reaches(dsn: str, port: int) -> bool:
+    """Whether the database server can open a connection to this machine's 127.0.0.1:port
+    (not when it runs in a container on a bridge network, or on another host). A role
+    that may not run PL/Python cannot tell: then it is assumed to."""
+    probe = f"DO $$ import socket; socket.create_connection(('127.0.0.1', {int(port)}), 5).close() $$ LANGUAGE plpython3u"
+    try:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(probe)
+    except psycopg.errors.InsufficientPrivilege:
+        return True
+    except psycopg.Error:
+        return False
+    return True

@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 
 import psycopg
 import pytest
-from conftest import drain_jobs
+from conftest import DSN, drain_jobs
 
 from mnemosyne import errors
 
@@ -338,7 +338,7 @@ def test_helper_llm_that_never_answers_times_out_then_falls_back(db, tenant, ana
 
 
 def test_helper_llm_key_is_owner_only(db):
-    with psycopg.connect(db.conn.info.dsn, autocommit=True) as c:
+    with psycopg.connect(DSN, autocommit=True) as c:  # info.dsn has no password
         c.execute("SET ROLE mnemo_app")
         for sql in ("SELECT * FROM mnemo_internal.helper_llm_keys", "SELECT * FROM mnemo_internal.helper_llm",
                     "SELECT mnemo.set_helper_llm('http://evil.example/v1', 'm')"):

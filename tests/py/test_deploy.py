@@ -1,0 +1,80 @@
+"""scripts/deploy.sh points the server at its Python code and model only where that is
+right (issue 25, defect 2). A server whose code is already installed (a container, a
+server deployed from another machine) keeps its paths when a checkout deploys to it:
+the checkout's folders do not exist there. Paths given explicitly are checked by a
+fresh backend before the server is switched to them."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import psycopg
+import pytest
+from conftest import DSN
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def server_paths() -> tuple[str, str]:
+    with psycopg.connect(DSN, autocommit=True) as conn:
+        return conn.execute(
+            "SELECT mnemo_internal.setting('python_path') #>> '{}', mnemo_internal.setting('model_dir') #>> '{}'"
+        ).fetchone()
+
+
+def set_server_paths(py_path: str, model_dir: str) -> None:
+    with psycopg.connect(DSN, autocommit=True) as conn:
+        for key, value in (("python_path", py_path), ("model_dir", model_dir)):
+            conn.execute("UPDATE mnemo_internal.settings SET value = to_jsonb(%s::text) WHERE key = %s",
+                         (value, key))
+
+
+def embeds_in_a_fresh_backend() -> bool:
+    with psycopg.connect(DSN, autocommit=True) as conn:
+        return conn.execute("SELECT vector_dims(mnemo.embed('a fresh backend'))").fetchone()[0] == 384
+
+
+def deploy(**env: str) -> subprocess.CompletedProcess:
+    """scripts/deploy.sh into the test database, as from another checkout: only the
+    variables given here (none of the Makefile's local-cluster ones)."""
+    base = {k: v for k, v in os.environ.items()
+            if k not in ("MNEMO_HOME", "MNEMO_LOCAL_CLUSTER", "MNEMO_PYTHON_PATH", "MNEMO_MODEL_DIR")}
+    return subprocess.run([str(ROOT / "scripts" / "deploy.sh")], env={**base, "DATABASE_URL": DSN, **env},
+                          capture_output=True, text=True, timeout=600, check=False)
+
+
+@pytest.fixture()
+def installed_paths():
+    """The server's paths as deployed; put back whatever a test's deploy did to them."""
+    before = server_paths()
+    assert all(before), f"the server's code is not deployed: {before}"
+    yield before
+    set_server_paths(*before)
+
+
+def test_a_deploy_from_another_checkout_keeps_the_servers_installed_code(installed_paths, tmp_path):
+    client_home = tmp_path / "client-home"  # folders of a client the server does not see
+    run = deploy(MNEMO_HOME=str(client_home))
+    assert run.returncode == 0, run.stderr
+    assert server_paths() == installed_paths
+    assert embeds_in_a_fresh_backend()
+
+
+def test_given_paths_the_server_cannot_use_are_refused_and_nothing_changes(installed_paths, tmp_path):
+    run = deploy(MNEMO_PYTHON_PATH=str(tmp_path / "no-code"), MNEMO_MODEL_DIR=str(tmp_path / "no-model"))
+    assert run.returncode != 0
+    assert "cannot run the code" in run.stderr
+    assert server_paths() == installed_paths
+    assert embeds_in_a_fresh_backend()
+
+
+def test_given_paths_the_server_can_use_are_set(installed_paths):
+    py_path, model_dir = installed_paths
+    # the same directories, spelt differently, so that the change shows
+    given = (py_path + ":", model_dir.rstrip("/") + "/")
+    run = deploy(MNEMO_PYTHON_PATH=given[0], MNEMO_MODEL_DIR=given[1])
+    assert run.returncode == 0, run.stderr
+    assert server_paths() == given
+    assert embeds_in_a_fresh_backend()
