@@ -17,7 +17,8 @@ COPY plpy ./plpy
 COPY src ./src
 COPY scripts ./scripts
 
-# Server-side modules (onnxruntime, tokenizers, quicktok) and the ONNX export of
+# Server-side modules (onnxruntime, tokenizers, regex, quicktok's vocabulary: the
+# token counter's table) and the ONNX export of
 # all-MiniLM-L6-v2, made in a throwaway build venv with the CPU build of torch.
 RUN python3 -m venv /tmp/build \
  && /tmp/build/bin/pip install -q torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu \
@@ -25,6 +26,7 @@ RUN python3 -m venv /tmp/build \
  && /tmp/build/bin/pip install -q --target $MNEMO_HOME/pylib -r plpy/requirements.txt \
  && PYTHONPATH=plpy /tmp/build/bin/python -m mnemo_db.export_onnx $MNEMO_HOME/model \
  && PYTHONPATH=plpy:$MNEMO_HOME/pylib /tmp/build/bin/python -m mnemo_db.embedding $MNEMO_HOME/model \
+ && PYTHONPATH=plpy:$MNEMO_HOME/pylib /tmp/build/bin/python -m mnemo_db.tokens \
  && mkdir -p $MNEMO_HOME/plpy && cp -r plpy/mnemo_db $MNEMO_HOME/plpy/ \
  && rm -rf /tmp/build /root/.cache
 
