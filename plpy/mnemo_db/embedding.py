@@ -23,9 +23,14 @@ _lock = threading.Lock()
 _model: Embedder | None = None
 
 
-# model.onnx with its weights in a file of their own (prepare_mapped), which
-# onnxruntime maps into memory instead of copying them into each backend's heap.
-MAPPED_MODEL = "model.mapped.onnx"
+# model.onnx with its weights, and the encoder's pre-packed copies of them, in a file
+# of their own (prepare_mapped), which onnxruntime maps into memory instead of copying
+# them into each backend's heap.
+MAPPED_MODEL = "model.prepacked.onnx"
+# Embedded at install by model.onnx (its vector stored beside the mapped model, .probe)
+# and by the mapped model when a backend loads it: see Embedder.__init__.
+PROBE_TEXT = "Probe: the staging database moved to port 6543 on 7 May 2023."
+PROBE_TOLERANCE = 1e-5
 
 
 def _session_options(threads: int):
@@ -41,12 +46,13 @@ def _session_options(threads: int):
 
 
 def model_path(model_dir: str) -> str:
-    """The model a backend loads: the mapped one when it is there and not older than
-    model.onnx (the same network, the same numbers), else model.onnx."""
+    """The model a backend loads: the mapped one when it is there (with its probe) and
+    not older than model.onnx (the same network, the same numbers), else model.onnx."""
     plain = os.path.join(model_dir, "model.onnx")
     mapped = os.path.join(model_dir, MAPPED_MODEL)
     try:
-        if os.path.getmtime(mapped) >= os.path.getmtime(plain) and os.path.exists(mapped + ".data"):
+        if os.path.getmtime(mapped) >= os.path.getmtime(plain) and all(
+                os.path.exists(mapped + ext) for ext in (".data", ".probe")):
             return mapped
     except OSError:
         pass
@@ -54,15 +60,20 @@ def model_path(model_dir: str) -> str:
 
 
 def prepare_mapped(model_dir: str) -> str:
-    """Writes model_dir/model.mapped.onnx (+ .data): model.onnx as onnxruntime
-    optimises it at load (the portable EXTENDED level; a backend's session adds the
-    rest), its weights in an external file. A backend maps that file instead of
-    reading the weights into its heap: the pages are the page cache's, shared by
-    every backend, and the word-embedding table (47 MB of the 90) is mostly never
-    touched. Measured per backend: heap (RssAnon) 111 -> 65 MB for the model, the
-    same latency and vectors (max |difference| 1e-7). Written under temporary names
-    and renamed, the data first, so a backend never loads half a model. Run by the
-    install (scripts/install-python.sh, Dockerfile) with the server's onnxruntime."""
+    """Writes model_dir/model.prepacked.onnx (+ .data, .probe): model.onnx as
+    onnxruntime optimises it at load (the portable EXTENDED level; a backend's session
+    adds the rest), its weights in an external file, and with them the copies of the
+    weights that the CPU kernels pre-pack into their own layout at every load
+    (~42 MB). A backend maps that file instead of reading the weights and packing them
+    into its heap: the pages are the page cache's, shared by every backend, and the
+    word-embedding table (47 MB of the 90) is mostly never touched. Measured per
+    backend: heap (RssAnon) 111 -> 65 MB with the mapped weights, and 40 MB less
+    again with the packed ones; the same latency and the same vectors. The packed layout is the
+    CPU's and the onnxruntime version's: .probe holds the vector model.onnx gives
+    PROBE_TEXT, which a backend checks the mapped model against (Embedder), and the
+    install writes the files again when onnxruntime changes. Written under temporary
+    names and renamed, the model last, so a backend never loads half a model. Run by
+    the install (scripts/install-python.sh, Dockerfile) with the server's onnxruntime."""
     import onnxruntime as ort
 
     tmp_dir = os.path.join(model_dir, f".mapped-{os.getpid()}")
@@ -73,8 +84,11 @@ def prepare_mapped(model_dir: str) -> str:
     opts.add_session_config_entry("session.optimized_model_external_initializers_file_name",
                                   MAPPED_MODEL + ".data")
     opts.add_session_config_entry("session.optimized_model_external_initializers_min_size_in_bytes", "1024")
+    opts.add_session_config_entry("session.save_external_prepacked_constant_initializers", "1")
     ort.InferenceSession(os.path.join(model_dir, "model.onnx"), opts, providers=["CPUExecutionProvider"])
-    for name in (MAPPED_MODEL + ".data", MAPPED_MODEL):
+    probe = Embedder(model_dir, model_file="model.onnx").embed([PROBE_TEXT])[0]
+    probe.astype("<f4").tofile(os.path.join(tmp_dir, MAPPED_MODEL + ".probe"))
+    for name in (MAPPED_MODEL + ".data", MAPPED_MODEL + ".probe", MAPPED_MODEL):
         os.replace(os.path.join(tmp_dir, name), os.path.join(model_dir, name))
     os.rmdir(tmp_dir)
     return os.path.join(model_dir, MAPPED_MODEL)
@@ -95,17 +109,32 @@ def release_freed_memory() -> None:
 
 
 class Embedder:
-    def __init__(self, model_dir: str, threads: int = 1):
+    def __init__(self, model_dir: str, threads: int = 1, model_file: str | None = None):
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
         self.tokenizer = Tokenizer.from_file(os.path.join(model_dir, "tokenizer.json"))
         self.tokenizer.enable_truncation(MAX_TOKENS)
         self.tokenizer.no_padding()
-        self.session = ort.InferenceSession(
-            model_path(model_dir), _session_options(threads), providers=["CPUExecutionProvider"]
-        )
+        path = os.path.join(model_dir, model_file) if model_file else model_path(model_dir)
+
+        def session(path: str):
+            return ort.InferenceSession(path, _session_options(threads), providers=["CPUExecutionProvider"])
+
+        self.session = session(path)
+        if path.endswith(MAPPED_MODEL) and not self.probe_matches(path + ".probe"):
+            # pre-packed on another CPU or onnxruntime: model.onnx gives the vectors
+            import warnings
+
+            warnings.warn(f"{path} does not reproduce its probe here; loading model.onnx", stacklevel=2)
+            self.session = session(os.path.join(model_dir, "model.onnx"))
         release_freed_memory()
+
+    def probe_matches(self, probe_file: str) -> bool:
+        """This session embeds PROBE_TEXT as model.onnx did at install (probe_file)."""
+        expected = np.fromfile(probe_file, dtype="<f4")
+        got = self.embed([PROBE_TEXT])[0]
+        return expected.shape == got.shape and float(np.abs(got - expected).max()) <= PROBE_TOLERANCE
 
     def inputs(self, texts: list[str]) -> dict[str, np.ndarray]:
         """The encoder's inputs for a mini-batch: WordPiece ids padded to the longest
@@ -232,5 +261,5 @@ if __name__ == "__main__":
     import sys
 
     if len(sys.argv) != 2:
-        sys.exit("usage: python -m mnemo_db.embedding MODEL_DIR  (writes MODEL_DIR/model.mapped.onnx)")
+        sys.exit(f"usage: python -m mnemo_db.embedding MODEL_DIR  (writes MODEL_DIR/{MAPPED_MODEL})")
     print(f"wrote {prepare_mapped(sys.argv[1])}")

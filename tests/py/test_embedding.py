@@ -54,8 +54,9 @@ def test_null_and_empty(db):
 
 
 def test_mapped_model_gives_the_same_vectors(tmp_path):
-    """model.mapped.onnx (embedding.prepare_mapped: weights in a file the backends map
-    instead of copying) is the same network: the same vectors within float error."""
+    """model.prepacked.onnx (embedding.prepare_mapped: the weights, and the kernels'
+    pre-packed copies of them, in a file the backends map instead of copying) is the
+    same network: the same vectors within float error."""
     import os
     import shutil
 
@@ -71,8 +72,34 @@ def test_mapped_model_gives_the_same_vectors(tmp_path):
     assert embedding.model_path(str(tmp_path)).endswith("model.onnx")
     embedding.prepare_mapped(str(tmp_path))
     assert embedding.model_path(str(tmp_path)).endswith(embedding.MAPPED_MODEL)
-    mapped = embedding.Embedder(str(tmp_path)).embed(SAMPLE)
-    assert np.abs(mapped - plain).max() < 1e-5
+    mapped_embedder = embedding.Embedder(str(tmp_path))
+    assert mapped_embedder.session._model_path.endswith(embedding.MAPPED_MODEL)
+    assert np.abs(mapped_embedder.embed(SAMPLE) - plain).max() < 1e-5
     # a model.onnx newer than the mapped one (a new export) is used until it is mapped again
     os.utime(tmp_path / "model.onnx", (1e10, 1e10))
     assert embedding.model_path(str(tmp_path)).endswith("/model.onnx")
+
+
+def test_mapped_model_that_misses_its_probe_is_not_used(tmp_path):
+    """Packed weights written on another CPU or onnxruntime could compute other
+    vectors: a mapped model that does not reproduce its probe vector is replaced by
+    model.onnx in that backend."""
+    import os
+    import shutil
+
+    from mnemo_db import embedding
+
+    model_dir = os.environ.get("MNEMO_MODEL_DIR") or os.path.join(
+        os.path.dirname(__file__), "..", "..", ".mnemo", "model")
+    if not os.path.exists(os.path.join(model_dir, "model.onnx")):
+        pytest.skip("no local model (make up)")
+    for name in ("model.onnx", "tokenizer.json"):
+        shutil.copy(os.path.join(model_dir, name), tmp_path / name)
+    embedding.prepare_mapped(str(tmp_path))
+    probe = tmp_path / (embedding.MAPPED_MODEL + ".probe")
+    vector = np.fromfile(probe, dtype="<f4")
+    (vector + 1e-3).astype("<f4").tofile(probe)
+    with pytest.warns(UserWarning, match="does not reproduce its probe"):
+        fallback = embedding.Embedder(str(tmp_path))
+    assert fallback.session._model_path.endswith("/model.onnx")
+    assert np.abs(fallback.embed([embedding.PROBE_TEXT])[0] - vector).max() < 1e-5
