@@ -18,15 +18,18 @@ import psycopg
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
-from .client import SqlApi
+from .client import SqlApi, adapt_timestamps
 from .errors import translate
 
 
 async def connect_async(dsn: str, *, min_size: int = 1, max_size: int = 4,
                         **kwargs: Any) -> AsyncClient:
     """Open a pool of autocommit connections and wrap it in an AsyncClient."""
+    async def configure(conn: psycopg.AsyncConnection) -> None:
+        adapt_timestamps(conn)
+
     pool = AsyncConnectionPool(dsn, min_size=min_size, max_size=max_size, open=False,
-                               kwargs={"autocommit": True, **kwargs})
+                               kwargs={"autocommit": True, **kwargs}, configure=configure)
     await pool.open(wait=True)
     return AsyncClient(pool)
 

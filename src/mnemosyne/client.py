@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import os
 import uuid
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Self
 
 import psycopg
 from psycopg.rows import dict_row
+from psycopg.types.datetime import TimestampLoader, TimestamptzLoader
 from psycopg.types.json import Jsonb
 
 from .errors import translate
@@ -25,6 +26,36 @@ def default_dsn() -> str:
     """DATABASE_URL, else the local cluster that `make up` starts (on MNEMO_PORT)."""
     return os.environ.get("DATABASE_URL") or (
         f"postgresql://postgres@127.0.0.1:{os.environ.get('MNEMO_PORT', '55432')}/mnemo")
+
+
+class _ClampedTimestamptzLoader(TimestamptzLoader):
+    """A stored timestamp that a datetime cannot hold (+-infinity, past year 9999, BC:
+    PostgreSQL can, and rows from before the API's range check may) read as the
+    nearest datetime that can, so one such row never fails a listing or an export."""
+
+    def load(self, data):
+        try:
+            return super().load(data)
+        except psycopg.DataError:
+            low = bytes(data).startswith(b"-") or bytes(data).endswith(b" BC")
+            return (datetime.min if low else datetime.max).replace(tzinfo=UTC)
+
+
+class _ClampedTimestampLoader(TimestampLoader):
+    """As _ClampedTimestamptzLoader, for timestamp without time zone."""
+
+    def load(self, data):
+        try:
+            return super().load(data)
+        except psycopg.DataError:
+            low = bytes(data).startswith(b"-") or bytes(data).endswith(b" BC")
+            return datetime.min if low else datetime.max
+
+
+def adapt_timestamps(conn: psycopg.Connection | psycopg.AsyncConnection) -> None:
+    """Reads every timestamp of the connection's results through the clamped loaders."""
+    conn.adapters.register_loader("timestamptz", _ClampedTimestamptzLoader)
+    conn.adapters.register_loader("timestamp", _ClampedTimestampLoader)
 
 
 def connect(dsn: str, **kwargs: Any) -> Client:
@@ -245,6 +276,7 @@ class Client(SqlApi):
 
     def __init__(self, conn: psycopg.Connection):
         self.conn = conn
+        adapt_timestamps(conn)
 
     def close(self) -> None:
         self.conn.close()

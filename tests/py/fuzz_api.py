@@ -31,26 +31,22 @@ import psycopg
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-# Admin and maintenance routines: owner only, not the application API.
-ADMIN = frozenset({"run_jobs", "run_sweep", "set_setting", "bind_role", "set_helper_llm",
-                   "create_message_partitions", "lifecycle_status"})
-
+# The application API: what the application role may execute (sql/grants.sql's one
+# list), with its input parameters (a TABLE function's columns are not arguments).
 API_FUNCTIONS = """
-SELECT p.proname::text AS name, coalesce(p.proargnames, '{}')::text[] AS args,
+SELECT p.proname::text AS name, (coalesce(p.proargnames, '{}')::text[])[1:p.pronargs] AS args,
     ARRAY(SELECT format_type(t, NULL) FROM unnest(p.proargtypes) AS t) AS types
 FROM pg_proc AS p
 WHERE p.pronamespace = 'mnemo'::regnamespace AND p.prokind IN ('f', 'p')
+    AND has_function_privilege('mnemo_app', p.oid, 'EXECUTE')
 ORDER BY 1
 """
 
 
 def api_functions(conn: psycopg.Connection) -> dict[str, list[tuple[str, str]]]:
-    """{name: [(parameter, type), ...]} of every API function (ADMIN excluded)."""
-    out = {}
-    for name, args, types in conn.execute(API_FUNCTIONS).fetchall():
-        if name not in ADMIN:
-            out[name] = list(zip(args, types, strict=True))
-    return out
+    """{name: [(parameter, type), ...]} of every API function."""
+    return {name: list(zip(args, types, strict=True))
+            for name, args, types in conn.execute(API_FUNCTIONS).fetchall()}
 
 
 def missing_strategies(conn: psycopg.Connection) -> list[str]:
@@ -384,6 +380,42 @@ def _create_tenant(pool: Pool):
                                       "scoring": json_values, "formation": json_values})})
 
 
+def _list_sessions(pool: Pool):
+    return st.fixed_dictionaries({"p_tenant_id": tenant_of(pool), "p_options": json_object_text({
+        "status": st.sampled_from(["active", "paused", "closed", "expired", "x"]), "agent_id": some_text,
+        "limit": st.integers(-5, 10**6)})})
+
+
+def _search(pool: Pool):
+    return st.fixed_dictionaries({"p_tenant_id": tenant_of(pool),
+                                  "p_query": st.one_of(prose, some_text, st.none(), st.just("the of a")),
+                                  "p_options": json_object_text({"limit": st.integers(-5, 10**6),
+                                                                 "session_id": st.uuids().map(str),
+                                                                 "kinds": st.lists(some_text, max_size=3)})})
+
+
+def _memory_stats(pool: Pool):
+    @st.composite
+    def build(draw):
+        t = draw(tenant_of(pool))
+        return {"p_tenant_id": t, "p_session_id": draw(st.one_of(st.none(), session_of(pool, t)))}
+    return build()
+
+
+def _build_acb(pool: Pool):
+    @st.composite
+    def build(draw):
+        t = draw(tenant_of(pool))
+        return {"p_tenant_id": t, "p_session_id": draw(session_of(pool, t)),
+                "p_query_text": draw(st.one_of(prose, some_text, st.none())),
+                "p_max_tokens": draw(st.one_of(st.none(), st.integers(-10, 50_000))),
+                "p_channel": draw(st.one_of(st.none(), st.sampled_from(["private", "team", "public", "x"]))),
+                "p_intent": draw(st.one_of(st.none(), some_text)),
+                "p_agent_id": draw(st.one_of(st.none(), some_text)),
+                "p_options": draw(json_object_text(COMPILE_OPTIONS))}
+    return build()
+
+
 def _text_arg(name):
     return lambda pool: st.fixed_dictionaries({name: st.one_of(prose, some_text)})
 
@@ -400,6 +432,11 @@ STRATEGIES = {
     "compile_context_bundle": _compile,
     "start_session": _start_session,
     "create_tenant": _create_tenant,
+    "build_acb": _build_acb,
+    "list_sessions": _list_sessions,
+    "search": _search,
+    "export_tenant": lambda pool: st.fixed_dictionaries({"p_tenant_id": tenant_of(pool)}),
+    "memory_stats": _memory_stats,
     "count_tokens": _text_arg("p_text"),
     "embed": _text_arg("p_text"),
     "embed_batch": lambda pool: st.fixed_dictionaries({"p_texts": st.lists(st.one_of(prose, some_text),
@@ -493,7 +530,8 @@ class Fuzzer:
         query, params = self.sql(name, args)
         started = time.monotonic()
         try:
-            result = self.conn.execute(query, params).fetchone()[0]
+            row = self.conn.execute(query, params).fetchone()
+            result = row[0] if row else None  # a set-returning function may return no row
         except psycopg.OperationalError as e:
             # the connection is gone (a crashed backend): a finding; go on with a new one
             self.findings.append(Finding(name, e.sqlstate, str(e)[:300], args))
