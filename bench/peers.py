@@ -45,8 +45,8 @@ from psycopg.conninfo import make_conninfo
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "plpy"))
-import locomo  # noqa: E402  bench/locomo.py: data, ingest, questions, evidence, Scores
-from mnemo_db import tokens  # noqa: E402  the o200k counting the project uses
+import locomo  # bench/locomo.py: data, ingest, questions, evidence, Scores
+from mnemo_db import tokens  # the o200k counting the project uses
 
 BUDGET = 2048
 TOP_K = 10
@@ -254,8 +254,9 @@ def main() -> int:
             peer = cls(fresh_database(locomo.DSN, f"peers_{cls.name}"), model_path, workdir)
             runs[cls.name] = run_peer(peer, data, run, scores, args.questions)
     out = {name: figures(name, r, scores) for name, r in runs.items()}
-    out["vector_baseline"] = {f"recall_at_{TOP_K}": scores.mean("vector", f"@{TOP_K}"),
-                              f"recall_{BUDGET}_tokens": scores.mean("vector", str(BUDGET))}
+    # bench-locomo's pure vector top-k on Mnemosyne's own embeddings: the peers' rankings
+    # are that one where their search is plain cosine on the same model
+    out["vector_baseline"] = {f"recall_at_{TOP_K}": scores.mean("vector", f"@{TOP_K}")}
     questions = len(runs["mnemosyne"]["latencies"])
     print(f"\n{questions} questions (recall without category 5)")
     cols = ("insert_turns_per_s", "search_p50_ms", "search_p95_ms", f"recall_at_{TOP_K}",
