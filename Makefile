@@ -18,7 +18,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 
 .PHONY: help up down psql test deploy setup system python cluster sample \
-        test-sql test-py lint test-docker bench-embed bench-locomo bench-context bench-ab bench-trust clean
+        test-sql test-py lint test-docker bench-embed bench-locomo bench-context bench-ab bench-trust bench-peers clean
 
 help:
 	@echo "make up          install what is missing, start the local cluster, deploy, show a sample"
@@ -30,6 +30,7 @@ help:
 	@echo "make bench-context compile_context latency at scale (1,000 tenants, 1M messages)"
 	@echo "make bench-ab ARGS='main=/tmp/main/plpy new=plpy'  same output? faster? (on the bench-context corpus)"
 	@echo "make bench-trust reliability suite: isolation, fuzz, secrets, load, crash (one JSON line)"
+	@echo "make bench-peers Mnemosyne beside Mem0 and LangGraph on LoCoMo (own venv: .venv-peers)"
 	@echo "DATABASE_URL=... make up|test   use an existing server instead of the local cluster"
 
 system:
@@ -99,6 +100,11 @@ bench-ab: deploy
 # Isolation matrix, fuzz (100k inputs), secrets scan, 32-client load, postmaster kills.
 bench-trust: deploy
 	@$(PY) bench/trust.py $(ARGS)
+
+# Mem0 and LangGraph live in .venv-peers, so the project's own dependencies stay lean.
+bench-peers: deploy
+	@scripts/install-peers.sh
+	@.venv-peers/bin/python bench/peers.py $(ARGS)
 
 clean: down
 	rm -rf "$(MNEMO_HOME)" $(VENV)
