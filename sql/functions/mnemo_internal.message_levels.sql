@@ -12,15 +12,16 @@ IMMUTABLE
 PARALLEL SAFE
 SET search_path = pg_catalog, public, pg_temp
 AS $$
-if 'mnemo_context' not in GD:
+if 'mnemo_timestamps' not in GD:
     plpy.execute('SELECT mnemo_internal.py_bootstrap()')
-    from mnemo_db import context
+    from mnemo_db import context, timestamps
     GD['mnemo_context'] = context
+    GD['mnemo_timestamps'] = timestamps
 import json
 context = GD['mnemo_context']
 levels = context.message_levels({
     "content": p_content, "role": p_role, "token_count": p_token_count,
-    "created_at": context.utc_datetime(p_created_epoch)})
+    "created_at": GD['mnemo_timestamps'].utc_datetime(p_created_epoch)})
 return json.dumps(levels) if levels else None
 $$;
 
