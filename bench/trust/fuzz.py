@@ -42,7 +42,8 @@ def run(dsn: str, args) -> dict:
             print(f"  {f['inputs']:>7} inputs  {elapsed:7.0f} s  {f['inputs'] / elapsed:5.1f}/s  "
                   f"outcomes {f['outcomes']}  findings {f['findings']}", flush=True)
         seconds = time.monotonic() - t0
-        found = violations(fuzzer.conn, fuzzer.pool.prefix.replace("_", r"\_") + "%")
+        found = violations(fuzzer.conn, fuzzer.pool.like)
+        fuzzer.drop_queued_jobs()
     figures = fuzzer.figures()
     kinds = Counter((x.function, x.sqlstate, x.message[:80]) for x in fuzzer.findings)
     examples_by_kind = {}

@@ -293,7 +293,7 @@ def _tool_candidates(m: dict) -> list[dict]:
     if isinstance(args, str):
         try:
             args = json.loads(args)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested past Python's limit
             args = {"command": args}
     if not isinstance(args, dict):
         args = {}

@@ -157,6 +157,11 @@ class Pool:
     def prefix(self) -> str:
         return f"fz{self.run}_"
 
+    @property
+    def like(self) -> str:
+        """A LIKE pattern for this run's tenants."""
+        return self.prefix.replace("_", "\\_") + "%"
+
 
 def from_pool(items, junk: st.SearchStrategy, share: int = 9) -> st.SearchStrategy:
     """An element of `items` (a list, or a function returning one, read at draw time)
@@ -597,6 +602,14 @@ class Fuzzer:
                 pool.messages.append(result["message_id"])
             if args.get("p_kind") == "tool_call" and result.get("tool_call_id"):
                 pool.tool_calls.setdefault(str(args["p_session_id"]), []).append(result["tool_call_id"])
+
+    def drop_queued_jobs(self) -> int:
+        """Deletes the fuzzed tenants' queued jobs (after the consistency checks): a
+        backlog of a few hundred embed and extract jobs would otherwise be worked off
+        by whatever runs the job runner next (later tests, the load part of
+        bench-trust) and distort it."""
+        return self.conn.execute("DELETE FROM mnemo.jobs WHERE tenant_id LIKE %s AND status = 'queued'",
+                                 (self.pool.like,)).rowcount
 
     def figures(self) -> dict:
         total = Counter()

@@ -224,3 +224,24 @@ def test_the_clients_read_any_timestamp_a_row_may_hold(db, tenant, session, stor
     assert row["created_at"].year in (1, 9999) and row["last_message_at"].year in (1, 9999)
     assert any(t["tenant_id"] == tenant for t in db.list_tenants())
     assert db.export_tenant(tenant)
+
+
+def test_data_the_api_accepts_never_fails_the_jobs(db, tenant, session):
+    """Found by fuzzing: tool-call arguments nested past Python's recursion limit (a
+    string, so the API stores them) failed the session's extract job (RecursionError),
+    and a stored extreme created_at failed extract and embed jobs."""
+    deep_args = "[" * 1200 + "]" * 1200
+    db.record_message(tenant, session, {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "shell", "arguments": deep_args}}]})
+    db.record_message(tenant, session, {"role": "tool", "tool_call_id": "c1", "content": "Error: disk full\n" * 40})
+    db.record_message(tenant, session, {"role": "user", "content": "I live in Paris and I need it by Friday. " * 20})
+    db._call("UPDATE mnemo.messages SET created_at = 'infinity' WHERE tenant_id = %(t)s AND turn_index = 2",
+             {"t": tenant})
+    out = db._call("SELECT mnemo_internal.extract(%(t)s, %(p)s)",
+                   {"t": tenant, "p": json.dumps({"session_id": str(session)})})
+    assert out is not None
+    for mid, epoch in db.conn.execute(
+            "SELECT message_id, extract(epoch FROM created_at)::float8 FROM mnemo.messages"
+            " WHERE tenant_id = %s", (tenant,)).fetchall():
+        db._call("SELECT mnemo_internal.message_levels(content, role, token_count, %(e)s) FROM mnemo.messages"
+                 " WHERE tenant_id = %(t)s AND message_id = %(m)s", {"e": epoch, "t": tenant, "m": mid})
