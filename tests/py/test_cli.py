@@ -350,6 +350,12 @@ def test_jobs_list_retry_run(db, fresh):
     assert "Jobs" in mnemo("jobs").stdout  # `mnemo jobs` alone lists
     assert f"queued {len(failed)} failed job" in mnemo("jobs", "retry", "--tenant", fresh).stdout
     assert "ran due jobs" in mnemo("jobs", "run", "--worker", "16").stdout
+    # the runner takes due jobs of every tenant, oldest first: on a server with a
+    # backlog (other tests' tenants) this tenant's may need more than one run
+    for _ in range(20):
+        if {j["status"] for j in as_json("jobs", "list", "--tenant", fresh)} == {"done"}:
+            break
+        mnemo("jobs", "run", "--worker", "16")
     assert {j["status"] for j in as_json("jobs", "list", "--tenant", fresh)} == {"done"}
     done = as_json("jobs", "list", "--tenant", fresh)[0]["job_id"]
     r = mnemo("jobs", "retry", str(done), ok=False)
