@@ -50,11 +50,7 @@ BEGIN
         OR coalesce((p_options ->> 'limit')::numeric, 100) NOT BETWEEN 1 AND 10000 THEN
         RAISE EXCEPTION USING ERRCODE = 'MN001', MESSAGE = 'options.limit must be a number from 1 to 10000';
     END IF;
-    IF p_options ? 'session_id' AND (jsonb_typeof(p_options -> 'session_id') <> 'string'
-        OR p_options ->> 'session_id' !~* '^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$') THEN
-        RAISE EXCEPTION USING ERRCODE = 'MN001', MESSAGE = 'options.session_id must be a session id (uuid)';
-    END IF;
-    v_limit := coalesce(round((p_options ->> 'limit')::numeric)::integer, 100);
+    v_limit := coalesce((p_options ->> 'limit')::integer, 100);
     RETURN QUERY
     SELECT s.session_id, s.agent_id, s.channel, s.status, s.model, s.context_window,
         coalesce(m.n, 0), coalesce(m.tokens, 0), s.created_at, m.last_at

@@ -63,11 +63,7 @@ BEGIN
             WHERE e NOT IN ('"memories"', '"messages"')) THEN
         RAISE EXCEPTION USING ERRCODE = 'MN001', MESSAGE = 'options.sources must be an array of "memories", "messages"';
     END IF;
-    IF p_options ? 'session_id' AND (jsonb_typeof(p_options -> 'session_id') <> 'string'
-        OR p_options ->> 'session_id' !~* '^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$') THEN
-        RAISE EXCEPTION USING ERRCODE = 'MN001', MESSAGE = 'options.session_id must be a session id (uuid)';
-    END IF;
-    v_limit := coalesce(round((p_options ->> 'limit')::numeric)::integer, 10);
+    v_limit := coalesce((p_options ->> 'limit')::integer, 10);
     v_pool := greatest(50, 5 * v_limit);
     v_sources := CASE WHEN p_options ? 'sources'
         THEN ARRAY(SELECT jsonb_array_elements_text(p_options -> 'sources')) ELSE ARRAY['memories', 'messages'] END;

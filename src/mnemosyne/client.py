@@ -28,17 +28,21 @@ def default_dsn() -> str:
         f"postgresql://postgres@127.0.0.1:{os.environ.get('MNEMO_PORT', '55432')}/mnemo")
 
 
+def _clamped(data) -> datetime:
+    """The datetime nearest to a timestamp a datetime cannot hold (+-infinity, past
+    year 9999, BC: PostgreSQL can, and rows from before the API's range check may)."""
+    low = bytes(data).startswith(b"-") or bytes(data).endswith(b" BC")
+    return datetime.min if low else datetime.max
+
+
 class _ClampedTimestamptzLoader(TimestamptzLoader):
-    """A stored timestamp that a datetime cannot hold (+-infinity, past year 9999, BC:
-    PostgreSQL can, and rows from before the API's range check may) read as the
-    nearest datetime that can, so one such row never fails a listing or an export."""
+    """Reads such a timestamp as the nearest one, so one row never fails a listing."""
 
     def load(self, data):
         try:
             return super().load(data)
         except psycopg.DataError:
-            low = bytes(data).startswith(b"-") or bytes(data).endswith(b" BC")
-            return (datetime.min if low else datetime.max).replace(tzinfo=UTC)
+            return _clamped(data).replace(tzinfo=UTC)
 
 
 class _ClampedTimestampLoader(TimestampLoader):
@@ -48,8 +52,7 @@ class _ClampedTimestampLoader(TimestampLoader):
         try:
             return super().load(data)
         except psycopg.DataError:
-            low = bytes(data).startswith(b"-") or bytes(data).endswith(b" BC")
-            return datetime.min if low else datetime.max
+            return _clamped(data)
 
 
 def adapt_timestamps(conn: psycopg.Connection | psycopg.AsyncConnection) -> None:
