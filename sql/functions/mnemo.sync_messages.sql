@@ -19,7 +19,7 @@
 -- their tool calls are released, so a rewritten turn may reuse its call ids; the
 -- transcript's rewinds list says where and how many.
 -- p_metadata is stored with each message recorded (record_message's p_metadata).
--- Returns {"session_id", "positions" (the client's history length as recorded),
+-- Returns {"session_id", "positions" (the length of the client's history as sent),
 -- "recorded" (messages written), "message_ids", "rewound" ({"position",
 -- "superseded"} or null)}. Raises MN001 (not an array, bad offset), MN003 (unknown
 -- session) and record_message's errors (nothing is written then).
@@ -131,7 +131,9 @@ BEGIN
                 ELSE t.rewinds || jsonb_build_array(v_rewound || jsonb_build_object('at', now())) END
         WHERE t.tenant_id = p_tenant_id AND t.session_id = p_session_id;
     END IF;
-    RETURN jsonb_build_object('session_id', p_session_id, 'positions', cardinality(v_hashes),
+    -- the client's history ends at p_offset + v_n: its next message (the reply) goes there,
+    -- also when a longer history was recorded before (a retry)
+    RETURN jsonb_build_object('session_id', p_session_id, 'positions', p_offset + v_n,
         'recorded', cardinality(v_new_ids), 'message_ids', to_jsonb(v_new_ids), 'rewound', v_rewound);
 END;
 $$;

@@ -60,6 +60,7 @@ class ScriptedUpstream:
         self.requests: list[dict] = []
         self.completed = 0
         self.cancelled = 0
+        self.last_headers: dict[str, str] = {}
         self.app = Starlette(routes=[
             Route("/v1/chat/completions", self.openai, methods=["POST"]),
             Route("/v1/messages", self.anthropic, methods=["POST"]),
@@ -70,8 +71,9 @@ class ScriptedUpstream:
     def push(self, *replies: Reply | Callable[[dict], Reply]) -> None:
         self.script.extend(replies)
 
-    def _next(self, body: dict) -> Reply:
+    def _next(self, body: dict, request: Request) -> Reply:
         self.requests.append(body)
+        self.last_headers = dict(request.headers)
         item = self.script.popleft() if self.script else self.default
         return item(body) if callable(item) else item
 
@@ -89,7 +91,7 @@ class ScriptedUpstream:
     # ------------------------------------------------------------------ OpenAI
     async def openai(self, request: Request) -> Response:
         body = await request.json()
-        r = self._next(body)
+        r = self._next(body, request)
         if r.status >= 400:
             return JSONResponse({"error": {"message": r.error, "type": "scripted_error", "param": None,
                                            "code": str(r.status)}}, status_code=r.status)
@@ -133,7 +135,7 @@ class ScriptedUpstream:
     # ------------------------------------------------------------------ Anthropic
     async def anthropic(self, request: Request) -> Response:
         body = await request.json()
-        r = self._next(body)
+        r = self._next(body, request)
         if r.status >= 400:
             kind = {429: "rate_limit_error", 529: "overloaded_error"}.get(r.status, "api_error")
             return JSONResponse({"type": "error", "error": {"type": kind, "message": r.error}},
