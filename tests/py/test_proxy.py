@@ -16,11 +16,10 @@ import httpx2
 import openai
 import psycopg
 import pytest
+from conftest import DSN
 
 from mnemosyne.proxy import Config, create_app
 from mnemosyne.proxy.scripted import Reply, ScriptedUpstream, ServerThread
-
-from conftest import DSN
 
 PROXY_KEY = "sk-mnemo-proxy-" + uuid.uuid4().hex[:8]
 PROVIDER_KEY = "sk-provider-" + uuid.uuid4().hex[:8]
