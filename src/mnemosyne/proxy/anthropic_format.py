@@ -238,12 +238,12 @@ def limit_cache_breakpoints(body: dict, limit: int = 4) -> None:
     fixed = len(marked(body.get("system"))) + len(marked(body.get("tools")))
     in_messages = []
     for m in body.get("messages") or []:
-        for b in marked(m.get("content")):
-            in_messages.append(b)
-            in_messages.extend(marked(b.get("content")))
-    excess = fixed + len(in_messages) - limit
-    for b in in_messages[:max(excess, 0)]:
-        del b["cache_control"]
+        content = m.get("content")
+        for b in content if isinstance(content, list) else []:
+            if isinstance(b, dict):
+                in_messages.extend(marked([b]) + marked(b.get("content")))
+    for b in in_messages[:max(fixed + len(in_messages) - limit, 0)]:
+        b.pop("cache_control", None)
 
 
 def reply_message(content: list[dict]) -> dict:
