@@ -11,7 +11,8 @@
 -- budgeted for the call it makes. A new session (parent_session_id: the previous
 -- one) replaces the key's session when that one is closed or expired, or when the
 -- client's system prompt changed: the stored prompt is what the session's compiles
--- are budgeted and formed with, and sessions never change theirs.
+-- are budgeted and formed with, and sessions never change theirs. A call without a
+-- system prompt (seed 004's HTTP API naming a session) takes the key's session as is.
 -- Raises MN001 (empty or over-long key, bad argument), MN002 (unknown tenant).
 -- Writes: sessions, system_prompts (through start_session), transcripts.
 CREATE OR REPLACE FUNCTION mnemo.open_session(
@@ -52,7 +53,8 @@ BEGIN
     FROM mnemo.transcripts AS t
     LEFT JOIN mnemo.sessions AS s ON s.tenant_id = t.tenant_id AND s.session_id = t.session_id
     WHERE t.tenant_id = p_tenant_id AND t.session_key = p_session_key;
-    IF FOUND AND v_status IN ('active', 'paused') AND v_known_hash IS NOT DISTINCT FROM v_prompt_hash THEN
+    IF FOUND AND v_status IN ('active', 'paused')
+        AND (p_system_prompt IS NULL OR v_known_hash IS NOT DISTINCT FROM v_prompt_hash) THEN
         UPDATE mnemo.sessions AS s
         SET model = p_model, context_window = p_context_window, response_reserve = p_response_reserve,
             updated_at = now()

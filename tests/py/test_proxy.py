@@ -16,7 +16,7 @@ import httpx2
 import openai
 import psycopg
 import pytest
-from conftest import DSN
+from conftest import DSN, drain_jobs
 
 from mnemosyne.proxy import Config, create_app
 from mnemosyne.proxy.scripted import Reply, ScriptedUpstream, ServerThread
@@ -512,3 +512,121 @@ def test_a_client_disconnect_cancels_the_upstream_call(proxy, upstream, tenant):
         time.sleep(0.05)
     assert upstream.cancelled == before + 1
     assert upstream.completed == completed
+
+
+# ------------------------------------------------------------------------ seed 004
+def mnemo_api(proxy, name: str, body: dict, status: int = 200) -> dict:
+    r = httpx2.post(f"{proxy.url}/mnemo/v1/{name}", json=body, timeout=60)
+    assert r.status_code == status, r.text
+    return r.json()
+
+
+def test_seed_004_http_api(db, tenant, proxy):
+    ev = mnemo_api(proxy, "record_event", {
+        "tenant_id": tenant, "session_id": "s1", "channel": "private", "actor": {"type": "human", "id": "user"},
+        "kind": "message", "sensitivity": "none", "tags": ["topic:onboarding"],
+        "content": {"text": "what this project for?"}, "refs": []})
+    assert ev["event_id"] and ev["message_id"]
+    big = "# Demo\n" + "line of the readme\n" * 5000
+    tr = mnemo_api(proxy, "record_event", {"tenant_id": tenant, "session_id": "s1", "kind": "tool_result",
+                                           "content": {"tool": "fs.read_file", "path": "README.md", "text": big}})
+    assert tr["session_id"] == ev["session_id"]  # "s1" names one session
+    art = mnemo_api(proxy, "get_artifact", {"tenant_id": tenant, "artifact_id": tr["artifact_id"]})
+    assert art["text"] == big
+    mnemo_api(proxy, "record_event", {"tenant_id": tenant, "session_id": "s1", "kind": "decision",
+                                      "content": {"decision": "Keep the README as the entry point",
+                                                  "rationale": ["newcomers read it first"]}})
+    decisions = mnemo_api(proxy, "query_decisions", {"tenant_id": tenant, "query": "README entry point"})
+    assert decisions["decisions"][0]["decision"] == "Keep the README as the entry point"
+    acb = mnemo_api(proxy, "build_acb", {"tenant_id": tenant, "session_id": "s1", "agent_id": "agentA",
+                                         "channel": "private", "intent": "repo_onboarding",
+                                         "query_text": "what this project for?", "max_tokens": 4000})
+    assert acb["acb_id"].startswith("acb_") and acb["token_used_est"] <= 4000
+    assert "recent_window" in [s["name"] for s in acb["sections"]]
+    # errors in a shape of their own, with the project's code
+    err = mnemo_api(proxy, "get_artifact", {"tenant_id": tenant, "artifact_id": 10**12}, status=404)
+    assert err["error"]["code"] == "MN010"
+    err = mnemo_api(proxy, "build_acb", {"tenant_id": tenant, "nonsense": 1}, status=400)
+    assert err["error"]["code"] == "MN001"
+    mnemo_api(proxy, "record_event", {"tenant_id": "no_such_" + uuid.uuid4().hex[:6], "session_id": "s1",
+                                      "kind": "message", "content": {"text": "x"}}, status=404)
+
+
+REPO = {
+    "README.md": "# logslice\n\nlogslice is a command-line tool that slices large server log files by "
+                 "time range and request id, so an on-call engineer can read one request's story.\n\n"
+                 + "".join(f"## Flag {i}\n--from/--to take ISO timestamps; --request-id filters one "
+                           f"request (example {i}).\n" for i in range(1200)),
+    "package.json": '{"name": "logslice", "scripts": {"test": "jest", "start": "node src/cli.js"}}',
+    "src/cli.js": "#!/usr/bin/env node\nrequire('./slice').main(process.argv)\n",
+}
+
+
+def run_tool(name: str, args: dict) -> str:
+    if name == "fs_list_root":
+        return "\n".join(sorted(REPO))
+    if name == "fs_read_file":
+        return REPO[args["path"]]
+    return "\n".join(f"{p}:{line}" for p, text in REPO.items() for line in text.splitlines()
+                     if args.get("pattern", "") in line)[:2000]
+
+
+def test_repo_onboarding_through_the_proxy(db, tenant, proxy, upstream):
+    """Seed 004 §8: repo root -> "what is this project for?": every interaction stored,
+    the large tool output as an excerpt plus an artifact, a decision recorded and cited,
+    and a later conversation that gets the answer from memory."""
+    assert len(REPO["README.md"].encode()) > 65536  # above the artifact threshold
+    key = "onboard-" + uuid.uuid4().hex[:8]
+    client = anthropic.Anthropic(base_url=proxy.url, api_key="sk-x", max_retries=0,
+                                 default_headers={"X-Mnemo-Tenant": tenant, "X-Mnemo-Session": key,
+                                                  "X-Mnemo-Agent": "onboarder"})
+    tools = [{"name": n, "description": n, "input_schema": {"type": "object"}}
+             for n in ("fs_list_root", "fs_read_file", "fs_grep")]
+    answer = ("logslice is a command-line tool that slices large server log files by time range and "
+              "request id.")
+    upstream.push(Reply(text="Let me look at the repository.", tool_calls=[("toolu_ls", "fs_list_root", {})]),
+                  Reply(tool_calls=[("toolu_readme", "fs_read_file", {"path": "README.md"})]),
+                  Reply(tool_calls=[("toolu_pkg", "fs_read_file", {"path": "package.json"}),
+                                    ("toolu_grep", "fs_grep", {"pattern": "require"})]),
+                  Reply(text=answer))
+    messages: list[dict] = [{"role": "user", "content": "what is this project for?"}]
+    for _ in range(6):
+        with client.messages.stream(model="claude-scripted-1", max_tokens=2000, system="You onboard engineers.",
+                                    tools=tools, messages=messages) as s:
+            message = s.get_final_message()
+        sid = s.response.headers["x-mnemo-session"]
+        messages.append({"role": "assistant", "content": message.model_dump(mode="json", exclude_none=True)["content"]})
+        if message.stop_reason != "tool_use":
+            break
+        messages.append({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": b.id, "content": run_tool(b.name, b.input)}
+            for b in message.content if b.type == "tool_use"]})
+    assert message.content[-1].text == answer
+    rows = wait_messages(db, tenant, sid, 9)
+    assert [r["role"] for r in rows] == ["user", "assistant", "tool", "assistant", "tool", "assistant",
+                                         "tool", "tool", "assistant"]
+    # the README went in as an excerpt, its bytes as an artifact; later calls carried the excerpt
+    readme = next(r for r in rows if r["role"] == "tool" and r["artifact_id"])
+    assert len(readme["content"].encode()) < 16384
+    full = mnemo_api(proxy, "get_artifact", {"tenant_id": tenant, "artifact_id": readme["artifact_id"]})
+    assert full["text"] == REPO["README.md"]
+    sent = json.dumps(upstream.requests[-1]["messages"])
+    assert "logslice is a command-line tool" in sent and len(sent) < len(REPO["README.md"])
+    # a decision, recorded over seed 004's HTTP API in the same session, and cited back
+    ev = mnemo_api(proxy, "record_event", {
+        "tenant_id": tenant, "session_id": key, "agent_id": "onboarder", "kind": "decision",
+        "content": {"decision": "Onboarding docs start from the --from/--to flags",
+                    "rationale": ["the README leads with time ranges"]}})
+    assert ev["session_id"] == sid
+    found = mnemo_api(proxy, "query_decisions", {"tenant_id": tenant, "query": "onboarding flags"})
+    assert found["decisions"][0]["decision"] == "Onboarding docs start from the --from/--to flags"
+    acb = mnemo_api(proxy, "build_acb", {"tenant_id": tenant, "session_id": key, "intent": "repo_onboarding",
+                                         "query_text": "what is this project for?", "max_tokens": 6000})
+    assert "logslice" in json.dumps(acb["sections"])
+    # a new conversation about the project gets it from memory
+    drain_jobs(db, tenant, 23)
+    upstream.push(Reply(text="It slices logs."))
+    client.messages.create(model="claude-scripted-1", max_tokens=500,
+                           extra_headers={"X-Mnemo-Session": key + "-later"},
+                           messages=[{"role": "user", "content": "Remind me: what does logslice do?"}])
+    assert "slices large server log" in json.dumps(upstream.requests[-1].get("system"))
