@@ -142,7 +142,7 @@ def test_openai_text_reply_is_recorded_and_the_context_compiled(db, tenant, oai,
 @pytest.mark.parametrize("stream", [False, True])
 def test_anthropic_text_reply_with_thinking_is_recorded(db, tenant, ant, upstream, stream):
     upstream.push(Reply(text="It parses logs.", thinking="The README says so."))
-    kwargs = {"model": "claude-scripted-1", "max_tokens": 1000,
+    kwargs = {"model": "claude-scripted-1", "max_tokens": 1000, "extra_query": {"beta": "true"},
               "system": [{"type": "text", "text": SYSTEM, "cache_control": {"type": "ephemeral"}}],
               "messages": [{"role": "user", "content": "What does this repo do?"}]}
     if stream:
@@ -163,6 +163,7 @@ def test_anthropic_text_reply_with_thinking_is_recorded(db, tenant, ant, upstrea
     # the client's system blocks, exactly (cache_control kept)
     assert sent["system"][0] == kwargs["system"][0]
     assert sent["messages"][-1]["content"] == "What does this repo do?"
+    assert upstream.last_query == "beta=true"  # Claude Code's ?beta=true goes upstream
 
 
 # ------------------------------------------------------------------------ the write path

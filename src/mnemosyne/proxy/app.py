@@ -161,7 +161,7 @@ class Proxy:
             return provider_error(protocol, 401, "no tenant: send X-Mnemo-Tenant, or use a proxy key "
                                   "mapped to a tenant (mnemo serve --key KEY=TENANT)", "no_tenant")
         headers = self.upstream_headers(request, protocol, keep_encoding=False)
-        path = request.url.path
+        path = request.url.path + (f"?{request.url.query}" if request.url.query else "")  # ?beta=true
         prepared, reason = None, None
         if request.headers.get("x-mnemo-bypass", "").lower() in ("1", "true", "yes"):
             reason = "requested"

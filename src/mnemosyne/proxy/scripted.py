@@ -61,6 +61,7 @@ class ScriptedUpstream:
         self.completed = 0
         self.cancelled = 0
         self.last_headers: dict[str, str] = {}
+        self.last_query = ""
         self.app = Starlette(routes=[
             Route("/v1/chat/completions", self.openai, methods=["POST"]),
             Route("/v1/messages", self.anthropic, methods=["POST"]),
@@ -74,6 +75,7 @@ class ScriptedUpstream:
     def _next(self, body: dict, request: Request) -> Reply:
         self.requests.append(body)
         self.last_headers = dict(request.headers)
+        self.last_query = request.url.query
         item = self.script.popleft() if self.script else self.default
         return item(body) if callable(item) else item
 
