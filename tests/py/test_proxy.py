@@ -497,16 +497,23 @@ def test_a_dropped_database_passes_requests_through_unmanaged(db, tenant, upstre
         server.stop()
 
 
-def test_a_client_disconnect_cancels_the_upstream_call(proxy, upstream, tenant):
-    upstream.push(Reply(text="word " * 200, pieces=200, delay=0.05))
+@pytest.mark.parametrize("stream", [True, False])
+def test_a_client_disconnect_cancels_the_upstream_call(proxy, upstream, tenant, stream):
+    # streamed: 200 pieces 50 ms apart; whole: an answer after 10 s
+    upstream.push(Reply(text="word " * 200, pieces=200, delay=0.05 if stream else 10.0))
     before, completed = upstream.cancelled, upstream.completed
-    with httpx2.stream("POST", proxy.url + "/v1/chat/completions", timeout=30,
-                       headers={"X-Mnemo-Tenant": tenant, "Authorization": "Bearer sk-x"},
-                       json={"model": "gpt-4o", "stream": True,
-                             "messages": [{"role": "user", "content": "Say many words."}]}) as r:
-        assert r.status_code == 200
-        for _ in r.iter_bytes():
-            break  # the first piece, then the client goes away
+    request = {"model": "gpt-4o", "stream": stream, "messages": [{"role": "user", "content": "Say many words."}]}
+    headers = {"X-Mnemo-Tenant": tenant, "Authorization": "Bearer sk-x"}
+    if stream:
+        with httpx2.stream("POST", proxy.url + "/v1/chat/completions", timeout=30, headers=headers,
+                           json=request) as r:
+            assert r.status_code == 200
+            for _ in r.iter_bytes():
+                break  # the first piece, then the client goes away
+    else:
+        with pytest.raises(httpx2.ReadTimeout):  # the client gives up waiting
+            httpx2.post(proxy.url + "/v1/chat/completions", timeout=httpx2.Timeout(30, read=2.0),
+                        headers=headers, json=request)
     for _ in range(200):
         if upstream.cancelled > before:
             break

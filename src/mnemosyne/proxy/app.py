@@ -16,6 +16,8 @@ when the request went through unmanaged) and X-Mnemo-Session (the session's id).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import inspect
 import json
 import logging
@@ -24,7 +26,6 @@ import uuid
 from contextlib import asynccontextmanager
 from typing import Any
 
-import anyio
 import httpx2
 from starlette.applications import Starlette
 from starlette.background import BackgroundTask
@@ -38,7 +39,7 @@ from ..mcp_server import MemoryTools
 from . import anthropic_format as af
 from .config import DEFAULT_RESPONSE_RESERVE, Config
 from .memory import Identity, Memory, Unavailable
-from .relay import AnthropicRelay, Exchange, OpenAIRelay, UpstreamError
+from .relay import AnthropicRelay, Exchange, OpenAIRelay, UpstreamError, close_upstream
 
 log = logging.getLogger("mnemosyne.proxy")
 
@@ -182,14 +183,18 @@ class Proxy:
         if prepared:
             mnemo["x-mnemo-session"] = str(prepared.session_id)
         try:
-            resp = await self.send(protocol, path, upstream_body, headers)
+            resp = await until_disconnect(request, self.send(protocol, path, upstream_body, headers))
+        except ClientGone:
+            log.info("mnemo proxy: client left before the answer; upstream call cancelled")
+            return Response(status_code=499)
         except httpx2.TimeoutException:
             return provider_error(protocol, 504, "upstream timed out (Mnemosyne proxy)", "timeout", mnemo)
         except httpx2.TransportError as e:
             return provider_error(protocol, 502, f"upstream unreachable: {e} (Mnemosyne proxy)",
                                   "upstream_unreachable", mnemo)
-        if resp.status_code >= 400 or prepared is None:
-            # errors and unmanaged answers reach the client as the provider sent them
+        if resp.status_code >= 400 or prepared is None or body.get("n", 1) != 1:
+            # errors and unmanaged answers reach the client as the provider sent them (and
+            # so do n > 1 answers: several replies, none of them the conversation's)
             return StreamingResponse(_raw(resp), status_code=resp.status_code,
                                      headers={**self.response_headers(resp, raw=True), **mnemo})
         out_headers = {**self.response_headers(resp, raw=False), **mnemo}
@@ -205,18 +210,28 @@ class Proxy:
             return StreamingResponse(relay.stream(resp), media_type="text/event-stream",
                                      headers=out_headers, background=BackgroundTask(ex.record))
         try:
-            data = json.loads(await resp.aread())
-            out = await relay.complete(data)
+            out = await until_disconnect(request, self._whole_answer(resp, relay))
+        except ClientGone:
+            log.info("mnemo proxy: client left; upstream call of session %s cancelled", prepared.session_id)
+            return Response(status_code=499)
         except UpstreamError as e:
             return Response(e.body, status_code=e.status, media_type="application/json", headers=mnemo)
         except httpx2.TimeoutException:
             return provider_error(protocol, 504, "upstream timed out (Mnemosyne proxy)", "timeout", mnemo)
-        except httpx2.TransportError as e:
+        except (httpx2.TransportError, ValueError) as e:
             return provider_error(protocol, 502, f"upstream failed: {e} (Mnemosyne proxy)",
                                   "upstream_unreachable", mnemo)
         finally:
-            await resp.aclose()
+            await close_upstream(resp)
         return JSONResponse(out, headers=out_headers, background=BackgroundTask(ex.record))
+
+    @staticmethod
+    async def _whole_answer(resp: httpx2.Response, relay: OpenAIRelay | AnthropicRelay) -> dict:
+        try:
+            data = json.loads(await resp.aread())
+        finally:
+            await close_upstream(resp)
+        return await relay.complete(data)
 
     async def _prepare(self, request: Request, protocol: str, body: dict,
                        ident: Identity) -> tuple[Any, dict, set[str]]:
@@ -330,6 +345,28 @@ class Proxy:
                                 status_code=MN_STATUS.get(m.group(1), 400))
 
 
+class ClientGone(Exception):
+    """The client disconnected before its (non-streamed) answer was ready."""
+
+
+async def until_disconnect(request: Request, coro: Any) -> Any:
+    """Awaits coro, cancelled (and the upstream call with it) when the client leaves:
+    a streamed answer is cancelled by Starlette itself, a whole one is not."""
+    task = asyncio.ensure_future(coro)
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=0.25)
+            if done:
+                return task.result()
+            if await request.is_disconnected():
+                raise ClientGone
+    finally:
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+
 def _is_uuid(value: Any) -> bool:
     try:
         uuid.UUID(str(value))
@@ -344,8 +381,7 @@ async def _raw(resp: httpx2.Response):
         async for chunk in resp.aiter_raw():
             yield chunk
     finally:
-        with anyio.CancelScope(shield=True):
-            await resp.aclose()
+        await close_upstream(resp)
 
 
 def create_app(config: Config) -> Starlette:

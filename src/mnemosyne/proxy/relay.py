@@ -98,7 +98,7 @@ async def _continue(ex: Exchange) -> httpx2.Response:
     return resp
 
 
-async def _close(resp: httpx2.Response) -> None:
+async def close_upstream(resp: httpx2.Response) -> None:
     """Closes an upstream response, also while the client's disconnect cancels the
     stream: the upstream call ends with it."""
     with anyio.CancelScope(shield=True):
@@ -166,7 +166,7 @@ class OpenAIRelay:
         except httpx2.HTTPError as e:  # the upstream failed midway: say so in the stream
             yield f"data: {_dumps({'error': {'message': f'upstream failed: {e}', 'type': 'server_error'}})}\n\n".encode()
         finally:
-            await _close(resp)
+            await close_upstream(resp)
 
     def _chunk(self, chunk: dict, rounds: int) -> dict | None:
         if self.first is None:
@@ -353,7 +353,7 @@ class AnthropicRelay:
             yield self._event("error", {"type": "error", "error": {"type": "api_error",
                                                                    "message": f"upstream failed: {e}"}})
         finally:
-            await _close(resp)
+            await close_upstream(resp)
 
     def _is_phantom(self, block: dict) -> bool:
         return block.get("type") == "tool_use" and block.get("name") in self.ex.phantom_names

@@ -79,6 +79,17 @@ class ScriptedUpstream:
         item = self.script.popleft() if self.script else self.default
         return item(body) if callable(item) else item
 
+    async def _wait(self, request: Request, delay: float) -> bool:
+        """Sleeps before a whole answer; False (counted as cancelled) if the client left."""
+        deadline = time.monotonic() + delay
+        while time.monotonic() < deadline:
+            await asyncio.sleep(min(0.05, delay))
+            if await request.is_disconnected():
+                self.cancelled += 1
+                return False
+        self.completed += 1
+        return True
+
     async def _stream(self, pieces: list[bytes], delay: float):
         try:
             for p in pieces:
@@ -104,8 +115,8 @@ class ScriptedUpstream:
                  for i, n, a in r.tool_calls]
         finish = "tool_calls" if calls else "stop"
         if not body.get("stream"):
-            if r.delay:
-                await asyncio.sleep(r.delay)
+            if not await self._wait(request, r.delay):
+                return Response(status_code=499)
             message: dict[str, Any] = {"role": "assistant", "content": r.text or None, "refusal": None}
             if calls:
                 message["tool_calls"] = calls
@@ -152,8 +163,8 @@ class ScriptedUpstream:
         stop = "tool_use" if r.tool_calls else "end_turn"
         usage = {"input_tokens": r.usage[0], "output_tokens": r.usage[1]}
         if not body.get("stream"):
-            if r.delay:
-                await asyncio.sleep(r.delay)
+            if not await self._wait(request, r.delay):
+                return Response(status_code=499)
             return JSONResponse({"id": mid, "type": "message", "role": "assistant", "model": model,
                                  "content": blocks, "stop_reason": stop, "stop_sequence": None,
                                  "usage": usage})
