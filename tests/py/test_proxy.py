@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import logging
 import socket
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -638,3 +640,29 @@ def test_repo_onboarding_through_the_proxy(db, tenant, proxy, upstream):
                            extra_headers={"X-Mnemo-Session": key + "-later"},
                            messages=[{"role": "user", "content": "Remind me: what does logslice do?"}])
     assert "slices large server log" in json.dumps(upstream.requests[-1].get("system"))
+
+
+def test_mnemo_serve_runs_the_proxy(db, tenant, upstream):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "mnemosyne.cli", "-d", DSN, "serve", "--port", str(port),
+                             "--tenant", tenant, "--openai-base-url", upstream.url + "/v1"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="sk-x", max_retries=0)
+        for _ in range(300):
+            try:
+                raw = client.chat.completions.with_raw_response.create(
+                    model="gpt-4o", messages=[{"role": "user", "content": "served?"}])
+                break
+            except openai.APIConnectionError:
+                time.sleep(0.1)
+        assert raw.headers["x-mnemo-status"] == "managed"  # the tenant from --tenant
+        assert raw.parse().choices[0].message.content == "Scripted answer."
+    finally:
+        proc.terminate()
+        proc.wait(20)
+    bad = subprocess.run([sys.executable, "-m", "mnemosyne.cli", "serve", "--key", "no-tenant"],
+                         check=False, capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 1 and "KEY=TENANT" in bad.stderr
