@@ -6,7 +6,8 @@ database. At 1, 8 and 32 concurrent clients, each client holds a conversation of
 own (a ~600-token system prompt, then turns of its questions and the replies, resent
 whole on every call, as agents do) and streams ROUNDS calls, first straight to the
 provider, then through the proxy: time to first byte and total, p50 and p95, and the
-proxy's overhead (proxied minus direct, per percentile). Through the proxy every call
+proxy's overhead (proxied minus direct, per percentile), and the median of each stage
+the proxy reports in its Server-Timing header. Through the proxy every call
 opens the session, records what is new, compiles the context (query embedding
 included) and, after the response, records the reply. Errors are counted. The last
 line is one JSON object, with the machine's load average before and after (the
@@ -66,7 +67,18 @@ def pct(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, round(q * (len(values) - 1)))]
 
 
-async def one_call(client: httpx2.AsyncClient, url: str, messages: list[dict], headers: dict) -> tuple[float, float, str]:
+def server_timing(value: str) -> dict[str, float]:
+    """'mnemo-open;dur=1.2, mnemo-sync;dur=3.4' -> {'open': 1.2, 'sync': 3.4}"""
+    out = {}
+    for item in value.split(","):
+        name, _, dur = item.strip().partition(";dur=")
+        if name.startswith("mnemo-") and dur:
+            out[name[6:]] = float(dur)
+    return out
+
+
+async def one_call(client: httpx2.AsyncClient, url: str, messages: list[dict], headers: dict,
+                   stages: list[dict]) -> tuple[float, float, str]:
     start = time.perf_counter()
     ttfb, text = None, ""
     body = {"model": "gpt-4o", "stream": True, "messages": messages, "max_tokens": 1024}
@@ -74,6 +86,8 @@ async def one_call(client: httpx2.AsyncClient, url: str, messages: list[dict], h
         if r.status_code != 200:
             await r.aread()
             raise RuntimeError(f"status {r.status_code}: {r.text[:200]}")
+        if "server-timing" in r.headers:
+            stages.append(server_timing(r.headers["server-timing"]))
         async for sse in httpx2.EventSource(r):
             if ttfb is None:
                 ttfb = time.perf_counter() - start
@@ -91,6 +105,7 @@ async def run_level(url: str, clients: int, rounds: int, headers: dict, tag: str
     ttfb: list[float] = []
     total: list[float] = []
     errors: list[str] = []
+    stages: list[dict] = []
 
     async def conversation(i: int) -> None:
         messages = [{"role": "system", "content": SYSTEM},
@@ -98,7 +113,7 @@ async def run_level(url: str, clients: int, rounds: int, headers: dict, tag: str
         async with httpx2.AsyncClient(timeout=120) as client:
             for r in range(rounds):
                 try:
-                    t1, t2, text = await one_call(client, url, messages, headers)
+                    t1, t2, text = await one_call(client, url, messages, headers, stages)
                     ttfb.append(t1)
                     total.append(t2)
                 except (RuntimeError, ValueError, httpx2.HTTPError) as e:  # counted; the conversation goes on
@@ -109,7 +124,8 @@ async def run_level(url: str, clients: int, rounds: int, headers: dict, tag: str
 
     started = time.perf_counter()
     await asyncio.gather(*(conversation(i) for i in range(clients)))
-    return {"ttfb": ttfb, "total": total, "errors": errors, "wall_s": time.perf_counter() - started}
+    return {"ttfb": ttfb, "total": total, "errors": errors, "stages": stages,
+            "wall_s": time.perf_counter() - started}
 
 
 def summary(run: dict) -> dict:
@@ -117,7 +133,10 @@ def summary(run: dict) -> dict:
     return {"ttfb_p50_ms": round(pct(run["ttfb"], 0.5) * ms, 1), "ttfb_p95_ms": round(pct(run["ttfb"], 0.95) * ms, 1),
             "total_p50_ms": round(pct(run["total"], 0.5) * ms, 1),
             "total_p95_ms": round(pct(run["total"], 0.95) * ms, 1),
-            "calls": len(run["total"]), "errors": len(run["errors"])}
+            "calls": len(run["total"]), "errors": len(run["errors"]),
+            # the proxy's own Server-Timing: median milliseconds per stage
+            **{f"{k}_p50_ms": round(pct([st[k] for st in run["stages"] if k in st], 0.5), 1)
+               for k in ("open", "sync", "compile") if run["stages"]}}
 
 
 def main() -> None:
@@ -140,7 +159,7 @@ def main() -> None:
                                  "--text", "Here is what I found in the repository, step by step. " * 4], env=env)
     proxy = subprocess.Popen([py, "-m", "mnemosyne.cli", "-d", dsn, "serve", "--port", str(px_port),
                               "--tenant", tenant, "--openai-base-url", f"http://127.0.0.1:{up_port}/v1",
-                              "--db-pool", "16"], env=env, stderr=subprocess.DEVNULL)
+                              "--db-pool", "8"], env=env, stderr=subprocess.DEVNULL)
     results: dict = {"levels": {}, "loadavg_1m_before": round(os.getloadavg()[0], 2)}
     try:
         wait_http(f"http://127.0.0.1:{up_port}/v1/models")
@@ -151,7 +170,7 @@ def main() -> None:
         run_id = uuid.uuid4().hex[:8]
         # warm-up: every pooled connection compiles once (a backend's first compile
         # loads the encoder), and the provider's code paths run once
-        asyncio.run(run_level(proxy_url, 16, 2, headers, f"warm-{run_id}"))
+        asyncio.run(run_level(proxy_url, 8, 4, headers, f"warm-{run_id}"))
         asyncio.run(run_level(direct_url, 4, 2, headers, f"warm-{run_id}"))
         for n in levels:
             direct = summary(asyncio.run(run_level(direct_url, n, args.rounds, headers, f"d{n}-{run_id}")))
@@ -164,7 +183,9 @@ def main() -> None:
                   f"{direct['ttfb_p95_ms']} ms, total {direct['total_p50_ms']}/{direct['total_p95_ms']} ms | "
                   f"proxy ttfb {proxied['ttfb_p50_ms']}/{proxied['ttfb_p95_ms']} ms, total "
                   f"{proxied['total_p50_ms']}/{proxied['total_p95_ms']} ms | overhead total p50/p95 "
-                  f"{overhead['total_p50_overhead_ms']}/{overhead['total_p95_overhead_ms']} ms, "
+                  f"{overhead['total_p50_overhead_ms']}/{overhead['total_p95_overhead_ms']} ms "
+                  f"(open/sync/compile p50 {proxied.get('open_p50_ms')}/{proxied.get('sync_p50_ms')}/"
+                  f"{proxied.get('compile_p50_ms')} ms), "
                   f"errors {proxied['errors']}" + (f" ({proxied_run['errors'][0]})" if proxied_run["errors"] else ""),
                   flush=True)
     finally:

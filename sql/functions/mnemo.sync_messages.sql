@@ -18,6 +18,9 @@
 -- client's rewrite does) and stay searchable and retrievable as past conversation;
 -- their tool calls are released, so a rewritten turn may reuse its call ids; the
 -- transcript's rewinds list says where and how many.
+-- A message is recorded with the fields record_message stores (role, content, name,
+-- tool_calls, tool_call_id, refusal); the others of a client's wire form (an SDK's
+-- annotations, audio, function_call) and null ones are left out.
 -- p_metadata is stored with each message recorded (record_message's p_metadata).
 -- Returns {"session_id", "positions" (the length of the client's history as sent),
 -- "recorded" (messages written), "message_ids", "rewound" ({"position",
@@ -49,6 +52,7 @@ DECLARE
     v_rewound jsonb;
     v_new_ids bigint [] := '{}';
     v_id bigint;
+    v_message jsonb;
     i integer;
 BEGIN
     PERFORM mnemo_internal.enter_tenant(p_tenant_id);
@@ -117,7 +121,14 @@ BEGIN
     END IF;
 
     FOR i IN v_same + 1 .. v_n LOOP
-        v_id := mnemo.record_message(p_tenant_id, p_session_id, v_messages -> (i - 1),
+        v_message := v_messages -> (i - 1);
+        IF jsonb_typeof(v_message) = 'object' THEN
+            SELECT coalesce(jsonb_object_agg(e.key, e.value), '{}') INTO v_message
+            FROM jsonb_each(v_message) AS e
+            WHERE e.key IN ('role', 'content', 'name', 'tool_calls', 'tool_call_id', 'refusal')
+                AND jsonb_typeof(e.value) <> 'null';
+        END IF;
+        v_id := mnemo.record_message(p_tenant_id, p_session_id, v_message,
             p_metadata => coalesce(p_metadata, '{}'));
         v_new_ids := v_new_ids || v_id;
         v_hashes := v_hashes || v_incoming[i];

@@ -517,7 +517,7 @@ def serve(host: Annotated[str, typer.Option(help="address to listen on")] = "127
           channel: Annotated[str, typer.Option(envvar="MNEMO_CHANNEL", help="default channel")] = "private",
           context_window: Annotated[int | None, typer.Option(
               help="context window for every model (default: by model name)")] = None,
-          db_pool: Annotated[int, typer.Option(help="database connections at most")] = 16) -> None:
+          db_pool: Annotated[int, typer.Option(help="database connections at most")] = 8) -> None:
     """The transparent proxy: OpenAI chat completions and Anthropic messages with
     Mnemosyne's memory, every other path passed through. Point OPENAI_BASE_URL at
     http://HOST:PORT/v1 or ANTHROPIC_BASE_URL at http://HOST:PORT."""

@@ -118,6 +118,19 @@ def test_a_rewritten_turn_may_reuse_its_tool_call_ids(db, tenant):
     assert [m[1] for m in messages_of(db, tenant, sid) if not m[2]] == ["list", "again", "a b"]
 
 
+def test_an_sdk_message_echoed_back_as_it_came_is_recorded(db, tenant):
+    """The OpenAI SDK's ChatCompletionMessage, dumped and resent as clients do, carries
+    fields record_message does not take (annotations, audio, function_call) and nulls."""
+    sid = db.open_session(tenant, "conv:sdk")
+    echoed = {"role": "assistant", "content": None, "refusal": None, "annotations": [], "audio": None,
+              "function_call": None, "name": None,
+              "tool_calls": [{"id": "call_s", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}
+    out = db.sync_messages(tenant, sid, [{"role": "user", "content": "go"}, echoed])
+    assert out["recorded"] == 2
+    assert db._call("SELECT tool_calls FROM mnemo.messages WHERE message_id = %(m)s",
+                    {"m": out["message_ids"][1]}) == echoed["tool_calls"]
+
+
 def test_a_message_that_cannot_be_recorded_writes_nothing(db, tenant):
     sid = db.open_session(tenant, "conv:bad")
     with pytest.raises(InvalidMessage):

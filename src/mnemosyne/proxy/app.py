@@ -12,7 +12,8 @@ Identity (seed 004 §2.2), per request:
 - X-Mnemo-Context-Window: the model's window, where the built-in table does not know it.
 - X-Mnemo-Bypass: 1 sends the request unmanaged.
 X-Mnemo-* headers never go upstream. Responses say X-Mnemo-Status (managed, or bypass
-when the request went through unmanaged) and X-Mnemo-Session (the session's id)."""
+when the request went through unmanaged), X-Mnemo-Session (the session's id) and
+Server-Timing (milliseconds of mnemo-open, mnemo-sync and mnemo-compile)."""
 
 from __future__ import annotations
 
@@ -182,6 +183,7 @@ class Proxy:
         mnemo = {"x-mnemo-status": "managed" if prepared else "bypass"}
         if prepared:
             mnemo["x-mnemo-session"] = str(prepared.session_id)
+            mnemo["server-timing"] = ", ".join(f"mnemo-{k};dur={v}" for k, v in prepared.timings_ms.items())
         try:
             resp = await until_disconnect(request, self.send(protocol, path, upstream_body, headers))
         except ClientGone:
@@ -285,8 +287,10 @@ class Proxy:
         if request.url.query:
             url += "?" + request.url.query
         headers = self.upstream_headers(request, protocol, keep_encoding=True)
-        req = self.http.build_request(request.method, url, headers=headers,
-                                      content=body if body is not None else request.stream())
+        if body is None:
+            body = await request.body()
+        # the body as bytes (httpx sets its Content-Length), none at all when empty (a GET)
+        req = self.http.build_request(request.method, url, headers=headers, content=body or None)
         try:
             resp = await self.http.send(req, stream=True)
         except httpx2.TimeoutException:

@@ -52,7 +52,7 @@ class Config:
     context_window: int | None = None  # overrides the table above for every model
     upstream_timeout: float = 600.0
     connect_timeout: float = 10.0
-    db_pool_size: int = 16
+    db_pool_size: int = 8  # the compile is CPU-bound: more backends than cores only queue there
     db_timeout: float = 2.0  # waiting for a database connection; then the call is bypassed
     max_phantom_rounds: int = 4
 

@@ -14,6 +14,8 @@ import json
 import logging
 import time
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +29,23 @@ from ..errors import MnemoError
 
 log = logging.getLogger("mnemosyne.proxy")
 RETRY_AFTER_S = 3.0  # how long an unreachable database is bypassed without trying
+
+
+def _reason(e: Exception) -> str:
+    text = str(e).strip()
+    return text.splitlines()[-1] if text else type(e).__name__
+
+
+class _Pinned:
+    """One pooled connection in the shape of a pool, for an AsyncClient that makes
+    several calls on it."""
+
+    def __init__(self, conn: psycopg.AsyncConnection):
+        self.conn = conn
+
+    @asynccontextmanager
+    async def connection(self) -> AsyncIterator[psycopg.AsyncConnection]:
+        yield self.conn
 
 
 class Unavailable(Exception):
@@ -50,6 +69,7 @@ class Prepared:
     messages: list[dict]
     phantom_tools: list[dict]
     report: dict
+    timings_ms: dict[str, float]  # open, sync, compile (the Server-Timing header)
 
 
 def conversation_key(system_prompt: str | None, messages: list[dict]) -> str:
@@ -110,7 +130,7 @@ class Memory:
             return await awaitable
         except (PoolTimeout, psycopg.OperationalError, psycopg.InterfaceError) as e:
             self.down_until = time.monotonic() + RETRY_AFTER_S
-            raise Unavailable(str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__) from e
+            raise Unavailable(_reason(e)) from e
 
     async def has_phantom_tools(self) -> bool:
         if self.phantom is None:
@@ -139,16 +159,40 @@ class Memory:
         recorded: the caller passes it through unmanaged)."""
         lead, system_prompt = split_system(messages)
         key = ident.session_key or conversation_key(system_prompt, messages[len(lead):])
-        session_id = await self._sql(self.db.open_session(
+        if time.monotonic() < self.down_until:
+            raise Unavailable("database unreachable (retrying shortly)")
+        options: dict[str, Any] = {"tool_tokens": await self.tool_tokens(tools), "phantom_tools": phantom}
+        try:
+            async with self.pool.connection() as conn:
+                return await self._prepare(AsyncClient(_Pinned(conn)), ident, key, system_prompt,
+                                           messages, model, context_window, response_reserve, options)
+        except (PoolTimeout, psycopg.OperationalError, psycopg.InterfaceError) as e:
+            self.down_until = time.monotonic() + RETRY_AFTER_S
+            raise Unavailable(_reason(e)) from e
+
+    async def _prepare(self, db: AsyncClient, ident: Identity, key: str, system_prompt: str | None,
+                       messages: list[dict], model: str, context_window: int, response_reserve: int,
+                       options: dict[str, Any]) -> Prepared:
+        """prepare's three calls, on one connection (one wait for the pool, not three)."""
+        clock = time.perf_counter()
+        timings: dict[str, float] = {}
+
+        def lap(name: str) -> None:
+            nonlocal clock
+            now = time.perf_counter()
+            timings[name] = round((now - clock) * 1000, 2)
+            clock = now
+
+        session_id = await db.open_session(
             ident.tenant, key, agent_id=ident.agent, channel=ident.channel, model=model or "unknown",
             context_window=context_window,
             response_reserve=min(response_reserve, max(context_window - 256, 0)),
-            system_prompt=system_prompt, metadata={"source": "proxy"}))
-        synced = await self._sql(self.db.sync_messages(ident.tenant, session_id, messages,
-                                                       metadata={"source": "proxy"}))
-        options: dict[str, Any] = {"tool_tokens": await self.tool_tokens(tools),
-                                   "phantom_tools": phantom}
-        bundle = await self._sql(self.db.compile_context_bundle(ident.tenant, session_id, **options))
+            system_prompt=system_prompt, metadata={"source": "proxy"})
+        lap("open")
+        synced = await db.sync_messages(ident.tenant, session_id, messages, metadata={"source": "proxy"})
+        lap("sync")
+        bundle = await db.compile_context_bundle(ident.tenant, session_id, **options)
+        lap("compile")
         compiled = bundle["messages"]
         # the compile's first message is the session's system prompt: the client's own
         # leading messages go upstream instead, exactly as it sent them
@@ -156,7 +200,7 @@ class Memory:
                 and compiled[0].get("content") == system_prompt:
             compiled = compiled[1:]
         return Prepared(session_id, synced["positions"], compiled, bundle.get("tools") or [],
-                        bundle.get("report") or {})
+                        bundle.get("report") or {}, timings)
 
     async def record_reply(self, tenant: str, session_id: uuid.UUID, position: int, reply: dict,
                            metadata: dict) -> None:
