@@ -11,7 +11,9 @@ the proxy reports in its Server-Timing header. Through the proxy every call
 opens the session, records what is new, compiles the context (query embedding
 included) and, after the response, records the reply. Errors are counted. The last
 line is one JSON object, with the machine's load average before and after (the
-figures mean little on a machine that other work keeps busy).
+figures mean little on a machine that other work keeps busy). Each run uses a tenant of
+its own, so runs start from the same empty memory; --memory-tokens passes mnemo
+serve's cap on the memory block.
 
     python bench/proxy.py [--rounds 12] [--levels 1,8,32]
 """
@@ -144,10 +146,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=12, help="calls per client at each level")
     parser.add_argument("--levels", default="1,8,32")
     parser.add_argument("--delay", type=float, default=0.002, help="seconds between the provider's pieces")
+    parser.add_argument("--memory-tokens", type=int, help="mnemo serve --memory-tokens (default: none)")
     args = parser.parse_args()
     levels = [int(x) for x in args.levels.split(",")]
     dsn = os.environ.get("DATABASE_URL") or default_dsn()
-    tenant = "bench_proxy"
+    run_id = uuid.uuid4().hex[:8]
+    tenant = f"bench_proxy_{run_id}"  # a new tenant: runs start from the same (empty) memory
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("SELECT mnemo.create_tenant(%s)", (tenant,))
 
@@ -159,7 +163,9 @@ def main() -> None:
                                  "--text", "Here is what I found in the repository, step by step. " * 4], env=env)
     proxy = subprocess.Popen([py, "-m", "mnemosyne.cli", "-d", dsn, "serve", "--port", str(px_port),
                               "--tenant", tenant, "--openai-base-url", f"http://127.0.0.1:{up_port}/v1",
-                              "--db-pool", "8"], env=env, stderr=subprocess.DEVNULL)
+                              "--db-pool", "8"]
+                             + (["--memory-tokens", str(args.memory_tokens)] if args.memory_tokens else []),
+                             env=env, stderr=subprocess.DEVNULL)
     results: dict = {"levels": {}, "loadavg_1m_before": round(os.getloadavg()[0], 2)}
     try:
         wait_http(f"http://127.0.0.1:{up_port}/v1/models")
@@ -167,7 +173,6 @@ def main() -> None:
         direct_url = f"http://127.0.0.1:{up_port}/v1/chat/completions"
         proxy_url = f"http://127.0.0.1:{px_port}/v1/chat/completions"
         headers = {"Authorization": "Bearer sk-bench"}
-        run_id = uuid.uuid4().hex[:8]
         # warm-up: every pooled connection compiles once (a backend's first compile
         # loads the encoder), and the provider's code paths run once
         asyncio.run(run_level(proxy_url, 8, 4, headers, f"warm-{run_id}"))
@@ -199,7 +204,7 @@ def main() -> None:
     at32 = results["levels"].get("32", {})
     results.update({
         "loadavg_1m_after": round(os.getloadavg()[0], 2), "cpus": os.cpu_count(),
-        "bench": "proxy", "rounds": args.rounds, "pieces": PIECES, "provider_delay_s": args.delay,
+        "bench": "proxy", "tenant": tenant, "memory_tokens": args.memory_tokens, "rounds": args.rounds, "pieces": PIECES, "provider_delay_s": args.delay,
         "goal_p95_overhead_at_8_ms": 30,
         "p95_overhead_at_8_ms": at8.get("total_p95_overhead_ms"),
         "errors_at_32": at32.get("proxy", {}).get("errors"),

@@ -517,6 +517,9 @@ def serve(host: Annotated[str, typer.Option(help="address to listen on")] = "127
           channel: Annotated[str, typer.Option(envvar="MNEMO_CHANNEL", help="default channel")] = "private",
           context_window: Annotated[int | None, typer.Option(
               help="context window for every model (default: by model name)")] = None,
+          memory_tokens: Annotated[int | None, typer.Option(
+              envvar="MNEMO_MEMORY_TOKENS", help="at most this many tokens of memories per call "
+              "(default: the compile's share of the window)")] = None,
           db_pool: Annotated[int, typer.Option(help="database connections at most")] = 8) -> None:
     """The transparent proxy: OpenAI chat completions and Anthropic messages with
     Mnemosyne's memory, every other path passed through. Point OPENAI_BASE_URL at
@@ -538,7 +541,8 @@ def serve(host: Annotated[str, typer.Option(help="address to listen on")] = "127
         _state.get("dsn") or default_dsn(), openai_base_url=openai_base_url,
         anthropic_base_url=anthropic_base_url, openai_api_key=openai_api_key,
         anthropic_api_key=anthropic_api_key, keys=keys, default_tenant=tenant, default_agent=agent,
-        default_channel=channel, context_window=context_window, db_pool_size=db_pool)
+        default_channel=channel, context_window=context_window, memory_tokens=memory_tokens,
+        db_pool_size=db_pool)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     err.print(f"mnemo proxy on http://{host}:{port} (OpenAI: {config.openai_base_url}, "
               f"Anthropic: {config.anthropic_base_url})")

@@ -254,7 +254,7 @@ class Proxy:
         prepared = await self.memory.prepare(
             ident, messages, model=model, context_window=window,
             response_reserve=int(reserve) if str(reserve).isdigit() else DEFAULT_RESPONSE_RESERVE,
-            tools=client_tools, phantom=phantom)
+            tools=client_tools, phantom=phantom, memory_tokens=self.config.memory_tokens)
         phantom_tools = [t for t in prepared.phantom_tools
                          if (t.get("function") or {}).get("name") not in client_names]
         names = {t["function"]["name"] for t in phantom_tools}

@@ -50,6 +50,9 @@ class Config:
     default_agent: str = "proxy"
     default_channel: str = "private"
     context_window: int | None = None  # overrides the table above for every model
+    # at most this many tokens of memories per call (the compile's caps.memory; default:
+    # the compile's share of the window, e.g. ~18k tokens of a 128k window)
+    memory_tokens: int | None = None
     upstream_timeout: float = 600.0
     connect_timeout: float = 10.0
     db_pool_size: int = 8  # the compile is CPU-bound: more backends than cores only queue there
@@ -66,6 +69,7 @@ class Config:
             "anthropic_api_key": env.get("MNEMO_ANTHROPIC_API_KEY"),
             "keys": parse_keys(env.get("MNEMO_PROXY_KEYS")),
             "default_tenant": env.get("MNEMO_TENANT"),
+            "memory_tokens": int(env["MNEMO_MEMORY_TOKENS"]) if env.get("MNEMO_MEMORY_TOKENS") else None,
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(dsn=dsn, **values)  # type: ignore[arg-type]

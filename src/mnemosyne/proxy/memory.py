@@ -153,7 +153,7 @@ class Memory:
     # ------------------------------------------------------------- the proxy's path
     async def prepare(self, ident: Identity, messages: list[dict], *, model: str,
                       context_window: int, response_reserve: int, tools: list[dict] | None,
-                      phantom: bool) -> Prepared:
+                      phantom: bool, memory_tokens: int | None = None) -> Prepared:
         """Opens the session, records what is new in the history, compiles the context.
         Raises Unavailable, UnknownTenant, or another MnemoError (the history cannot be
         recorded: the caller passes it through unmanaged)."""
@@ -162,6 +162,8 @@ class Memory:
         if time.monotonic() < self.down_until:
             raise Unavailable("database unreachable (retrying shortly)")
         options: dict[str, Any] = {"tool_tokens": await self.tool_tokens(tools), "phantom_tools": phantom}
+        if memory_tokens is not None:
+            options["caps"] = {"memory": memory_tokens}
         try:
             async with self.pool.connection() as conn:
                 return await self._prepare(AsyncClient(_Pinned(conn)), ident, key, system_prompt,
