@@ -40,6 +40,7 @@ DECLARE
     v_parent uuid;
 BEGIN
     PERFORM mnemo_internal.enter_tenant(p_tenant_id);
+    PERFORM mnemo_internal.check_json_depth(p_metadata, 'metadata');
     IF p_session_key IS NULL OR p_session_key = '' OR length(p_session_key) > 512 THEN
         RAISE EXCEPTION USING ERRCODE = 'MN001', MESSAGE = 'session_key must be 1 to 512 characters';
     END IF;

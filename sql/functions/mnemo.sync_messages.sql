@@ -56,13 +56,17 @@ DECLARE
     i integer;
 BEGIN
     PERFORM mnemo_internal.enter_tenant(p_tenant_id);
+    PERFORM mnemo_internal.check_json_depth(p_messages, 'messages');
+    PERFORM mnemo_internal.check_json_depth(p_metadata, 'metadata');
     IF p_messages IS NULL OR jsonb_typeof(p_messages) <> 'array' THEN
         RAISE EXCEPTION USING ERRCODE = 'MN001', MESSAGE = 'messages must be a JSON array';
     END IF;
     IF p_offset IS NULL OR p_offset < 0 THEN
         RAISE EXCEPTION USING ERRCODE = 'MN001', MESSAGE = 'offset must be >= 0';
     END IF;
-    PERFORM mnemo_internal.check_json_depth(p_messages, 'messages');
+    IF p_metadata IS NULL OR jsonb_typeof(p_metadata) <> 'object' THEN
+        RAISE EXCEPTION USING ERRCODE = 'MN001', MESSAGE = 'metadata must be a JSON object';
+    END IF;
 
     -- The session's transcript, locked: syncs of one session run one after another.
     SELECT t.wire_hashes, t.message_ids INTO v_hashes, v_ids FROM mnemo.transcripts AS t
@@ -129,7 +133,7 @@ BEGIN
                 AND jsonb_typeof(e.value) <> 'null';
         END IF;
         v_id := mnemo.record_message(p_tenant_id, p_session_id, v_message,
-            p_metadata => coalesce(p_metadata, '{}'));
+            p_metadata => p_metadata);
         v_new_ids := v_new_ids || v_id;
         v_hashes := v_hashes || v_incoming[i];
         v_ids := v_ids || v_id;

@@ -377,6 +377,37 @@ def _start_session(pool: Pool):
     return build()
 
 
+def _open_session(pool: Pool):
+    @st.composite
+    def build(draw):
+        t = draw(tenant_of(pool))
+        args = {"p_tenant_id": t, "p_session_key": draw(st.one_of(
+            st.sampled_from(["conv:a", "conv:b", "x" * 513]), some_text, session_of(pool, t)))}
+        for name, strat in (("p_agent_id", st.sampled_from(["proxy", "ü", ""])),
+                            ("p_channel", st.sampled_from(["private", "team", "nope"])),
+                            ("p_model", st.sampled_from(["gpt-4o", "claude-x", ""])),
+                            ("p_context_window", st.sampled_from([8192, 200000, 100])),
+                            ("p_response_reserve", st.sampled_from([0, 4096, 10**6])),
+                            ("p_system_prompt", st.one_of(prose, some_text, st.none())),
+                            ("p_metadata", json_object_text({"x": json_values}))):
+            if draw(st.integers(0, 2)) == 0:
+                args[name] = draw(strat)
+        return args
+    return build()
+
+
+def _sync_messages(pool: Pool):
+    @st.composite
+    def build(draw):
+        t = draw(tenant_of(pool))
+        s = draw(session_of(pool, t))
+        messages = draw(st.lists(message_json(pool, s), max_size=4))
+        return {"p_tenant_id": t, "p_session_id": s, "p_messages": JSONText("[" + ", ".join(messages) + "]"),
+                "p_offset": draw(st.sampled_from([0, 0, 0, 1, 3])),
+                "p_metadata": draw(json_object_text(METADATA))}
+    return build()
+
+
 def _create_tenant(pool: Pool):
     return st.fixed_dictionaries({
         "p_tenant_id": st.text("abcxyz019_.:@-", min_size=1, max_size=12).map(lambda s: pool.prefix + s),
@@ -436,6 +467,8 @@ STRATEGIES = {
     "compile_context": _compile,
     "compile_context_bundle": _compile,
     "start_session": _start_session,
+    "open_session": _open_session,
+    "sync_messages": _sync_messages,
     "create_tenant": _create_tenant,
     "build_acb": _build_acb,
     "list_sessions": _list_sessions,
@@ -448,7 +481,7 @@ STRATEGIES = {
                                                                            max_size=5)}),
 }
 # How often each is drawn: the write paths most, so that the data grows.
-WEIGHTS = {"record_message": 6, "record_event": 3, "remember": 3, "start_session": 2, "compile_context": 2,
+WEIGHTS = {"record_message": 6, "record_event": 3, "sync_messages": 2, "remember": 3, "start_session": 2, "compile_context": 2,
            "compile_context_bundle": 1, "correct": 1, "forget": 1, "query_decisions": 1, "get_artifact": 1,
            "create_tenant": 1, "count_tokens": 1, "embed": 1, "embed_batch": 1}
 
@@ -578,7 +611,7 @@ class Fuzzer:
         if name == "create_tenant" and isinstance(result, str) and result.startswith(pool.prefix) \
                 and result not in pool.tenants:
             pool.tenants.append(result)
-        elif name == "start_session" and t in pool.tenants:
+        elif name in ("start_session", "open_session") and t in pool.tenants:
             sessions = pool.sessions.setdefault(t, [])
             if str(result) not in sessions:
                 sessions.append(str(result))

@@ -116,6 +116,10 @@ JSON_ARGUMENTS = {
     "list_sessions p_options": "SELECT mnemo.list_sessions(%(t)s, {j})",
     "search p_options": "SELECT mnemo.search(%(t)s, 'database', {j})",
     "build_acb p_options": "SELECT mnemo.build_acb(%(t)s, %(s)s, p_options => {j})",
+    "open_session p_metadata": "SELECT mnemo.open_session(%(t)s, 'conv:deep', p_metadata => {j})",
+    "sync_messages p_messages": "SELECT mnemo.sync_messages(%(t)s, %(s)s, {j})",
+    "sync_messages p_metadata": "SELECT mnemo.sync_messages(%(t)s, %(s)s,"
+                                " '[{{\"role\": \"user\", \"content\": \"hi\"}}]', p_metadata => {j})",
 }
 
 

@@ -94,6 +94,11 @@ async def scenario(m: Client | AsyncClient) -> set[str]:
     stored = await settle(m._call("SELECT max(artifact_id) FROM mnemo.artifacts WHERE tenant_id = %(t)s",
                                   {"t": tenant}))
     assert bytes(await call("get_artifact", tenant, stored)) == big.encode()
+    # the proxy's write path: a keyed session, a resent history recorded once
+    keyed = await call("open_session", tenant, "conv:scenario", system_prompt="Be brief.")
+    history = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}]
+    assert (await call("sync_messages", tenant, keyed, history))["recorded"] == 1
+    assert (await settle(m.sync_messages(tenant, keyed, history)))["recorded"] == 0
     return called
 
 

@@ -63,7 +63,13 @@ class Exchange:
     async def answer(self, calls: list[dict]) -> list[dict]:
         """OpenAI tool messages answering phantom calls (OpenAI tool_call objects)."""
         self.phantom_calls += len(calls)
-        return [await self.memory.handle_tool_call(self.tenant, self.session_id, c) for c in calls]
+        answers = []
+        for call in calls:
+            a = await self.memory.handle_tool_call(self.tenant, self.session_id, call)
+            content = a.get("content") if isinstance(a, dict) else a
+            answers.append({"role": "tool", "tool_call_id": call.get("id"),
+                            "content": content if isinstance(content, str) else _dumps(content)})
+        return answers
 
     async def record(self) -> None:
         if self.reply is not None:
@@ -359,9 +365,8 @@ class AnthropicRelay:
         return block.get("type") == "tool_use" and block.get("name") in self.ex.phantom_names
 
     def _append_round(self, blocks: list[dict], answers: list[dict]) -> None:
-        results = [{"type": "tool_result", "tool_use_id": a.get("tool_call_id"),
-                    "content": a.get("content") if isinstance(a.get("content"), str)
-                    else _dumps(a.get("content"))} for a in answers]
+        results = [{"type": "tool_result", "tool_use_id": a["tool_call_id"], "content": a["content"]}
+                   for a in answers]
         self.ex.body["messages"] = self.ex.body["messages"] + [
             {"role": "assistant", "content": blocks}, {"role": "user", "content": results}]
 
