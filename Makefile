@@ -18,7 +18,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 
 .PHONY: help up down psql test deploy setup system python cluster sample \
-        test-sql test-py lint test-docker bench-embed bench-locomo bench-context bench-ab bench-trust bench-peers clean
+        test-sql test-py lint test-docker bench-embed bench-locomo bench-context bench-ab bench-trust bench-peers bench-replay clean
 
 help:
 	@echo "make up          install what is missing, start the local cluster, deploy, show a sample"
@@ -31,6 +31,7 @@ help:
 	@echo "make bench-ab ARGS='main=/tmp/main/plpy new=plpy'  same output? faster? (on the bench-context corpus)"
 	@echo "make bench-trust reliability suite: isolation, fuzz, secrets, load, crash (one JSON line)"
 	@echo "make bench-peers Mnemosyne beside Mem0 and LangGraph on LoCoMo (own venv: .venv-peers)"
+	@echo "make bench-replay recorded agent sessions replayed at 32k/128k: reduction, faults, misses"
 	@echo "DATABASE_URL=... make up|test   use an existing server instead of the local cluster"
 
 system:
@@ -105,6 +106,10 @@ bench-trust: deploy
 bench-peers: deploy
 	@scripts/install-peers.sh
 	@.venv-peers/bin/python bench/peers.py $(ARGS)
+
+# Recorded agent sessions replayed as a proxy sees them (bench/replay.py; docs/replay.md).
+bench-replay: deploy
+	@$(PY) bench/replay.py $(ARGS)
 
 clean: down
 	rm -rf "$(MNEMO_HOME)" $(VENV)
