@@ -64,6 +64,10 @@ BEGIN
         OR p_max_seconds IS NULL OR p_max_seconds < 0 THEN
         RAISE EXCEPTION USING ERRCODE = 'MN001', MESSAGE = 'run_sweep needs a clock and positive batch sizes';
     END IF;
+    IF mnemo_internal.paused_cron_run() THEN
+        RAISE NOTICE 'mnemo.run_sweep: the pg_cron job of % is paused; nothing to do', p_sweep;
+        RETURN;
+    END IF;
     IF NOT pg_catalog.pg_try_advisory_lock(pg_catalog.hashtext('mnemo.run_sweep'), pg_catalog.hashtext(p_sweep)) THEN
         RAISE NOTICE 'mnemo.run_sweep: % is already running; nothing to do', p_sweep;
         RETURN;
