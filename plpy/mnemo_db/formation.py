@@ -315,8 +315,7 @@ class Former:
         stats = {"admitted": 0, "rejected": 0, "merged": 0, "superseded": 0, "skipped": 0}
         if not cands:
             return stats
-        for c in cands:
-            self.redact(tenant, c)
+        self.redact(tenant, cands)
         vecs = [r["v"] for r in self.x("embed", [[c["content"] for c in cands]])]
         new_ids: list[int] = []
         now = datetime.now(UTC)
@@ -335,9 +334,12 @@ class Former:
                              s["novelty"], s["utility"], s["recency"], s["threshold"], c["content"],
                              c["kind"], h, c["source_message_ids"], decision, c.get("method")])
 
-    def redact(self, tenant: str, c: dict) -> None:
-        """Candidates are redacted before anything (log, version, payload) keeps them."""
-        if self.x("redacts", [tenant])[0]["on"]:
+    def redact(self, tenant: str, cands: list[dict]) -> None:
+        """Candidates are redacted once, before anything (embedding, log, version,
+        payload) keeps them: form() and insert() take them redacted."""
+        if not cands or not self.x("redacts", [tenant])[0]["on"]:
+            return
+        for c in cands:
             keys = [k for k in ("content", "decision", "rationale", "alternatives", "title", "subject",
                                 "object", "entities", "tags", "source_key", "tool") if c.get(k)]
             value, kinds = redact.redact_value({k: c[k] for k in keys})
@@ -347,8 +349,7 @@ class Former:
 
     def form(self, tenant: str, c: dict, threshold: float, dedup: float, now: datetime,
              explicit: bool = False) -> tuple[str, int | None]:
-        """One candidate through idempotence, dedup, conflicts and admission."""
-        self.redact(tenant, c)
+        """One (redacted) candidate through idempotence, dedup, conflicts and admission."""
         h = self.x("hash", [c["content"]])[0]["h"]
         src = c["source_message_ids"]
         if src and self.x("seen", [tenant, h, src])[0]["seen"]:
@@ -502,6 +503,7 @@ class Former:
         if fact:
             c.update(subject=fact["subject"], predicate=fact["predicate"], object=fact["object"],
                      functional=bool(fact.get("functional", True)))
+        self.redact(tenant, [c])
         _, mid = self.form(tenant, c, 0.0, 1.0, c["valid_from"], explicit=True)
         if o.get("tags") or o.get("sensitivity"):
             self.plpy.execute(self.plpy.prepare(
@@ -524,7 +526,7 @@ class Former:
         if old["subject"] and old["predicate"]:
             c.update(subject=old["subject"], predicate=old["predicate"], functional=False,
                      object=extract.clean(content))
-        self.redact(tenant, c)
+        self.redact(tenant, [c])
         mid = self.insert(tenant, c, {"tier": old["tier"]})
         h = self.x("hash", [c["content"]])[0]["h"]
         s = admission.score(c, None, c["valid_from"], 0.0)
