@@ -217,6 +217,21 @@ def get_embedder(model_dir: str, threads: int = 1) -> Embedder:
     return _model
 
 
+MODEL_SETTINGS = ("SELECT mnemo_internal.setting('model_dir') #>> '{}' AS dir,"
+                  " mnemo_internal.setting('embed_threads') #>> '{}' AS threads")
+
+
+def server_embedder(plpy) -> Embedder:
+    """The backend's model for the PL/Python bodies (mnemo.embed, mnemo.embed_batch),
+    loaded on first use from the model_dir and embed_threads settings."""
+    if _model is not None:
+        return _model
+    s = plpy.execute(MODEL_SETTINGS)[0]
+    if not s["dir"]:
+        plpy.error("the model_dir setting is empty", sqlstate="MN011", hint="Run the deploy (make up).")
+    return get_embedder(s["dir"], int(s["threads"]))
+
+
 def loaded() -> Embedder | None:
     """The model, if this process has loaded it."""
     return _model

@@ -18,16 +18,6 @@
 -- batch is rolled back, recorded with its SQLSTATE, and re-raised.
 -- No SET search_path here: a procedure with a SET clause cannot COMMIT, so every name
 -- is schema-qualified instead. Raises MN001 for an unknown sweep or bad sizes.
--- (Before p_max_seconds it had five parameters: that signature is dropped once, or
--- a CALL with five arguments would match both.)
-DO $$
-BEGIN
-    IF to_regprocedure('mnemo.run_sweep(text, timestamptz, text, integer, integer)') IS NOT NULL THEN
-        DROP PROCEDURE mnemo.run_sweep(text, timestamptz, text, integer, integer);
-    END IF;
-END
-$$;
-
 CREATE OR REPLACE PROCEDURE mnemo.run_sweep(
     p_sweep text,
     p_now timestamptz DEFAULT now(),

@@ -42,12 +42,10 @@ LANGUAGE plpython3u
 VOLATILE
 SET search_path = pg_catalog, public, pg_temp
 AS $$
-sweeps = GD.get('mnemo_sweeps')
-if sweeps is None:
-    plpy.execute('SELECT mnemo_internal.py_bootstrap()')
-    from mnemo_db.lifecycle_db import Sweeps
-    sweeps = GD['mnemo_sweeps'] = Sweeps(plpy)
+'mnemo_ready' in GD or plpy.execute('SELECT mnemo_internal.py_bootstrap()')
 import json
+from mnemo_db.lifecycle_db import Sweeps
+sweeps = GD.get('mnemo_sweeps') or GD.setdefault('mnemo_sweeps', Sweeps(plpy))
 if p_sweep not in ('promotion', 'expiry', 'summaries', 'compaction'):
     plpy.error(f'sweep_py has no sweep {p_sweep!r}', sqlstate='MN001')
 batch = getattr(sweeps, p_sweep + '_batch')

@@ -353,7 +353,8 @@ def test_each_candidate_is_redacted_once_with_one_lookup(db, tenant, conv):
     with psycopg.connect(DSN) as conn:
         conn.execute("SET track_functions = 'all'")
         out = conn.execute("SELECT mnemo_internal.extract(%s, %s)",
-                           (tenant, json.dumps({"session_id": str(session)}))).fetchone()[0]
+                           (tenant, json.dumps({"session_id": str(session), "from_turn": 0, "to_turn": 3}))
+                           ).fetchone()[0]
         calls = dict(conn.execute("SELECT funcname, calls FROM pg_stat_xact_user_functions"
                                   " WHERE schemaname = 'mnemo_internal'").fetchall())
         conn.rollback()
