@@ -28,11 +28,9 @@ from datetime import UTC, datetime
 
 from . import admission, extract, helper_llm, redact
 from .timestamps import utc_datetime
+from .vocabulary import most_sensitive, provenance_authority
 
-AUTHORITY = {"user_stated": 6, "correction": 6, "instruction": 5, "preference": 4, "fact": 3,
-             "tool_output": 2, "system_inferred": 1}
 DURABLE_KINDS = ("fact", "preference", "instruction", "decision")
-SENSITIVITY_RANK = {"none": 0, "low": 1, "high": 2, "secret": 3}
 
 MESSAGES = """
 SELECT m.message_id, m.turn_index, m.role, m.name, m.content, m.session_id::text AS session_id,
@@ -112,8 +110,7 @@ ON CONFLICT (tenant_id, memory_id) DO UPDATE SET access_count = a.access_count +
 """
 VERSION = """
 INSERT INTO mnemo.memory_versions (tenant_id, memory_id, version, change, reason, old_value, new_value)
-SELECT $1, $2, coalesce(max(v.version), 0) + 1, $3, $4, $5::jsonb, $6::jsonb
-FROM mnemo.memory_versions AS v WHERE v.tenant_id = $1 AND v.memory_id = $2
+VALUES ($1, $2, mnemo_internal.next_memory_version($1, $2), $3, $4, $5::jsonb, $6::jsonb)
 """
 SUPERSEDE = """
 UPDATE mnemo.memories AS m
@@ -287,8 +284,7 @@ class Former:
         sens = {m["message_id"]: m["sensitivity"] for m in msgs}
         for c in cands:
             c.setdefault("method", used)
-            c["sensitivity"] = max((sens.get(i, "none") for i in c["source_message_ids"]),
-                                   key=SENSITIVITY_RANK.get, default="none")
+            c["sensitivity"] = most_sensitive(sens.get(i, "none") for i in c["source_message_ids"])
         stats = self.form_all(tenant, cands, cfg.get("admission_threshold") or st["admit"], st["dedup"])
         if rows:
             self.x("save_state", [tenant, session, max(r["turn_index"] for r in rows), used])
@@ -411,8 +407,8 @@ class Former:
         new_t, old_t = c.get("valid_from"), _ts(f["valid_epoch"])
         if new_t and old_t and abs((new_t - old_t).total_seconds()) >= 1:
             return new_t > old_t
-        a_new = AUTHORITY.get(c.get("provenance_type"), 1)
-        a_old = AUTHORITY.get(f["provenance_type"], 1)
+        a_new = provenance_authority(c.get("provenance_type"))
+        a_old = provenance_authority(f["provenance_type"])
         if a_new != a_old:
             return a_new > a_old
         return (c.get("confidence") or 0.5) >= (f["confidence"] or 0.5)

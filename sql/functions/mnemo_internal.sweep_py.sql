@@ -46,7 +46,8 @@ AS $$
 import json
 from mnemo_db.lifecycle_db import Sweeps
 sweeps = GD.get('mnemo_sweeps') or GD.setdefault('mnemo_sweeps', Sweeps(plpy))
-if p_sweep not in ('promotion', 'expiry', 'summaries', 'compaction'):
+python = plpy.prepare('SELECT FROM mnemo_internal.sweeps() AS s WHERE s.sweep = $1 AND s.python', ['text'])
+if not plpy.execute(python, [p_sweep]):
     plpy.error(f'sweep_py has no sweep {p_sweep!r}', sqlstate='MN001')
 batch = getattr(sweeps, p_sweep + '_batch')
 return batch(p_now, p_tenant_id, p_batch_size, json.loads(p_state or '{}'))

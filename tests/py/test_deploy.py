@@ -114,3 +114,20 @@ def test_every_plpython_body_that_imports_mnemo_db_starts_with_the_prelude():
     assert [name for name, body in bodies if "mnemo_db" in body and not body.startswith(PRELUDE)
             and "py_bootstrap" not in name] == []
 
+
+def test_each_listed_sweep_has_its_batch_and_its_pg_cron_job():
+    """Issue 21 (2): the sweeps are listed once (mnemo_internal.sweeps()); run_sweep,
+    sweep_py and cron/jobs.sql read that list, so none can miss a sweep."""
+    with psycopg.connect(DSN, autocommit=True) as conn:
+        if conn.execute("SELECT to_regclass('cron.job')").fetchone()[0] is None:
+            pytest.skip("pg_cron is not installed in this database")
+        rows = conn.execute(
+            "SELECT s.sweep, s.python, j.command,"
+            " to_regprocedure(format('mnemo_internal.sweep_%s(timestamptz, text, integer, jsonb)', s.sweep))"
+            " IS NOT NULL FROM mnemo_internal.sweeps() AS s"
+            " LEFT JOIN cron.job AS j ON j.jobname = 'mnemo-' || replace(s.sweep, '_', '-')").fetchall()
+    from mnemo_db.lifecycle_db import Sweeps
+    assert len(rows) >= 9
+    for sweep, python, command, sql_batch in rows:
+        assert (command or "").startswith(f"CALL mnemo.run_sweep('{sweep}'"), sweep
+        assert (hasattr(Sweeps, f"{sweep}_batch"), sql_batch) == ((True, False) if python else (False, True)), sweep
