@@ -1,10 +1,11 @@
 """The lifecycle sweeps' database side: statements run inside PL/Python.
 
-Each `*_batch` method is the body of one mnemo_internal.sweep_<name> function and does
-one batch: it reads a bounded set of rows after the cursor in `state`, asks
-lifecycle.py (decisions), llm_summarize.py (summaries by the helper LLM, when one is
-configured and enabled) or summarize.py (offline summaries, and the fallback) what to
-do, writes the answer and returns {"rows": touched, "done": bool, "state": {...}, "counts": {...}}.
+Each `<sweep>_batch` method of Sweeps is one batch of a Python sweep (those
+mnemo_internal.sweeps() marks python), run by mnemo_internal.sweep_py: it reads a
+bounded set of rows after the cursor in `state`, asks lifecycle.py (decisions),
+llm_summarize.py (summaries by the helper LLM, when one is configured and enabled) or
+summarize.py (offline summaries, and the fallback) what to do, writes the answer and
+returns {"rows": touched, "done": bool, "state": {...}, "counts": {...}}.
 mnemo.run_sweep calls it in a loop and commits after each batch, so a sweep that
 is killed keeps every finished batch and redoes nothing twice (each batch is one
 transaction and every write checks the state it expects).
