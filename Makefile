@@ -82,7 +82,7 @@ test-docker:
 lint:
 	@echo "[mnemo test] sqlfluff + ruff"
 	@$(VENV)/bin/sqlfluff lint sql/ cron/ --dialect postgres --processes 2 --disable-progress-bar
-	@$(VENV)/bin/ruff check src plpy tests bench
+	@$(VENV)/bin/ruff check src plpy tests bench scripts
 
 bench-embed: deploy
 	@$(PY) bench/embed.py

@@ -46,7 +46,8 @@ DECLARE
         'py_bootstrap', 'enqueue_job', 'insert_memory', 'form_memory', 'redact',
         'redaction_enabled', 'content_hash', 'excerpt', 'message_tokens', 'message_levels',
         'line_tokens', 'message_segment', 'segment_hits', 'quantize_embeddings', 'subtract_from_lexicon',
-        'compile_context', 'check_json_depth', 'checked_timestamp', 'raise_project_error'];
+        'compile_context', 'check_json_depth', 'checked_timestamp', 'raise_project_error',
+        'next_memory_version'];
     v_routine regprocedure;
     v_name text;
 BEGIN
