@@ -28,3 +28,6 @@ BEGIN
         AND EXISTS (SELECT 1 FROM cron.job AS j WHERE j.command = v_command AND NOT j.active);
 END
 $$;
+
+COMMENT ON FUNCTION mnemo_internal.paused_cron_run(text) IS
+'Whether this backend runs a paused pg_cron job (the runners then return at once).';
