@@ -200,6 +200,15 @@ def test_import_openai_jsonl_both_shapes(db, fresh, tmp_path):
     assert any(s["session_id"] == uuid.UUID(sid) and s["messages"] == 2 for s in db.list_sessions(fresh))
 
 
+def test_detect_reads_a_first_line_longer_than_its_head(tmp_path):
+    """A session per line whose first line exceeds the 64 KiB head (a long recorded
+    session) is still OpenAI JSONL, not 'cannot tell the format'."""
+    f = tmp_path / "long.jsonl"
+    f.write_text(json.dumps({"messages": [{"role": "user", "content": "x" * (1 << 17)}]}) + "\n")
+    assert importers.detect(f) == "openai"
+    assert len(importers.read(f).sessions[0].messages) == 1
+
+
 def claude_code_log(sid: str) -> list[dict]:
     """A Claude Code session log as it writes one: a reply's blocks one per line."""
     base = {"sessionId": sid, "cwd": "/repo", "version": "1.0.0", "isSidechain": False}
