@@ -11,11 +11,9 @@ STRICT
 PARALLEL SAFE
 SET search_path = pg_catalog, public, pg_temp
 AS $$
-if 'mnemo_transcript' not in GD:
-    plpy.execute('SELECT mnemo_internal.py_bootstrap()')
-    from mnemo_db import transcript
-    GD['mnemo_transcript'] = transcript
-return GD['mnemo_transcript'].wire_hashes(p_messages)
+'mnemo_ready' in GD or plpy.execute('SELECT mnemo_internal.py_bootstrap()')
+from mnemo_db import transcript
+return transcript.wire_hashes(p_messages)
 $$;
 
 COMMENT ON FUNCTION mnemo_internal.wire_hashes(jsonb) IS
