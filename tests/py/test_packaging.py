@@ -41,7 +41,7 @@ def test_the_client_wheel_holds_the_client_only(tmp_path):
 
 def test_every_client_dependency_is_imported_by_the_client():
     deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
-    source = "\n".join(p.read_text() for p in (ROOT / "src" / "mnemosyne").glob("*.py"))
+    source = "\n".join(p.read_text() for p in (ROOT / "src" / "mnemosyne").rglob("*.py"))  # subpackages too
     for dep in deps:
         module = re.match(r"[A-Za-z0-9_.-]+", dep).group(0).replace("-", "_")
         assert re.search(rf"^\s*(import|from) {module}\b", source, re.MULTILINE), f"{dep} is not imported by the client"
