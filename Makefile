@@ -18,7 +18,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 
 .PHONY: help up down psql test deploy setup system python cluster sample \
-        test-sql test-py lint test-docker bench-embed bench-locomo bench-context bench-ab bench-trust bench-peers \
+        test-sql test-py test-unit lint test-docker bench-embed bench-locomo bench-context bench-ab bench-trust bench-peers \
         bench-replay bench-proxy clean
 
 help:
@@ -76,6 +76,10 @@ test-sql:
 test-py:
 	@echo "[mnemo test] pytest"
 	@$(PY) -m pytest -q tests/py
+
+# The tests that need no database (tests/py/unit/).
+test-unit:
+	@$(PY) -m pytest -q tests/py/unit
 
 # The container route (Docker or Podman): see scripts/test-docker.sh. Not part of .ci/run.
 test-docker:

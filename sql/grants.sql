@@ -47,7 +47,7 @@ DECLARE
         'redaction_enabled', 'content_hash', 'excerpt', 'message_tokens', 'message_levels',
         'line_tokens', 'message_segment', 'segment_hits', 'quantize_embeddings', 'subtract_from_lexicon',
         'compile_context', 'check_json_depth', 'checked_timestamp', 'raise_project_error',
-        'next_memory_version', 'wire_hashes'];
+        'next_memory_version', 'wire_hashes', 'check_options', 'option_limit'];
     v_routine regprocedure;
     v_name text;
 BEGIN

@@ -12,7 +12,7 @@ owns (a fingerprint of them, taken as the owner, moves). Every direct write the 
 gets through (a statement that is not refused) is counted too: applications write
 only through the API (sql/grants.sql). Both goals are 0.
 
-``matrix(dsn, ...)`` is shared by tests/py/test_isolation.py (one id set, two
+``matrix(dsn, ...)`` is shared by tests/py/db/test_isolation.py (one id set, two
 contexts) and ``run(dsn, args)`` for make bench-trust (more id sets, every context,
 and the job runner run over what the role queued before the last fingerprint).
 """

@@ -1,6 +1,6 @@
 """bench-trust, secrets: every kind of secret through every write path, then every
 column of every table, the artifacts, the compiled contexts and the server log are
-scanned for them (goal: 0 found). tests/py/test_secrets.py runs the same on one
+scanned for them (goal: 0 found). tests/py/db/test_secrets.py runs the same on one
 tenant; this part runs it on many and measures what redaction costs record_message.
 
 Each planted secret is a fresh random value (the needle), so a needle found anywhere

@@ -3,7 +3,7 @@
 Same pipeline as sentence-transformers (WordPiece tokens truncated to 256, BERT
 encoder, mean pooling over the attention mask, L2 normalisation) but on onnxruntime
 + tokenizers, which load in a fraction of a second where torch takes ~10 s. The
-sentence-transformers model stays the reference: tests/py/test_embedding.py checks
+sentence-transformers model stays the reference: tests/py/db/test_embedding.py checks
 cosine >= 0.999 between the two.
 """
 

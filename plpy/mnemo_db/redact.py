@@ -10,7 +10,7 @@ false negative leaks a credential into every derived row.
 Three layers, each catching what the one before cannot:
 1. known formats (`_PATTERNS`): provider key prefixes, PEM blocks, credentials in
    URLs, JWTs, bearer/basic auth. The prefix formats are the rule set of Yelp's
-   detect-secrets 1.5.0 (its RegexBasedDetector plugins: tests/py/test_secrets.py
+   detect-secrets 1.5.0 (its RegexBasedDetector plugins: tests/py/db/test_secrets.py
    checks every one of its denylist patterns against this module), plus formats
    it lacks (Anthropic, Google, Hugging Face, GitLab's newer prefixes ...). A token
    may be glued after `_` or a word (`bob_ghp_...`, `call_ghp_...`): formats start

@@ -12,7 +12,7 @@ of its own memory, where a tokenizer library that builds its vocabulary map in e
 process took ~1 s and ~55 MB (quicktok; tiktoken the same). The merging runs in Python
 (~10x slower per token than those, ~1 us a token on this machine: counts are computed
 once, at write time, and stored with each row), with a cache of recent short pieces.
-tests/py/test_tokens.py checks the counts against quicktok, which gives tiktoken's ids,
+tests/py/unit/test_tokens.py checks the counts against quicktok, which gives tiktoken's ids,
 on real corpora and every Unicode code point, and the table against OpenAI's published
 hash of the vocabulary.
 """

@@ -21,25 +21,14 @@ STABLE
 SET search_path = pg_catalog, public, pg_temp
 AS $$
 DECLARE
-    v_key text;
+    v_limit integer;
 BEGIN
-    IF p_options IS NULL OR jsonb_typeof(p_options) <> 'object' THEN
-        RAISE EXCEPTION USING ERRCODE = 'MN001', MESSAGE = 'options must be a JSON object';
-    END IF;
-    SELECT k INTO v_key FROM jsonb_object_keys(p_options) AS k
-    WHERE k NOT IN ('status', 'tenant_id', 'kind', 'limit') LIMIT 1;
-    IF v_key IS NOT NULL THEN
-        RAISE EXCEPTION USING ERRCODE = 'MN001', MESSAGE = format('unknown option %L', v_key),
-            HINT = 'options: status, tenant_id, kind, limit';
-    END IF;
+    PERFORM mnemo_internal.check_options(p_options, ARRAY['status', 'tenant_id', 'kind', 'limit']);
     IF coalesce(p_options ->> 'status', 'queued') NOT IN ('queued', 'done', 'failed') THEN
         RAISE EXCEPTION USING ERRCODE = 'MN001', MESSAGE = format('unknown job status %L', p_options ->> 'status'),
             HINT = 'status is one of queued, done, failed';
     END IF;
-    IF coalesce(jsonb_typeof(p_options -> 'limit'), 'number') <> 'number'
-        OR coalesce((p_options ->> 'limit')::numeric, 50) NOT BETWEEN 1 AND 10000 THEN
-        RAISE EXCEPTION USING ERRCODE = 'MN001', MESSAGE = 'options.limit must be a number from 1 to 10000';
-    END IF;
+    v_limit := mnemo_internal.option_limit(p_options, 50, 10000);
     RETURN QUERY
     SELECT j.job_id, j.tenant_id, j.kind, j.status, j.tries, j.run_after, j.created_at, j.updated_at, j.last_error
     FROM mnemo.jobs AS j
@@ -47,7 +36,7 @@ BEGIN
         AND (NOT p_options ? 'tenant_id' OR j.tenant_id = p_options ->> 'tenant_id')
         AND (NOT p_options ? 'kind' OR j.kind = p_options ->> 'kind')
     ORDER BY j.status = 'failed' DESC, j.updated_at DESC, j.job_id DESC
-    LIMIT coalesce((p_options ->> 'limit')::integer, 50);
+    LIMIT v_limit;
 END;
 $$;
 

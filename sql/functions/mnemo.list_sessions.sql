@@ -27,30 +27,17 @@ SECURITY DEFINER  -- runs as mnemo_api_owner, under row-level security (sql/gran
 SET search_path = pg_catalog, public, pg_temp
 AS $$
 DECLARE
-    v_key text;
     v_limit integer;
 BEGIN
     PERFORM mnemo_internal.enter_tenant(p_tenant_id);
     PERFORM mnemo_internal.check_json_depth(p_options, 'options');
-    IF p_options IS NULL OR jsonb_typeof(p_options) <> 'object' THEN
-        RAISE EXCEPTION USING ERRCODE = 'MN001', MESSAGE = 'options must be a JSON object';
-    END IF;
-    SELECT k INTO v_key FROM jsonb_object_keys(p_options) AS k
-    WHERE k NOT IN ('session_id', 'status', 'agent_id', 'limit') LIMIT 1;
-    IF v_key IS NOT NULL THEN
-        RAISE EXCEPTION USING ERRCODE = 'MN001', MESSAGE = format('unknown option %L', v_key),
-            HINT = 'options: session_id, status, agent_id, limit';
-    END IF;
+    PERFORM mnemo_internal.check_options(p_options, ARRAY['session_id', 'status', 'agent_id', 'limit']);
     IF coalesce(p_options ->> 'status', 'active') NOT IN ('active', 'paused', 'closed', 'expired') THEN
         RAISE EXCEPTION USING ERRCODE = 'MN001',
             MESSAGE = format('unknown session status %L', p_options ->> 'status'),
             HINT = 'status is one of active, paused, closed, expired';
     END IF;
-    IF coalesce(jsonb_typeof(p_options -> 'limit'), 'number') <> 'number'
-        OR coalesce((p_options ->> 'limit')::numeric, 100) NOT BETWEEN 1 AND 10000 THEN
-        RAISE EXCEPTION USING ERRCODE = 'MN001', MESSAGE = 'options.limit must be a number from 1 to 10000';
-    END IF;
-    v_limit := coalesce((p_options ->> 'limit')::integer, 100);
+    v_limit := mnemo_internal.option_limit(p_options, 100, 10000);
     RETURN QUERY
     SELECT s.session_id, s.agent_id, s.channel, s.status, s.model, s.context_window,
         coalesce(m.n, 0), coalesce(m.tokens, 0), s.created_at, m.last_at

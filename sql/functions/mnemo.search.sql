@@ -32,7 +32,6 @@ SECURITY DEFINER  -- runs as mnemo_api_owner, under row-level security (sql/gran
 SET search_path = pg_catalog, public, pg_temp
 AS $$
 DECLARE
-    v_key text;
     v_limit integer;
     v_pool integer;
     v_sources text[];
@@ -45,25 +44,13 @@ BEGIN
     IF p_query IS NULL OR btrim(p_query) = '' THEN
         RAISE EXCEPTION USING ERRCODE = 'MN001', MESSAGE = 'query is required';
     END IF;
-    IF p_options IS NULL OR jsonb_typeof(p_options) <> 'object' THEN
-        RAISE EXCEPTION USING ERRCODE = 'MN001', MESSAGE = 'options must be a JSON object';
-    END IF;
-    SELECT k INTO v_key FROM jsonb_object_keys(p_options) AS k
-    WHERE k NOT IN ('limit', 'sources', 'session_id') LIMIT 1;
-    IF v_key IS NOT NULL THEN
-        RAISE EXCEPTION USING ERRCODE = 'MN001', MESSAGE = format('unknown option %L', v_key),
-            HINT = 'options: limit, sources, session_id';
-    END IF;
-    IF coalesce(jsonb_typeof(p_options -> 'limit'), 'number') <> 'number'
-        OR coalesce((p_options ->> 'limit')::numeric, 10) NOT BETWEEN 1 AND 100 THEN
-        RAISE EXCEPTION USING ERRCODE = 'MN001', MESSAGE = 'options.limit must be a number from 1 to 100';
-    END IF;
+    PERFORM mnemo_internal.check_options(p_options, ARRAY['limit', 'sources', 'session_id']);
+    v_limit := mnemo_internal.option_limit(p_options, 10, 100);
     IF coalesce(jsonb_typeof(p_options -> 'sources'), 'array') <> 'array'
         OR EXISTS (SELECT FROM jsonb_array_elements(coalesce(p_options -> 'sources', '[]')) AS e
             WHERE e NOT IN ('"memories"', '"messages"')) THEN
         RAISE EXCEPTION USING ERRCODE = 'MN001', MESSAGE = 'options.sources must be an array of "memories", "messages"';
     END IF;
-    v_limit := coalesce((p_options ->> 'limit')::integer, 10);
     v_pool := greatest(50, 5 * v_limit);
     v_sources := CASE WHEN p_options ? 'sources'
         THEN ARRAY(SELECT jsonb_array_elements_text(p_options -> 'sources')) ELSE ARRAY['memories', 'messages'] END;

@@ -1,5 +1,5 @@
 """Consistency checks over a set of tenants (issue 20): after any sequence of API calls,
-successful or refused, the data must hold together. Used by tests/py/test_fuzz.py and
+successful or refused, the data must hold together. Used by tests/py/db/test_fuzz.py and
 bench/trust/fuzz.py after fuzzing, and usable after any other run.
 
 Each check is one query over the tenants whose id is LIKE the given pattern and

@@ -1,5 +1,5 @@
 """Fuzzing Mnemosyne's SQL API (issue 20): the strategies and the harness, shared by
-tests/py/test_fuzz.py (~2k inputs in `make test`) and bench/trust/fuzz.py (>= 100k).
+tests/py/db/test_fuzz.py (~2k inputs in `make test`) and bench/trust/fuzz.py (>= 100k).
 
 The API is read from the catalog (every routine of schema `mnemo` but the admin ones
 in ADMIN), so a new API function cannot be forgotten: `missing_strategies` names any

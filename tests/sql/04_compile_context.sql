@@ -2,7 +2,7 @@
 -- contract (signatures, output shape, budget, system prompt first, the context_log
 -- row), the lexicon table, and every validation error by SQLSTATE with a check that
 -- a failed call logged nothing. Behaviour at large (properties, stability, OpenAI SDK
--- validation, the onboarding scenario) is in tests/py/test_context*.py.
+-- validation, the onboarding scenario) is in tests/py/db/test_context*.py.
 BEGIN;
 SELECT plan(37);
 

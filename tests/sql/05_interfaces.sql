@@ -1,6 +1,6 @@
 -- The functions behind the CLI and the MCP server (issue 24): signatures, what they
 -- return on a small fixture, and every validation error by SQLSTATE. Behaviour
--- through the interfaces themselves is in tests/py/test_cli.py and test_mcp.py.
+-- through the interfaces themselves is in tests/py/db/test_cli.py and test_mcp.py.
 BEGIN;
 SELECT plan(49);
 

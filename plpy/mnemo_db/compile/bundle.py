@@ -3,7 +3,7 @@
 it produced; none changes what it is given (the items are made here, and packing
 marks their chosen fidelities).
 
-Invariants (checked by tests/py/test_context_properties.py):
+Invariants (checked by tests/py/db/test_context_properties.py):
 - the tokens of the returned messages never exceed the budget B;
 - the system prompt is present when the session has one; pinned memories are kept;
 - nothing with sensitivity `secret` is sent, and channels see only what they may;

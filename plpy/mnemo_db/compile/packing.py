@@ -264,7 +264,7 @@ def memory_block_tokens(items: list[Item]) -> int:
     o200k's pre-tokenizer always starts a new piece (a piece ending in punctuation or
     whitespace takes the newlines that follow it, never what comes after them), and
     BPE never merges across pieces, so the block costs the sum of its lines
-    (tests/py/test_plpy_units.py checks this on fuzzed blocks)."""
+    (tests/py/unit/test_plpy_units.py checks this on fuzzed blocks)."""
     return tokens.MESSAGE_OVERHEAD + sum(t for _, t in memory_lines(items)) if items else 0
 
 

@@ -6,7 +6,7 @@ imports them only when it runs them."""
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "bench"))
 import locomo  # bench/locomo.py
 import peers  # bench/peers.py

@@ -13,7 +13,7 @@ import sys
 import tomllib
 import zipfile
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+ROOT = pathlib.Path(__file__).resolve().parents[3]
 
 
 def test_declared_console_scripts_import():

@@ -1,4 +1,5 @@
-"""Fixtures for tests that commit: a real PostgreSQL with Mnemosyne deployed.
+"""Fixtures for the tests of tests/py/db/, which commit: a real PostgreSQL with
+Mnemosyne deployed (tests/py/unit/ needs none, and so does not see these fixtures).
 
 DATABASE_URL points at it (the Makefile sets it to the local cluster by default).
 Tests use their own random tenants, so they never see each other's data. pg_cron's
@@ -106,6 +107,14 @@ def session(db, tenant):
 
 
 @pytest.fixture()
+def drop_leftover_jobs(db, tenant):
+    """Jobs a test left queued are dropped afterwards, so later runners skip them
+    (modules use it with pytestmark = pytest.mark.usefixtures("drop_leftover_jobs"))."""
+    yield
+    db._call("DELETE FROM mnemo.jobs WHERE tenant_id = %(t)s AND status = 'queued'", {"t": tenant})
+
+
+@pytest.fixture()
 def fake_llm(db):
     """start(mode or respond, good=None, timeout=5.0, retries=2, enabled=True): a fake
     OpenAI-compatible server (fake_llm.py) configured as the helper LLM, with short
@@ -119,13 +128,12 @@ def fake_llm(db):
         if not server_reaches(DSN, srv.server_address[1]):
             pytest.skip("the server cannot reach this machine's 127.0.0.1, where the fake LLM listens"
                         " (a container on a bridge network, or another host)")
-        db._call("SELECT mnemo.set_helper_llm(%(u)s, 'tiny-model', 'sk-test-key-0123456789abcdefghij',"
-                 " %(to)s::real, %(r)s::integer, 0.05, %(e)s)",
-                 {"u": f"http://127.0.0.1:{srv.server_address[1]}/v1", "to": timeout, "r": retries,
-                  "e": enabled})
+        db.set_helper_llm(f"http://127.0.0.1:{srv.server_address[1]}/v1", "tiny-model",
+                          "sk-test-key-0123456789abcdefghij", timeout_s=timeout, max_retries=retries,
+                          backoff_s=0.05, enabled=enabled)
         return srv
 
     yield start
-    db._call("SELECT mnemo.set_helper_llm(NULL)", {})
+    db.set_helper_llm(None)
     for srv in servers:
         srv.shutdown()

@@ -14,11 +14,11 @@ import json
 import random
 import uuid
 
+from helpers import assert_tool_pairs_whole
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 from mnemo_db import tokens
 from mnemo_db.compile.policy import MEMORY_HEADER
-from test_context import assert_tool_pairs_whole
 
 FIDELITY_RANK = {"full": 0, "detail": 1, "compact": 2, "stub": 3}
 ALLOWED = {"private": ("none", "low", "high"), "team": ("none", "low"),

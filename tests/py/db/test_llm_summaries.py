@@ -15,8 +15,9 @@ import pytest
 from lifecycle_checks import check_levels, present
 from mnemo_db import llm_summarize, summarize, tokens
 from mnemo_db.helper_llm import MalformedReply
-from test_context import _drop_leftover_jobs  # noqa: F401 (autouse fixture)
 from test_lifecycle import NOW, _turns, check_compaction_consistent, last_run, memory, row, sweep
+
+pytestmark = pytest.mark.usefixtures("drop_leftover_jobs")
 
 LOG = "\n".join([f"2031-01-01 10:00:{i:02d} INFO step {i} of the nightly import done in {i * 7} ms"
                  for i in range(40)]

@@ -18,6 +18,7 @@ import openai
 import psycopg
 import pytest
 from conftest import DSN
+from helpers import assert_tool_pairs_whole, run_jobs, say, text_of
 from mnemo_db import tokens
 from mnemo_db.compile.levels import message_levels
 from openai.types.chat import ChatCompletionMessageParam, ChatCompletionToolParam
@@ -31,29 +32,7 @@ SYSTEM_PROMPT = "You are a careful coding assistant. Answer from the repository'
 
 
 # --------------------------------------------------------------------------- helpers
-@pytest.fixture(autouse=True)
-def _drop_leftover_jobs(db, tenant):
-    """Embedding jobs a test did not run are dropped, so that later runners skip them."""
-    yield
-    db._call("DELETE FROM mnemo.jobs WHERE tenant_id = %(t)s AND status = 'queued'",
-             {"t": tenant})
-
-
-def run_jobs(db, *tenants: str) -> None:
-    """Run queued jobs until these tenants' are done (embeddings, access statistics).
-
-    A separate worker number: pg_cron's runner (worker 0) may be running beside us.
-    Memory extraction is not run: these tests place the memories they need themselves
-    (extraction has its own tests in test_formation.py)."""
-    db._call("DELETE FROM mnemo.jobs WHERE tenant_id = ANY(%(t)s) AND kind = 'extract' AND status = 'queued'",
-             {"t": list(tenants)})
-    for _ in range(600):
-        db.run_jobs(worker=11)
-        if not db._call("SELECT count(*) FROM mnemo.jobs WHERE tenant_id = ANY(%(t)s)"
-                        " AND status = 'queued'", {"t": list(tenants)}):
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"jobs of {tenants} still queued")
+pytestmark = pytest.mark.usefixtures("drop_leftover_jobs")
 
 
 def _marker(prefix: str) -> str:
@@ -80,39 +59,12 @@ def _pin(db, tenant: str, memory_id: int) -> None:
              " WHERE tenant_id = %(t)s AND memory_id = %(m)s", {"t": tenant, "m": memory_id})
 
 
-def _say(db, tenant, session, role: str, content: str, **kw) -> int:
-    return db.record_message(tenant, session, {"role": role, "content": content}, **kw)
-
-
 def prompt_cost(messages: list[dict], system_prompt: str | None) -> int:
     """Tokens of the returned messages, less the session's own system prompt."""
     if system_prompt is not None:
         assert messages[0] == {"role": "system", "content": system_prompt}
         messages = messages[1:]
     return sum(tokens.count_message(m) for m in messages)
-
-
-def assert_tool_pairs_whole(messages: list[dict]) -> None:
-    """Each assistant tool call group is followed by exactly its results, in call
-    order, and a tool message only ever follows the assistant message that issued
-    its call. Shared with test_context_properties.py."""
-    i = 0
-    while i < len(messages):
-        m = messages[i]
-        assert m["role"] != "tool", f"tool message {i} does not follow its assistant call"
-        i += 1
-        if m["role"] == "assistant" and m.get("tool_calls"):
-            ids = [tc["id"] for tc in m["tool_calls"]]
-            assert len(set(ids)) == len(ids)
-            answered = []
-            while i < len(messages) and messages[i]["role"] == "tool":
-                answered.append(messages[i]["tool_call_id"])
-                i += 1
-            assert answered == ids, (ids, answered)  # all of them, in call order
-
-
-def text_of(messages: list[dict]) -> str:
-    return "\n".join(tokens.content_text(m.get("content")) for m in messages)
 
 
 def context_log(db, tenant: str) -> list[tuple]:
@@ -159,13 +111,13 @@ class _Recorder(BaseHTTPRequestHandler):
 
 def test_messages_validate_with_the_openai_sdk_and_are_sent_unchanged(db, tenant):
     s = db.start_session(tenant, context_window=128000, system_prompt=SYSTEM_PROMPT)
-    _say(db, tenant, s, "user", "List the repository root and read the README, please.")
+    say(db, tenant, s, "user", "List the repository root and read the README, please.")
     _assistant_calls(db, tenant, s, _call("call_ls", "fs_list_root"),
                      _call("call_rd", "fs_read_file", {"path": "README.md"}),
                      content="Looking at the repository.")
     _tool(db, tenant, s, "call_ls", "README.md\npackage.json\nsrc/")
     _tool(db, tenant, s, "call_rd", "# Ledger\nLedger turns timesheets into invoices.")
-    _say(db, tenant, s, "assistant", "This repository is an invoicing tool.")
+    say(db, tenant, s, "assistant", "This repository is an invoicing tool.")
     db.record_message(tenant, s, {"role": "user", "name": "alice", "content": [
         {"type": "text", "text": "Thanks. Which database does it use?"}]})
     mem = db.record_event(tenant, s, "decision", {"decision": "Use PostgreSQL for invoices",
@@ -210,9 +162,9 @@ def long_session(db, tenant):
     """Many turns of varied length, a tool group with a >64 KB output, memories."""
     s = db.start_session(tenant, context_window=128000, system_prompt=SYSTEM_PROMPT)
     for i in range(14):
-        _say(db, tenant, s, "user", f"Question {i}: how does module m{i} in src/m{i}.py work?"
+        say(db, tenant, s, "user", f"Question {i}: how does module m{i} in src/m{i}.py work?"
              + (" It retries 3 times with a 250 ms backoff. " * (i % 4)))
-        _say(db, tenant, s, "assistant", f"Module m{i} parses /etc/app/m{i}.toml. " * (1 + i % 5))
+        say(db, tenant, s, "assistant", f"Module m{i} parses /etc/app/m{i}.toml. " * (1 + i % 5))
         if i == 5:
             _assistant_calls(db, tenant, s, _call("call_log", "shell", {"cmd": "cat big.log"}),
                              _call("call_ver", "shell", {"cmd": "node --version"}))
@@ -222,7 +174,7 @@ def long_session(db, tenant):
         db.record_event(tenant, s, "decision", {
             "decision": f"Decision {k}: keep retries at {3 + k} for module m{k}",
             "rationale": [f"measured {k * 17} failures per day", "simpler than a queue"]})
-    _say(db, tenant, s, "user", "Now summarise what we decided about retries and the big log.")
+    say(db, tenant, s, "user", "Now summarise what we decided about retries and the big log.")
     return s
 
 
@@ -285,10 +237,10 @@ def test_older_turns_degrade_to_the_levels_their_embed_job_stored(db, tenant):
     s = db.start_session(tenant, context_window=128000)
     long_text = " ".join(f"Step {i}: deploy.sh copies build/app-{i}.tar to /srv/app{i} and "
                          f"restarts the unit app{i}.service after {i * 5} seconds." for i in range(12))
-    long_id = _say(db, tenant, s, "user", long_text)
-    short_id = _say(db, tenant, s, "assistant", "Noted, twelve steps.")
+    long_id = say(db, tenant, s, "user", long_text)
+    short_id = say(db, tenant, s, "assistant", "Noted, twelve steps.")
     for i in range(8):
-        _say(db, tenant, s, "user", f"Follow-up {i}: is step {i} idempotent when run twice?")
+        say(db, tenant, s, "user", f"Follow-up {i}: is step {i} idempotent when run twice?")
     run_jobs(db, tenant)
     with db.conn.cursor() as cur:
         cur.execute("SELECT message_id, levels, role, content, token_count, created_at"
@@ -324,7 +276,7 @@ def test_stored_line_tokens_give_the_context_counting_gives(db, tenant):
     s = db.start_session(tenant, context_window=128000)
     other = db.start_session(tenant, context_window=128000, channel="team")
     for i in range(10):
-        _say(db, tenant, other, "user", f"Team note {i}: the exporter for region-{i} writes "
+        say(db, tenant, other, "user", f"Team note {i}: the exporter for region-{i} writes "
              f"reports/{i}.csv at 0{i}:15 UTC; ticket OPS-{4100 + i} tracks its retries.")
     long_text = " ".join(f"Rule {i}: exports to bucket-{i} are checked by job check-{i} "
                          f"within {i + 3} minutes, or OPS-{4200 + i} is paged." for i in range(8))
@@ -337,7 +289,7 @@ def test_stored_line_tokens_give_the_context_counting_gives(db, tenant):
              " content_stub = %(s)s WHERE tenant_id = %(t)s AND memory_id = %(m)s",
              {"d": long_text[: len(long_text) // 2], "c": long_text[:120], "s": "Export rules, OPS pages.",
               "t": tenant, "m": ids[0]})
-    _say(db, tenant, s, "user", "Which job checks the region exports, and who is paged?")
+    say(db, tenant, s, "user", "Which job checks the region exports, and who is paged?")
     run_jobs(db, tenant)
 
     texts = db._call("SELECT array_agg(array[content_full, content_detail, content_compact, content_stub]"
@@ -377,7 +329,7 @@ def test_stored_line_tokens_give_the_context_counting_gives(db, tenant):
 
 def test_short_turns_are_all_kept_when_they_fit(db, tenant):
     s = db.start_session(tenant, context_window=128000)
-    ids = [_say(db, tenant, s, "user", "ok") for _ in range(60)]
+    ids = [say(db, tenant, s, "user", "ok") for _ in range(60)]
     everything = db.compile_context(tenant, s, budget=100_000)
     cost = prompt_cost(everything, None)
     assert len(everything) == 60
@@ -389,7 +341,7 @@ def test_pinned_memory_never_breaks_the_budget(db, tenant):
     """The memory block's day line costs tokens too: B outranks a pinned memory."""
     s = db.start_session(tenant, context_window=128000)
     for _ in range(2):
-        _say(db, tenant, s, "user", "Build retry deploy tests/test_api.py service query report "
+        say(db, tenant, s, "user", "Build retry deploy tests/test_api.py service query report "
                                     "billing tenant 18317 timeout service!")
     for pinned in (False, False, True):
         m = db.record_event(tenant, s, "decision", {
@@ -409,7 +361,7 @@ def test_pinned_memory_never_breaks_the_budget(db, tenant):
 def test_pinned_memory_is_kept_when_the_history_can_yield(db, tenant):
     s = db.start_session(tenant, context_window=128000)
     for i in range(80):  # short turns: the history fills its share to the token
-        _say(db, tenant, s, "user", f"step {i} done")
+        say(db, tenant, s, "user", f"step {i} done")
     m = db.record_event(tenant, s, "decision", {"decision": "Always use UTC timestamps"})
     _pin(db, tenant, m["memory_id"])
     dropped = []
@@ -426,7 +378,7 @@ def test_pinned_memory_is_kept_when_the_history_can_yield(db, tenant):
 def memories_session(db, tenant):
     s = db.start_session(tenant, context_window=128000)
     for i in range(12):
-        _say(db, tenant, s, "user" if i % 2 == 0 else "assistant",
+        say(db, tenant, s, "user" if i % 2 == 0 else "assistant",
              f"Turn {i}: the exporter writes reports/{i}.csv every {i + 2} minutes.")
     for k in range(6):
         m = db.record_event(tenant, s, "decision", {
@@ -469,7 +421,7 @@ def test_budget_from_the_window_arithmetic(db, tenant):
     s = db.start_session(tenant, context_window=6000, response_reserve=1000,
                          system_prompt=SYSTEM_PROMPT)
     for i in range(60):
-        _say(db, tenant, s, "user" if i % 2 == 0 else "assistant",
+        say(db, tenant, s, "user" if i % 2 == 0 else "assistant",
              f"Turn {i} talks about src/file_{i}.py and its {i * 13} lines. " * 6)
     b = db.compile_context_bundle(tenant, s)["report"]["budget"]
     system = tokens.count_message({"role": "system", "content": SYSTEM_PROMPT})
@@ -488,7 +440,7 @@ def test_budget_from_the_window_arithmetic(db, tenant):
 # --------------------------------------------------------------------------- 3. tool pairs
 def test_tool_call_pairs_stay_whole(db, tenant):
     s = db.start_session(tenant, context_window=128000)
-    _say(db, tenant, s, "user", "Check the build and the tests.")
+    say(db, tenant, s, "user", "Check the build and the tests.")
     _assistant_calls(db, tenant, s, _call("c_build", "shell", {"cmd": "make"}),
                      _call("c_test", "shell", {"cmd": "make test"}))
     _tool(db, tenant, s, "c_build", "build ok")
@@ -502,12 +454,12 @@ def test_tool_call_pairs_stay_whole(db, tenant):
     # text plus an unanswered call: the text is kept, the call is not
     with_text = _assistant_calls(db, tenant, s, _call("c_lost_3", "web", {"q": "x"}),
                                  content="Let me also search the web.")
-    _say(db, tenant, s, "user", "And the coverage?")
+    say(db, tenant, s, "user", "And the coverage?")
     _assistant_calls(db, tenant, s, _call("c_cov", "shell", {"cmd": "coverage report"}))
     # the result arrives after an interleaved user message: it still follows its call
-    _say(db, tenant, s, "user", "Take your time.")
+    say(db, tenant, s, "user", "Take your time.")
     _tool(db, tenant, s, "c_cov", "TOTAL 91%\n" + "src/x.py 100%\n" * 200)
-    _say(db, tenant, s, "assistant", "Coverage is 91 %.")
+    say(db, tenant, s, "assistant", "Coverage is 91 %.")
 
     lost = ("c_lost_1", "c_lost_2", "c_lost_3")
     for budget in (None, 40, 80, 150, 300, 600, 2000):
@@ -555,11 +507,11 @@ def test_consecutive_compiles_are_stable_and_grow_by_appending(db, tenant, long_
 def test_secret_content_never_leaks(db, tenant):
     s = db.start_session(tenant, context_window=128000, system_prompt=SYSTEM_PROMPT)
     user_m, asst_m, tool_m, mem_m = (_marker(p) for p in ("SU", "SA", "ST", "SM"))
-    _say(db, tenant, s, "user", "Let us talk about the deployment credentials.")
-    secret_user = _say(db, tenant, s, "user",
+    say(db, tenant, s, "user", "Let us talk about the deployment credentials.")
+    secret_user = say(db, tenant, s, "user",
                        f"The deployment password for prod database is {user_m}.",
                        sensitivity="secret")
-    _say(db, tenant, s, "assistant", f"Noted the deployment password {asst_m}.",
+    say(db, tenant, s, "assistant", f"Noted the deployment password {asst_m}.",
          sensitivity="secret")
     _assistant_calls(db, tenant, s, _call("c_env", "shell", {"cmd": "env"}))
     _tool(db, tenant, s, "c_env", f"DB_PASSWORD={tool_m}\nDB_HOST=db.internal",
@@ -570,9 +522,9 @@ def test_secret_content_never_leaks(db, tenant):
     public_decision = db.record_event(tenant, s, "decision", {
         "decision": "Deployment credentials live in the vault", "rationale": ["audit"]})
     other = db.start_session(tenant, context_window=128000)
-    _say(db, tenant, other, "user", f"Remember: the deployment password is {user_m}.",
+    say(db, tenant, other, "user", f"Remember: the deployment password is {user_m}.",
          sensitivity="secret")
-    _say(db, tenant, s, "user", "What is the deployment password for the prod database?")
+    say(db, tenant, s, "user", "What is the deployment password for the prod database?")
     run_jobs(db, tenant)
 
     markers = (user_m, asst_m, tool_m, mem_m)
@@ -603,7 +555,7 @@ def test_secret_content_never_leaks(db, tenant):
 def test_secret_metadata_never_leaks(db, tenant, case):
     s = db.start_session(tenant, context_window=128000)
     mk = _marker("SX")
-    _say(db, tenant, s, "user", "Connect to the database.")
+    say(db, tenant, s, "user", "Connect to the database.")
     if case == "tool_call_arguments":
         _assistant_calls(db, tenant, s, _call("c_db", "psql", {"password": mk}),
                          sensitivity="secret")
@@ -611,9 +563,9 @@ def test_secret_metadata_never_leaks(db, tenant, case):
     elif case == "name":
         db.record_message(tenant, s, {"role": "user", "name": mk, "content": "it is hunter2"},
                           sensitivity="secret")
-        _say(db, tenant, s, "user", "Thanks.")
+        say(db, tenant, s, "user", "Thanks.")
     else:
-        _say(db, tenant, s, "user", f"My password is {mk}", sensitivity="secret")
+        say(db, tenant, s, "user", f"My password is {mk}", sensitivity="secret")
     bundle = db.compile_context_bundle(tenant, s)
     assert mk not in json.dumps(bundle)
     assert mk not in json.dumps(context_log(db, tenant), default=str)
@@ -624,18 +576,18 @@ def test_channel_policy(db, tenant):
     high_priv, high_pub, low_pub, own_high = (_marker(p) for p in ("HP", "HU", "LU", "OH"))
     topic = "the staging vault passphrase for the billing service"
     p1 = db.start_session(tenant, channel="private", context_window=128000)
-    _say(db, tenant, p1, "user", f"Note {topic}: it is {high_priv}.", sensitivity="high")
+    say(db, tenant, p1, "user", f"Note {topic}: it is {high_priv}.", sensitivity="high")
     u1 = db.start_session(tenant, channel="public", context_window=128000)
-    _say(db, tenant, u1, "user", f"Officially, {topic} was rotated to {high_pub}.",
+    say(db, tenant, u1, "user", f"Officially, {topic} was rotated to {high_pub}.",
          sensitivity="high")
-    _say(db, tenant, u1, "user", f"Public note about {topic}: ticket {low_pub}.",
+    say(db, tenant, u1, "user", f"Public note about {topic}: ticket {low_pub}.",
          sensitivity="low")
     u2 = db.start_session(tenant, channel="public", context_window=128000)
-    _say(db, tenant, u2, "user", f"In this public channel, {topic} is {own_high}.",
+    say(db, tenant, u2, "user", f"In this public channel, {topic} is {own_high}.",
          sensitivity="high")
-    _say(db, tenant, u2, "user", "What do we know about the vault passphrase?")
+    say(db, tenant, u2, "user", "What do we know about the vault passphrase?")
     p2 = db.start_session(tenant, channel="private", context_window=128000)
-    _say(db, tenant, p2, "user", "What do we know about the vault passphrase?")
+    say(db, tenant, p2, "user", "What do we know about the vault passphrase?")
     run_jobs(db, tenant)
     query = f"What is {topic}?"
     opts = {"budget": 20_000, "task_type": "knowledge"}
@@ -661,7 +613,7 @@ def test_channel_policy(db, tenant):
     # another agent's private session is not recalled, even on a private channel
     other_agent = db.start_session(tenant, channel="private", agent_id="other",
                                    context_window=128000)
-    _say(db, tenant, other_agent, "user", "What do we know about the vault passphrase?")
+    say(db, tenant, other_agent, "user", "What do we know about the vault passphrase?")
     foreign = text_of(db.compile_context(tenant, other_agent, query, **opts))
     assert high_priv not in foreign and high_pub in foreign
 
@@ -672,12 +624,12 @@ def test_tenants_are_isolated(db, tenant):
     db.create_tenant(other)
     mk = _marker("XT")
     a = db.start_session(tenant, context_window=128000)
-    _say(db, tenant, a, "user", f"The invoice numbering scheme is {mk}-YYYY-NNNN.")
+    say(db, tenant, a, "user", f"The invoice numbering scheme is {mk}-YYYY-NNNN.")
     db.record_event(tenant, a, "decision", {"decision": f"Invoice numbers use prefix {mk}",
                                             "rationale": ["the auditors asked"]})
     b = db.start_session(other, context_window=128000)
-    _say(db, other, b, "user", "We also number invoices.")
-    _say(db, other, b, "user", "What is the invoice numbering scheme?")
+    say(db, other, b, "user", "We also number invoices.")
+    say(db, other, b, "user", "What is the invoice numbering scheme?")
     run_jobs(db, tenant, other)
     query = f"invoice numbering scheme prefix {mk}"
     own = {f"msg:{i}" for i in db._call(
@@ -716,7 +668,7 @@ def test_tenants_are_isolated(db, tenant):
 ])
 def test_bad_options_raise_mn001_and_log_nothing(db, tenant, opts, exc):
     s = db.start_session(tenant)
-    _say(db, tenant, s, "user", "hello")
+    say(db, tenant, s, "user", "hello")
     for call in (db.compile_context, db.compile_context_bundle):
         with pytest.raises(exc) as info:
             call(tenant, s, "hello", **opts)
@@ -757,9 +709,9 @@ def test_unknown_session_and_tenant(db, tenant):
 # --------------------------------------------------------------------------- 9. context_log
 def test_each_compile_logs_exactly_one_row(db, tenant):
     s = db.start_session(tenant, context_window=128000, system_prompt=SYSTEM_PROMPT)
-    _say(db, tenant, s, "user", "What does the scheduler do?")
+    say(db, tenant, s, "user", "What does the scheduler do?")
     db.record_event(tenant, s, "decision", {"decision": "The scheduler runs every minute"})
-    _say(db, tenant, s, "assistant", "It runs jobs every minute.")
+    say(db, tenant, s, "assistant", "It runs jobs every minute.")
     ids = []
     for budget in (100, 5000):
         bundle = db.compile_context_bundle(tenant, s, budget=budget)
@@ -869,7 +821,7 @@ def test_as_of_sees_the_past(db, tenant):
     s = db.start_session(tenant, context_window=128000)
     now = datetime.now(UTC)
     t = [now - timedelta(hours=h) for h in (5, 4, 3, 2)]
-    ids = [_say(db, tenant, s, role, text, created_at=at) for role, text, at in zip(
+    ids = [say(db, tenant, s, role, text, created_at=at) for role, text, at in zip(
         ("user", "assistant", "user", "assistant"),
         ("Which port does the API use?", "Port 8080.", "Move it to 9090.", "Done: port 9090."),
         t, strict=True)]
@@ -945,8 +897,8 @@ def test_a_misspelt_identifier_reaches_its_memory_by_trigram(db, tenant):
 def test_embed_job_counts_each_document_once_into_the_lexicon(db, tenant, session):
     """BM25 statistics: the first embedding of a message adds it to mnemo.lexicon (one
     document per distinct lexeme, plus totals on lexeme ''); nothing is counted twice."""
-    _say(db, tenant, session, "user", "Invoices invoices live in PostgreSQL")
-    _say(db, tenant, session, "user", "Refunds live in S3")
+    say(db, tenant, session, "user", "Invoices invoices live in PostgreSQL")
+    say(db, tenant, session, "user", "Refunds live in S3")
     run_jobs(db, tenant)
 
     def lexicon():
@@ -998,10 +950,10 @@ def test_access_sweep_folds_context_log_into_access_statistics(db, tenant, sessi
         db.compile_context_bundle(tenant, session, "how do we bill?")
     deadline = time.monotonic() + 20
     while db.conn.execute(access, (tenant, m["memory_id"])).fetchone()[0] < 2 and time.monotonic() < deadline:
-        db.conn.execute("CALL mnemo.run_sweep('access', now(), %s)", (tenant,))
+        db.run_sweep("access", tenant_id=tenant)
         time.sleep(0.5)
     assert db.conn.execute(access, (tenant, m["memory_id"])).fetchone()[0] == 2
-    db.conn.execute("CALL mnemo.run_sweep('access', now(), %s)", (tenant,))
+    db.run_sweep("access", tenant_id=tenant)
     assert db.conn.execute(access, (tenant, m["memory_id"])).fetchone()[0] == 2  # a row is counted once
     # the statistics go with their memory
     db.conn.execute("DELETE FROM mnemo.memories WHERE tenant_id = %s AND memory_id = %s", (tenant, m["memory_id"]))
@@ -1015,7 +967,7 @@ def test_a_sweep_with_max_seconds_looks_again_until_then(db, tenant):
     for _ in range(3):  # pg_cron's own run of the sweep may hold its lock for a moment
         before = db.conn.execute("SELECT coalesce(max(run_id), 0) FROM mnemo_internal.lifecycle_runs").fetchone()[0]
         t0 = time.monotonic()
-        db.conn.execute("CALL mnemo.run_sweep('working_memory', now(), %s, NULL, 100000, 7)", (tenant,))
+        db.run_sweep("working_memory", tenant_id=tenant, max_seconds=7)
         took = time.monotonic() - t0
         run = db.conn.execute("SELECT status, batches FROM mnemo_internal.lifecycle_runs WHERE run_id > %s"
                               " AND sweep = 'working_memory' AND tenant_id = %s", (before, tenant)).fetchone()

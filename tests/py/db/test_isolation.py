@@ -17,7 +17,7 @@ from conftest import DSN
 from mnemosyne import connect
 from mnemosyne.errors import MnemoError
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))
 from trust import isolation  # bench/trust/isolation.py
 
 

@@ -16,8 +16,9 @@ from pathlib import Path
 import psycopg
 import pytest
 from conftest import DSN, drain_jobs, is_local_cluster
+from helpers import waits_for_a_lock
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 # The runs below use a worker of their own: pg_cron's runner (worker 0) may still be in
 # its minute-long run beside them (right after `make up`, say), and a second run of the
@@ -374,13 +375,8 @@ def test_extraction_beside_the_runner_never_deadlocks(db, tenant):
         direct.execute("SELECT mnemo_internal.extract(%s, %s)", (tenant, json.dumps({"session_id": str(s2)})))
         thread = threading.Thread(target=run)
         thread.start()
-        waited = False
-        for _ in range(600):  # until the runner waits for the direct extraction's transaction
-            waited = db._call("SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = %(p)s",
-                              {"p": runner.info.backend_pid})
-            if waited or not thread.is_alive():
-                break
-            time.sleep(0.1)
+        # until the runner waits for the direct extraction's transaction
+        waited = waits_for_a_lock(runner.info.backend_pid, thread.is_alive)
         direct.execute("SELECT mnemo_internal.extract(%s, %s)", (tenant, json.dumps({"session_id": str(s1)})))
         direct.commit()
         thread.join()

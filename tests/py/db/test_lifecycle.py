@@ -18,11 +18,13 @@ from pathlib import Path
 import psycopg
 import pytest
 from conftest import DSN
+from helpers import assert_tool_pairs_whole, waits_for_a_lock
 from lifecycle_checks import check_levels
 from mnemo_db import tokens
-from test_context import _drop_leftover_jobs, assert_tool_pairs_whole  # noqa: F401 (autouse fixture)
 
-ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.usefixtures("drop_leftover_jobs")
+
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def sweep(conn, name: str, now: datetime | None = None, tenant: str | None = None,
@@ -354,13 +356,7 @@ def test_sweep_killed_halfway_then_rerun_is_consistent(db, tenant):
     th = threading.Thread(target=run)
     th.start()
     try:
-        for _ in range(600):
-            waiting = c.execute("SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = %s",
-                                (pid,)).fetchone()
-            if waiting and waiting[0]:
-                break
-            time.sleep(0.05)
-        else:
+        if not waits_for_a_lock(pid, th.is_alive):
             pytest.fail("the sweep never reached the locked session")
         assert c.execute("SELECT pg_terminate_backend(%s)", (pid,)).fetchone()[0]
         th.join(30)

@@ -53,21 +53,28 @@ def test_null_and_empty(db):
     assert out[1] is None and out[0] and out[2]
 
 
+def copy_local_model(target) -> None:
+    """The local cluster's exported model (or MNEMO_MODEL_DIR's), copied into target."""
+    import os
+    import shutil
+
+    model_dir = os.environ.get("MNEMO_MODEL_DIR") or os.path.join(
+        os.path.dirname(__file__), "..", "..", "..", ".mnemo", "model")
+    if not os.path.exists(os.path.join(model_dir, "model.onnx")):
+        pytest.skip("no local model (make up)")
+    for name in ("model.onnx", "tokenizer.json"):
+        shutil.copy(os.path.join(model_dir, name), target / name)
+
+
 def test_mapped_model_gives_the_same_vectors(tmp_path):
     """model.prepacked.onnx (embedding.prepare_mapped: the weights, and the kernels'
     pre-packed copies of them, in a file the backends map instead of copying) is the
     same network: the same vectors within float error."""
     import os
-    import shutil
 
     from mnemo_db import embedding
 
-    model_dir = os.environ.get("MNEMO_MODEL_DIR") or os.path.join(
-        os.path.dirname(__file__), "..", "..", ".mnemo", "model")
-    if not os.path.exists(os.path.join(model_dir, "model.onnx")):
-        pytest.skip("no local model (make up)")
-    for name in ("model.onnx", "tokenizer.json"):
-        shutil.copy(os.path.join(model_dir, name), tmp_path / name)
+    copy_local_model(tmp_path)
     plain = embedding.Embedder(str(tmp_path)).embed(SAMPLE)
     assert embedding.model_path(str(tmp_path)).endswith("model.onnx")
     embedding.prepare_mapped(str(tmp_path))
@@ -84,17 +91,9 @@ def test_mapped_model_that_misses_its_probe_is_not_used(tmp_path):
     """Packed weights written on another CPU or onnxruntime could compute other
     vectors: a mapped model that does not reproduce its probe vector is replaced by
     model.onnx in that backend."""
-    import os
-    import shutil
-
     from mnemo_db import embedding
 
-    model_dir = os.environ.get("MNEMO_MODEL_DIR") or os.path.join(
-        os.path.dirname(__file__), "..", "..", ".mnemo", "model")
-    if not os.path.exists(os.path.join(model_dir, "model.onnx")):
-        pytest.skip("no local model (make up)")
-    for name in ("model.onnx", "tokenizer.json"):
-        shutil.copy(os.path.join(model_dir, name), tmp_path / name)
+    copy_local_model(tmp_path)
     embedding.prepare_mapped(str(tmp_path))
     probe = tmp_path / (embedding.MAPPED_MODEL + ".probe")
     vector = np.fromfile(probe, dtype="<f4")

@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from mnemo_db import tokens
 
-SHARED = Path(os.environ.get("MNEMO_SHARED", Path(__file__).resolve().parents[2].parent / "shared")) / "bench"
+SHARED = Path(os.environ.get("MNEMO_SHARED", Path(__file__).resolve().parents[3].parent / "shared")) / "bench"
 # tiktoken_ext/openai_public.py: the sha256 of o200k_base.tiktoken
 O200K_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
 

@@ -18,7 +18,7 @@ import psycopg
 import pytest
 from mnemo_db import redact
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))
 from trust import secrets as planting  # bench/trust/secrets.py
 
 from mnemosyne import default_dsn

@@ -14,9 +14,11 @@ from datetime import UTC, datetime
 import psycopg
 import pytest
 from conftest import DSN
-from test_context import _drop_leftover_jobs, run_jobs  # noqa: F401 (autouse fixture)
+from helpers import run_jobs
 from test_lifecycle import last_run, memory, sweep
 from test_segments import _conversation
+
+pytestmark = pytest.mark.usefixtures("drop_leftover_jobs")
 
 
 def _access(c, tenant: str, memory_id: int) -> tuple:

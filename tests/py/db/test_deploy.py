@@ -15,7 +15,7 @@ import psycopg
 import pytest
 from conftest import DSN
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def server_paths() -> tuple[str, str]:

@@ -12,7 +12,7 @@ import numpy as np
 import psycopg
 import pytest
 from conftest import DSN
-from test_context import _say, run_jobs, text_of
+from helpers import run_jobs, say, text_of
 
 TOPICS = ["the invoice numbering scheme", "the staging database password rotation",
           "the quarterly billing export", "the PDF renderer upgrade", "the customer portal login"]
@@ -40,7 +40,7 @@ def _conversation(db, tenant: str, sessions: int = 3, turns: int = 12) -> list[s
             if i % 3 == 0:
                 said["name"] = "ann"
             db.record_message(tenant, sid, said)
-            _say(db, tenant, sid, "assistant", f"In session {s}, {topic} moved to plan S{s}T{i}.")
+            say(db, tenant, sid, "assistant", f"In session {s}, {topic} moved to plan S{s}T{i}.")
     run_jobs(db, tenant)
     return sids
 
@@ -89,7 +89,7 @@ def test_the_tail_after_a_segment_and_what_changed_since(db, tenant):
     sids = _conversation(db, tenant, sessions=2, turns=6)
     assert build(db, tenant) == 24
     # new after sealing: read live from the tail
-    late = _say(db, tenant, sids[0], "user", "Late note: the renderer ships as build R-7781.")
+    late = say(db, tenant, sids[0], "user", "Late note: the renderer ships as build R-7781.")
     run_jobs(db, tenant)
     bundle = db.compile_context_bundle(tenant, sids[1], "Which build does the renderer ship as?",
                                        budget=3000, log=False)
@@ -103,7 +103,7 @@ def test_the_tail_after_a_segment_and_what_changed_since(db, tenant):
     assert f"msg:{sealed}" not in [i["source"] for i in bundle["report"]["items"]]
     # the next build grows the last segment with the tail, and drops the pruned one
     assert build(db, tenant) == 0  # a single new message is below even min 1 once net of the pruned
-    assert _say(db, tenant, sids[1], "user", "one more") and run_jobs(db, tenant) is None
+    assert say(db, tenant, sids[1], "user", "one more") and run_jobs(db, tenant) is None
     assert build(db, tenant) >= 1
     seg = segments(db, tenant)
     assert len(seg) == 1 and seg[0][2] > late and seg[0][3] == 24 + 2 - 1
@@ -111,7 +111,7 @@ def test_the_tail_after_a_segment_and_what_changed_since(db, tenant):
 
 def test_a_message_whose_embedding_is_queued_waits(db, tenant):
     sid = db.start_session(tenant, context_window=128000)
-    ids = [_say(db, tenant, sid, "user", f"Turn {i} about {TOPICS[i % 5]}.") for i in range(6)]
+    ids = [say(db, tenant, sid, "user", f"Turn {i} about {TOPICS[i % 5]}.") for i in range(6)]
     # nothing embedded yet: nothing sealed (its vector belongs in the segment)
     assert build(db, tenant) == 0 and segments(db, tenant) == []
     run_jobs(db, tenant)
@@ -120,7 +120,7 @@ def test_a_message_whose_embedding_is_queued_waits(db, tenant):
 
 def test_an_uncommitted_write_holds_the_seal_back(db, tenant):
     sid = db.start_session(tenant, context_window=128000)
-    _say(db, tenant, sid, "user", "Committed before the build.")
+    say(db, tenant, sid, "user", "Committed before the build.")
     run_jobs(db, tenant)
     writer = psycopg.connect(DSN)  # a transaction still open after record_message
     try:
@@ -140,7 +140,7 @@ def test_an_uncommitted_write_holds_the_seal_back(db, tenant):
 
 def test_the_sweep_seals_waiting_tenants_and_bad_input_is_refused(db, tenant):
     _conversation(db, tenant, sessions=1, turns=40)  # 80 messages: past the default 64
-    db.conn.execute("CALL mnemo.run_sweep('segments', now(), %s)", (tenant,))
+    db.run_sweep("segments", tenant_id=tenant)
     assert segments(db, tenant)[0][3] == 80
     run = db.conn.execute("SELECT status, counts FROM mnemo_internal.lifecycle_runs"
                           " WHERE sweep = 'segments' ORDER BY run_id DESC LIMIT 1").fetchone()
