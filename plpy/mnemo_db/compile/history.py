@@ -121,6 +121,10 @@ class PreparedHistory:
     def __init__(self, history: list[dict], allowed: tuple[str, ...]):
         self.units = group_history(history)
         self.allowed = allowed
+        # Paging (mnemo_db.paging.residency): each unit's fidelity floor, the index of
+        # its object's residency in FIDELITIES, len(FIDELITIES) for evicted; None: the
+        # session has no semantic objects, and packing is by age alone.
+        self.floors: list[int] | None = None
         self._versions: dict[int, list[tuple[dict[str, dict], dict[str, int]]]] = {}
         self._picks: dict[int, HistoryPick] = {}  # pack_history by budget (read only)
         # Full-fidelity cost of each unit: the stored token counts unless the unit's
@@ -167,6 +171,10 @@ def pack_history(h: PreparedHistory, budget: int) -> HistoryPick:
     cumulative caps): when a unit no longer fits in its zone, it and every older unit
     go one zone down, so older turns degrade before they are dropped and fidelity
     never rises going back in time. The newest unit is verbatim whenever it fits.
+    With paging (h.floors), a unit is never sent above its object's residency and an
+    evicted one not at all: if the history fits at the floors, the floors are the
+    fidelities (a paged history is not contiguous, and its fidelity may rise going
+    back in time); if not, the walk above runs with each unit at least at its floor.
     Memoised per budget on h: the candidate pool is sized with the same packing that
     the decide phase then does (phases.plan, bundle.decide).
     """
@@ -178,34 +186,45 @@ def pack_history(h: PreparedHistory, budget: int) -> HistoryPick:
         acc += share
         caps.append(int(budget * acc))
     caps[-1] = budget
-    if sum(h.full_costs) <= budget:
-        zones = [0] * len(units)
+    floors = h.floors or [0] * len(units)
+    evicted = len(FIDELITIES)
+    if sum(h.cost(u, f) for u, f in enumerate(floors) if f < evicted) <= budget:
+        zones = list(floors)
     else:
         zones, used, z = [], 0, 0
         for idx in range(len(units) - 1, -1, -1):
+            floor = floors[idx]
+            if floor == evicted:
+                zones.append(evicted)
+                continue
             newest = idx == len(units) - 1
-            while z < len(FIDELITIES):
-                cap = budget if newest and z == 0 else caps[z]
-                if used + h.cost(idx, z) <= cap:
+            zz = max(z, floor)
+            while zz < evicted:
+                cap = budget if newest and zz == 0 else caps[zz]
+                if used + h.cost(idx, zz) <= cap:
                     break
-                z += 1
-            if z == len(FIDELITIES):
+                zz += 1
+            if zz == evicted:
                 break
-            used += h.cost(idx, z)
-            zones.append(z)
+            if zz > floor:
+                z = max(z, zz)  # what the budget forced goes for every older unit too
+            used += h.cost(idx, zz)
+            zones.append(zz)
         zones.reverse()
-    kept = len(zones)
-    first = len(units) - kept
+    dropped = len(units) - len(zones)
     messages, fids, used = [], [], 0
-    for u, z in zip(range(first, len(units)), zones):
+    for u, z in zip(range(dropped, len(units)), zones):
+        if z == evicted:
+            continue
         fid = FIDELITIES[z]
         for m, (version, cost) in zip(units[u], h.at(u, fid)):
             label = "withheld" if m["sensitivity"] not in h.allowed else fid
             messages.append(version)
             fids.append((m["message_id"], label, cost))
             used += cost
-    first_turn = units[first][0]["turn_index"] if kept else None
-    pick = h._picks[budget] = HistoryPick(messages, fids, used, first, first_turn)
+    first = next((dropped + k for k, z in enumerate(zones) if z != evicted), len(units))
+    first_turn = units[first][0]["turn_index"] if first < len(units) else None
+    pick = h._picks[budget] = HistoryPick(messages, fids, used, dropped, first_turn)
     return pick
 
 
