@@ -88,6 +88,14 @@ def paging_report(plan: Plan) -> dict:
             "evicted_units": p.evicted_units}
 
 
+def evicted_sources(prepared: PreparedHistory) -> set[str]:
+    """The history's messages that paging evicted."""
+    if prepared.floors is None:
+        return set()
+    return {f"msg:{m['message_id']}" for unit, f in zip(prepared.units, prepared.floors) if f == len(FIDELITIES)
+            for m in unit}
+
+
 def pinned_reserve(items: list[Item]) -> int:
     """Tokens kept for the pinned items before the history takes its share: their
     cheapest lines, the block header and a day line each at most."""
@@ -215,8 +223,9 @@ def decide(session: Session, history: list[dict], plan: Plan, candidates: list[d
     pick, summary, summary_tokens = history_pick(plan.prepared, b_hist, session.summary_text)
     in_history = history_sources(pick)
 
-    # Memories within B - history, greedy knapsack over fidelities
-    items = memory_candidates(all_items, in_history, opts["max_items"])
+    # Memories within B - history, greedy knapsack over fidelities; an evicted turn of
+    # this session is not recalled either (paging: memory_query and memory_restore reach it)
+    items = memory_candidates(all_items, in_history | evicted_sources(plan.prepared), opts["max_items"])
     mem_budget = available - pick.tokens - summary_tokens
     if opts["cap_memory"] is not None:
         mem_budget = min(mem_budget, opts["cap_memory"])

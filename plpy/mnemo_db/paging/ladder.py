@@ -14,9 +14,9 @@ asking for a small context once must not evict objects from the session). Zones:
     emergency               everything -> evicted but the last two user turns, the
                             newest tool call and pinned objects
 
-A zone acts until the ratio is at most `target` (hysteresis: changes come in
-batches, so most compiles change nothing and the prompt prefix stays byte-identical);
-if its moves run out while the history still exceeds the window, the next zone acts.
+A zone acts until the ratio is at most `target` or its moves run out (hysteresis:
+changes come in batches, so most compiles change nothing and the prompt prefix stays
+byte-identical).
 Pinned objects (a fault or restore pinned them for some turns), anchored ones (the
 anchor tag) and the protected newest objects never move under pressure.
 """
@@ -117,9 +117,14 @@ def _step(zone: str, fidelity: str) -> str | None:
 
 def relieve(objects: list[Resident], used: int, capacity: int, cfg: dict) -> tuple[str, list[Change], int]:
     """The zone of a compile and the changes that bring the history's tokens (`used`,
-    at the current fidelities) down to the target ratio of `capacity`. Least relevant
-    first, then oldest. Returns (zone, changes, tokens used after them); the objects'
-    fidelities are updated in place."""
+    at the current fidelities) down to the target ratio of `capacity`: the zone's
+    moves, least relevant then oldest first, pass after pass (warning takes an object
+    from full down to stub in three), until the target is reached or the zone has no
+    move left. Either way the next compile, without new data, changes nothing: its
+    zone is this one or a lower one, whose moves are a subset of these. A history
+    that does not fit the window is in emergency, which may evict anything movable.
+    Returns (zone, changes, tokens used after them); the objects' fidelities are
+    updated in place."""
     if capacity <= 0:
         return "normal", [], used
     zone = zone_of(used / capacity, cfg)
@@ -128,18 +133,18 @@ def relieve(objects: list[Resident], used: int, capacity: int, cfg: dict) -> tup
         return zone, changes, used
     movable = sorted((o for o in objects if not (o.pinned or o.anchored or o.protected)),
                      key=lambda o: (o.relevance, o.last_turn, o.object_id))
-    for z in ZONES[ZONES.index(zone):]:
+    moved = True
+    while moved and used > cfg["target"] * capacity:
+        moved = False
         for o in movable:
             if used <= cfg["target"] * capacity:
-                return zone, changes, used
-            to = _step(z, o.fidelity)
+                break
+            to = _step(zone, o.fidelity)
             if to is None:
                 continue
             used += o.cost(to) - o.cost(o.fidelity)
-            changes.append(Change(o.object_id, o.fidelity, to, "pressure", z))
-            o.fidelity = to
-        if used <= capacity:
-            break  # fits: the next compile's zone takes it from here
+            changes.append(Change(o.object_id, o.fidelity, to, "pressure", zone))
+            o.fidelity, moved = to, True
     return zone, changes, used
 
 
