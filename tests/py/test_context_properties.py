@@ -9,7 +9,6 @@ plpy/mnemo_db/compile/bundle.py's docstring on what actually came back.
 
 from __future__ import annotations
 
-import itertools
 import json
 import random
 import uuid

@@ -275,7 +275,7 @@ def test_release_sends_objects_to_stub(db, tenant):
 
 
 def test_query_answers_from_evicted_content_offline_and_the_object_stays_evicted(db, tenant):
-    s, reads = coding_session(db, tenant)
+    s, _ = coding_session(db, tenant)
     oid = s.read("src/billing/settings.py", "import os\nRETRY_BUDGET_SECONDS = 4242\nMAX_INVOICES = 17\n"
                  + source("settings", 30))
     s.say("user", "Now look at the reports.")
