@@ -24,7 +24,7 @@ ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
 WORKDIR /opt/mnemosyne
 COPY docker/build-python.sh docker/
 COPY plpy/requirements.txt plpy/
-COPY plpy/mnemo_db/__init__.py plpy/mnemo_db/export_onnx.py plpy/mnemo_db/
+COPY scripts/export_onnx.py scripts/
 RUN --mount=type=secret,id=ca_bundle docker/build-python.sh /opt/mnemo
 
 # The code the server runs (read-only to it) and what the deploy loads.

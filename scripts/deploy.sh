@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # Deploys Mnemosyne into $DATABASE_URL. Safe to run again and again:
 #   1. sql/bootstrap.sql, settings, error codes     (idempotent)
-#   2. sql/partitions/*.sql, sql/functions/*.sql    (CREATE OR REPLACE, one transaction)
-#   3. sql/migrations/*.sql                         (each runs once, recorded with its hash)
-#   4. sql/grants.sql, server-side Python paths, month partitions, cron/*.sql
+#   2. the routines the schema names: sql/partitions/*.sql and the sql/functions files
+#      marked "-- deploy: before the migrations" (policies and triggers call them)
+#   3. sql/migrations/*.sql                         (each runs once, recorded with its hash;
+#      a changed released migration stops the deploy before anything is loaded)
+#   4. the other sql/functions/*.sql                (CREATE OR REPLACE, one transaction):
+#      after the migrations, so that a migration drops an old signature first
+#   5. sql/grants.sql, server-side Python paths, month partitions, cron/*.sql
 set -euo pipefail
 cd "$(dirname "$0")/.."
 : "${DATABASE_URL:?DATABASE_URL must be set}"
@@ -16,24 +20,44 @@ if [ -n "${MNEMO_HASH_PARTITIONS:-}" ] && [ -z "$(q "SELECT 1 FROM mnemo_interna
   q "UPDATE mnemo_internal.settings SET value = to_jsonb(${MNEMO_HASH_PARTITIONS}::integer) WHERE key = 'hash_partitions'" >/dev/null
 fi
 
-# Bodies are not checked at creation (check_function_bodies = off), so the files
-# load in any order and before the tables of a first deploy exist; tests run them.
-args=(-1 -c 'SET client_min_messages = warning' -c 'SET check_function_bodies = off')
-for f in sql/partitions/*.sql sql/functions/*.sql; do args+=(-f "$f"); done
-"${PSQL[@]}" "${args[@]}"
-log "$(ls sql/partitions/*.sql sql/functions/*.sql | wc -l) routine files loaded"
+# A migration that ran is frozen: a file whose hash changed since is an error (add a
+# new migration instead), found before anything else is loaded.
+declare -A ran=() sums=()
+while read -r v sum; do ran[$v]=$sum; done < <("${PSQL[@]}" -tA -F ' ' -c 'SELECT version, sha256 FROM mnemo_internal.schema_migrations')
+changed=()
+for f in sql/migrations/*.sql; do
+  v=$(basename "$f" .sql); sums[$v]=$(sha256sum "$f" | cut -c1-64)
+  if [ -n "${ran[$v]:-}" ] && [ "${ran[$v]}" != "${sums[$v]}" ]; then changed+=("$v"); fi
+done
+if [ ${#changed[@]} -gt 0 ]; then
+  echo "mnemo deploy: migration ${changed[*]} changed since it ran; released migrations are frozen:" \
+       "restore the file and add a new migration" >&2
+  exit 1
+fi
+
+# Bodies are not checked at creation (check_function_bodies = off), so the files of a
+# step load in any order, and before the tables of a first deploy exist; tests run them.
+load_routines() {
+  local args=(-1 -c 'SET client_min_messages = warning' -c 'SET check_function_bodies = off') f
+  for f in "$@"; do args+=(-f "$f"); done
+  "${PSQL[@]}" "${args[@]}"
+}
+early=(sql/partitions/*.sql $(grep -l '^-- deploy: before the migrations' sql/functions/*.sql))
+load_routines "${early[@]}"
 
 for f in sql/migrations/*.sql; do
-  v=$(basename "$f" .sql); sum=$(sha256sum "$f" | cut -c1-64)
-  done_sum=$(q "SELECT sha256 FROM mnemo_internal.schema_migrations WHERE version = '$v'")
-  if [ -z "$done_sum" ]; then
+  v=$(basename "$f" .sql)
+  if [ -z "${ran[$v]:-}" ]; then
     log "migration $v"
     "${PSQL[@]}" -1 -c 'SET client_min_messages = warning' -f "$f" \
-      -c "INSERT INTO mnemo_internal.schema_migrations (version, sha256) VALUES ('$v', '$sum')"  >/dev/null
-  elif [ "$done_sum" != "$sum" ]; then
-    echo "mnemo deploy: WARNING migration $v changed since it ran; released migrations are frozen, add a new one" >&2
+      -c "INSERT INTO mnemo_internal.schema_migrations (version, sha256) VALUES ('$v', '${sums[$v]}')" >/dev/null
   fi
 done
+
+late=()
+for f in sql/functions/*.sql; do [[ " ${early[*]} " == *" $f "* ]] || late+=("$f"); done
+load_routines "${late[@]}"
+log "$(( ${#early[@]} + ${#late[@]} )) routine files loaded (${#early[@]} before the migrations)"
 
 "${PSQL[@]}" -c 'SET client_min_messages = warning' -f sql/grants.sql
 

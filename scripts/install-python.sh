@@ -42,9 +42,9 @@ else
   log "PL/Python modules up to date"
 fi
 
-if [ ! -f "$MNEMO_HOME/model/model.onnx" ] || [ plpy/mnemo_db/export_onnx.py -nt "$MNEMO_HOME/model/model.onnx" ]; then
+if [ ! -f "$MNEMO_HOME/model/model.onnx" ] || [ scripts/export_onnx.py -nt "$MNEMO_HOME/model/model.onnx" ]; then
   log "exporting all-MiniLM-L6-v2 to ONNX in $MNEMO_HOME/model"
-  .venv/bin/python -m mnemo_db.export_onnx "$MNEMO_HOME/model"
+  .venv/bin/python scripts/export_onnx.py "$MNEMO_HOME/model"
 else
   log "ONNX model present"
 fi

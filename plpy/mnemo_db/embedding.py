@@ -165,12 +165,10 @@ class Embedder:
         """Starts embedding one text on the executor's thread and returns once the
         encoder has started. The text is tokenized here, so that the thread runs
         nothing but the encoder, which releases the GIL. The thread needs the GIL to
-        start, and a compile's statements hold it while they run in PL/Python: left
-        to find it, the thread started 0.5 ms after the compile (p50; 1.9 ms p95),
-        and the encoder is the longer of a compile's two paths. Waiting here (the
-        handoff costs a thread wake-up) starts it at once; interleaved A/B, 3 x 200
-        compiles: p50 -0.4 to -0.65 ms. Bounded: a thread still busy with an
-        earlier text is not waited for."""
+        start, and a compile's statements hold it while they run in PL/Python, so
+        it would start late on the longer of a compile's two paths: waiting here
+        (a thread wake-up) starts it at once (docs/performance.md). Bounded: a
+        thread still busy with an earlier text is not waited for."""
         inputs = self.inputs([text])
         started = threading.Event()
 
@@ -215,6 +213,21 @@ def get_embedder(model_dir: str, threads: int = 1) -> Embedder:
                     )
                 _model = Embedder(model_dir, threads)
     return _model
+
+
+MODEL_SETTINGS = ("SELECT mnemo_internal.setting('model_dir') #>> '{}' AS dir,"
+                  " mnemo_internal.setting('embed_threads') #>> '{}' AS threads")
+
+
+def server_embedder(plpy) -> Embedder:
+    """The backend's model for the PL/Python bodies (mnemo.embed, mnemo.embed_batch),
+    loaded on first use from the model_dir and embed_threads settings."""
+    if _model is not None:
+        return _model
+    s = plpy.execute(MODEL_SETTINGS)[0]
+    if not s["dir"]:
+        plpy.error("the model_dir setting is empty", sqlstate="MN011", hint="Run the deploy (make up).")
+    return get_embedder(s["dir"], int(s["threads"]))
 
 
 def loaded() -> Embedder | None:

@@ -28,11 +28,13 @@ from datetime import UTC, datetime
 
 from . import admission, extract, helper_llm, redact
 from .timestamps import utc_datetime
+from .vocabulary import most_sensitive, provenance_authority
 
-AUTHORITY = {"user_stated": 6, "correction": 6, "instruction": 5, "preference": 4, "fact": 3,
-             "tool_output": 2, "system_inferred": 1}
 DURABLE_KINDS = ("fact", "preference", "instruction", "decision")
-SENSITIVITY_RANK = {"none": 0, "low": 1, "high": 2, "secret": 3}
+# Defaults of the extract_batch_messages and extract_job_messages settings
+# (sql/settings.sql), for a database where a setting's row is gone.
+HELPER_BATCH_MESSAGES = 40
+JOB_MESSAGES = 100
 
 MESSAGES = """
 SELECT m.message_id, m.turn_index, m.role, m.name, m.content, m.session_id::text AS session_id,
@@ -112,8 +114,7 @@ ON CONFLICT (tenant_id, memory_id) DO UPDATE SET access_count = a.access_count +
 """
 VERSION = """
 INSERT INTO mnemo.memory_versions (tenant_id, memory_id, version, change, reason, old_value, new_value)
-SELECT $1, $2, coalesce(max(v.version), 0) + 1, $3, $4, $5::jsonb, $6::jsonb
-FROM mnemo.memory_versions AS v WHERE v.tenant_id = $1 AND v.memory_id = $2
+VALUES ($1, $2, mnemo_internal.next_memory_version($1, $2), $3, $4, $5::jsonb, $6::jsonb)
 """
 SUPERSEDE = """
 UPDATE mnemo.memories AS m
@@ -236,8 +237,9 @@ class Former:
         }
         self.sleep = time.sleep
 
-    def x(self, name: str, args: list):
-        return self.plpy.execute(self.q[name], args)
+    def execute(self, statement: str, args: list):
+        """Runs one of the prepared statements (self.q) by name."""
+        return self.plpy.execute(self.q[statement], args)
 
     # ------------------------------------------------------------------ the job
     def extract_job(self, tenant: str, payload: dict) -> dict:
@@ -246,7 +248,7 @@ class Former:
         if not session:
             raise ValueError("extract job payload needs a session_id")
         self.lock(tenant)
-        st = self.x("state", [tenant, session])[0]
+        st = self.execute("state", [tenant, session])[0]
         cfg = json.loads(st["config"]) if st["config"] else {}
         method = cfg.get("method") or st["method"]
         if method == "off" or st["last"] is None:
@@ -255,11 +257,11 @@ class Former:
         hi = int(payload["to_turn"]) if "to_turn" in payload else st["last"]
         # Bounded work per run (per transaction): the rest goes on in another run of
         # the job, after the other due jobs (see mnemo_internal.process_job).
-        rest, per_run = None, max(int(st["per_run"] or 100), 1)
+        rest, per_run = None, max(int(st["per_run"] or JOB_MESSAGES), 1)
         if hi - lo > per_run:
             hi = lo + per_run
             rest = {**payload, "from_turn": hi + 1} if "from_turn" in payload else payload
-        rows = self.x("messages", [tenant, session, lo, hi])
+        rows = self.execute("messages", [tenant, session, lo, hi])
         msgs = [{"message_id": r["message_id"], "turn_index": r["turn_index"], "role": r["role"],
                  "name": r["name"], "content": r["content"], "session_id": r["session_id"],
                  "sensitivity": r["sensitivity"], "created_at": _ts(r["created_epoch"]),
@@ -273,7 +275,7 @@ class Former:
         if helper is not None:
             tools = [m for m in msgs if m["role"] == "tool"]
             try:
-                step = max(int(st["batch"] or 40), 1)
+                step = max(int(st["batch"] or HELPER_BATCH_MESSAGES), 1)
                 for i in range(0, len(msgs), step):
                     got, n = helper_llm.extract(helper, helper.get("api_key"), msgs[i:i + step], self.sleep)
                     cands.extend(got)
@@ -287,11 +289,10 @@ class Former:
         sens = {m["message_id"]: m["sensitivity"] for m in msgs}
         for c in cands:
             c.setdefault("method", used)
-            c["sensitivity"] = max((sens.get(i, "none") for i in c["source_message_ids"]),
-                                   key=SENSITIVITY_RANK.get, default="none")
+            c["sensitivity"] = most_sensitive(sens.get(i, "none") for i in c["source_message_ids"])
         stats = self.form_all(tenant, cands, cfg.get("admission_threshold") or st["admit"], st["dedup"])
         if rows:
-            self.x("save_state", [tenant, session, max(r["turn_index"] for r in rows), used])
+            self.execute("save_state", [tenant, session, max(r["turn_index"] for r in rows), used])
         stats.update({"method": used, "messages": len(msgs), "candidates": len(cands),
                       "helper_attempts": attempts})
         if fallback:
@@ -305,19 +306,18 @@ class Former:
         tenant at a time (extract jobs, a manual run, remember, correct), so two never
         lock the same entities, memories or versions in opposite orders. The lock order
         of the whole job runner is written down in sql/functions/mnemo.run_jobs.sql."""
-        self.x("lock", [tenant])
+        self.execute("lock", [tenant])
 
     def helper_config(self) -> dict | None:
-        return helper_llm.config_from_rows(self.x("helper", []))
+        return helper_llm.config_from_rows(self.execute("helper", []))
 
     # ---------------------------------------------------------------- formation
     def form_all(self, tenant: str, cands: list[dict], threshold: float, dedup: float) -> dict:
         stats = {"admitted": 0, "rejected": 0, "merged": 0, "superseded": 0, "skipped": 0}
         if not cands:
             return stats
-        for c in cands:
-            self.redact(tenant, c)
-        vecs = [r["v"] for r in self.x("embed", [[c["content"] for c in cands]])]
+        self.redact(tenant, cands)
+        vecs = [r["v"] for r in self.execute("embed", [[c["content"] for c in cands]])]
         new_ids: list[int] = []
         now = datetime.now(UTC)
         for c, vec in zip(cands, vecs, strict=True):
@@ -327,17 +327,20 @@ class Former:
             if outcome in ("admitted", "superseded") and mid:
                 new_ids.append(mid)
         if new_ids:
-            self.x("lexicon", [tenant, new_ids])
+            self.execute("lexicon", [tenant, new_ids])
         return stats
 
     def _log(self, tenant, c, h, memory_id, admitted, s, decision):
-        self.x("admission", [tenant, c.get("session_id"), memory_id, admitted, s["total"], s["type"],
+        self.execute("admission", [tenant, c.get("session_id"), memory_id, admitted, s["total"], s["type"],
                              s["novelty"], s["utility"], s["recency"], s["threshold"], c["content"],
                              c["kind"], h, c["source_message_ids"], decision, c.get("method")])
 
-    def redact(self, tenant: str, c: dict) -> None:
-        """Candidates are redacted before anything (log, version, payload) keeps them."""
-        if self.x("redacts", [tenant])[0]["on"]:
+    def redact(self, tenant: str, cands: list[dict]) -> None:
+        """Candidates are redacted once, before anything (embedding, log, version,
+        payload) keeps them: form() and insert() take them redacted."""
+        if not cands or not self.execute("redacts", [tenant])[0]["on"]:
+            return
+        for c in cands:
             keys = [k for k in ("content", "decision", "rationale", "alternatives", "title", "subject",
                                 "object", "entities", "tags", "source_key", "tool") if c.get(k)]
             value, kinds = redact.redact_value({k: c[k] for k in keys})
@@ -347,13 +350,12 @@ class Former:
 
     def form(self, tenant: str, c: dict, threshold: float, dedup: float, now: datetime,
              explicit: bool = False) -> tuple[str, int | None]:
-        """One candidate through idempotence, dedup, conflicts and admission."""
-        self.redact(tenant, c)
-        h = self.x("hash", [c["content"]])[0]["h"]
+        """One (redacted) candidate through idempotence, dedup, conflicts and admission."""
+        h = self.execute("hash", [c["content"]])[0]["h"]
         src = c["source_message_ids"]
-        if src and self.x("seen", [tenant, h, src])[0]["seen"]:
+        if src and self.execute("seen", [tenant, h, src])[0]["seen"]:
             return "skipped", None
-        exact = self.x("exact", [tenant, h])
+        exact = self.execute("exact", [tenant, h])
         if exact:
             mid = exact[0]["memory_id"]
             if not explicit:
@@ -366,7 +368,7 @@ class Former:
         losers: list[int] = []
         winner_over_candidate = None
         if c["kind"] == "fact" and c.get("functional") and c.get("subject") and c.get("predicate"):
-            for f in self.x("current_facts", [tenant, c["subject"], c["predicate"]]):
+            for f in self.execute("current_facts", [tenant, c["subject"], c["predicate"]]):
                 if (f["object"] or "").strip().lower() == (c.get("object") or "").strip().lower():
                     if not explicit:
                         self.merge(tenant, f["memory_id"], c, "same_fact")
@@ -377,7 +379,7 @@ class Former:
                     losers.append(f["memory_id"])
                 else:
                     winner_over_candidate = f
-        near = self.x("nearest", [tenant, c["embedding"]]) if c.get("embedding") else []
+        near = self.execute("nearest", [tenant, c["embedding"]]) if c.get("embedding") else []
         best = max((r["cosine"] for r in near), default=None)
         if not losers and winner_over_candidate is None and not explicit and c["kind"] != "file_context":
             for r in near:
@@ -398,7 +400,7 @@ class Former:
         mid = self.insert(tenant, c, options)
         self._log(tenant, c, h, mid, True, s, "explicit" if explicit else "admitted")
         if c.get("source_key"):
-            losers.extend(r["memory_id"] for r in self.x("same_key", [tenant, c["source_key"], mid]))
+            losers.extend(r["memory_id"] for r in self.execute("same_key", [tenant, c["source_key"], mid]))
         for old in losers:
             self.supersede(tenant, old, mid, c.get("valid_from") or now,
                            "file re-read" if c["kind"] == "file_context" else "contradicted by a newer statement")
@@ -410,15 +412,15 @@ class Former:
         new_t, old_t = c.get("valid_from"), _ts(f["valid_epoch"])
         if new_t and old_t and abs((new_t - old_t).total_seconds()) >= 1:
             return new_t > old_t
-        a_new = AUTHORITY.get(c.get("provenance_type"), 1)
-        a_old = AUTHORITY.get(f["provenance_type"], 1)
+        a_new = provenance_authority(c.get("provenance_type"))
+        a_old = provenance_authority(f["provenance_type"])
         if a_new != a_old:
             return a_new > a_old
         return (c.get("confidence") or 0.5) >= (f["confidence"] or 0.5)
 
     def merge(self, tenant: str, mid: int, c: dict, reason: str) -> None:
-        self.x("merge", [tenant, mid, c["source_message_ids"]])
-        self.x("version", [tenant, mid, "merge", reason, None,
+        self.execute("merge", [tenant, mid, c["source_message_ids"]])
+        self.execute("version", [tenant, mid, "merge", reason, None,
                            json.dumps({"content": c["content"], "source_message_ids": c["source_message_ids"],
                                        "method": c.get("method")})])
 
@@ -426,9 +428,9 @@ class Former:
         meta = {"superseded_reason": reason}
         if reason == "file re-read":
             meta["max_fidelity"] = "stub"
-        rows = self.x("supersede", [tenant, old, new, at, json.dumps(meta)])
-        self.x("supersede_payloads", [tenant, old, at, new, json.dumps({"reason": reason})])
-        self.x("version", [tenant, old, "superseded", reason,
+        rows = self.execute("supersede", [tenant, old, new, at, json.dumps(meta)])
+        self.execute("supersede_payloads", [tenant, old, at, new, json.dumps({"reason": reason})])
+        self.execute("version", [tenant, old, "superseded", reason,
                            json.dumps({"content": rows[0]["content_full"] if rows else None}),
                            json.dumps({"superseded_by": new, "valid_to": _iso(at)})])
 
@@ -451,39 +453,39 @@ class Former:
                 if c.get("method", "offline") == "offline" else "mnemo_db.helper_llm"}
         if c.get("model"):
             prov["model"] = c["model"]
-        mid = self.x("insert", [tenant, c.get("session_id"), c["kind"], c["content"],
+        mid = self.execute("insert", [tenant, c.get("session_id"), c["kind"], c["content"],
                                 c.get("provenance_type", "system_inferred"), json.dumps(prov),
                                 c["source_message_ids"], c.get("sensitivity", "none"),
                                 json.dumps({k: v for k, v in options.items() if v is not None})])[0]["id"]
         ids = {}
         for name, kind in ents:
             norm = " ".join(name.lower().split())
-            ids[norm] = self.x("entity", [tenant, kind, name, norm])[0]["entity_id"]
-            self.x("mention", [tenant, mid, ids[norm], "mention"])
+            ids[norm] = self.execute("entity", [tenant, kind, name, norm])[0]["entity_id"]
+            self.execute("mention", [tenant, mid, ids[norm], "mention"])
         vf, vt = c.get("valid_from"), extra.get("valid_to")
         if c["kind"] in ("fact", "preference") and c.get("subject") and c.get("predicate"):
             subj = ids.get(" ".join(c["subject"].lower().split()))
             if subj is None:
                 norm = " ".join(c["subject"].lower().split())
-                subj = self.x("entity", [tenant, "person", c["subject"], norm])[0]["entity_id"]
-                self.x("mention", [tenant, mid, subj, "subject"])
+                subj = self.execute("entity", [tenant, "person", c["subject"], norm])[0]["entity_id"]
+                self.execute("mention", [tenant, mid, subj, "subject"])
             obj = ids.get(" ".join((c.get("object") or "").lower().split()))
             if obj is None and c.get("functional") and c.get("object"):
                 norm = " ".join(c["object"].lower().split())
-                obj = self.x("entity", [tenant, "thing", c["object"], norm])[0]["entity_id"]
-                self.x("mention", [tenant, mid, obj, "object"])
-            self.x("fact", [tenant, mid, c["subject"], c["predicate"], c.get("object") or "",
+                obj = self.execute("entity", [tenant, "thing", c["object"], norm])[0]["entity_id"]
+                self.execute("mention", [tenant, mid, obj, "object"])
+            self.execute("fact", [tenant, mid, c["subject"], c["predicate"], c.get("object") or "",
                             subj, obj, vf, vt])
             if subj and obj and subj != obj:
-                self.x("edge", [tenant, subj, c["predicate"], obj, mid, vf])
+                self.execute("edge", [tenant, subj, c["predicate"], obj, mid, vf])
         elif c["kind"] == "decision":
-            self.x("decision", [tenant, mid, c.get("decision") or c["content"],
+            self.execute("decision", [tenant, mid, c.get("decision") or c["content"],
                                 "superseded" if extra.get("superseded_by") else "active",
                                 c.get("rationale") or [], c.get("alternatives") or []])
         elif c["kind"] in ("task", "open_loop"):
-            self.x("task", [tenant, mid, c.get("title") or c["content"], c.get("status") or "open",
+            self.execute("task", [tenant, mid, c.get("title") or c["content"], c.get("status") or "open",
                             c.get("due_at"), c.get("expires_at")])
-        self.x("version", [tenant, mid, "created", f"{c.get('method', 'offline')} {c['kind']}", None,
+        self.execute("version", [tenant, mid, "created", f"{c.get('method', 'offline')} {c['kind']}", None,
                            json.dumps({"content": c["content"], "source_message_ids": c["source_message_ids"]})])
         return mid
 
@@ -502,6 +504,7 @@ class Former:
         if fact:
             c.update(subject=fact["subject"], predicate=fact["predicate"], object=fact["object"],
                      functional=bool(fact.get("functional", True)))
+        self.redact(tenant, [c])
         _, mid = self.form(tenant, c, 0.0, 1.0, c["valid_from"], explicit=True)
         if o.get("tags") or o.get("sensitivity"):
             self.plpy.execute(self.plpy.prepare(
@@ -512,7 +515,7 @@ class Former:
 
     def correct(self, tenant: str, memory_id: int, content: str, reason: str | None) -> int:
         self.lock(tenant)
-        rows = self.x("memory", [tenant, memory_id])
+        rows = self.execute("memory", [tenant, memory_id])
         if not rows:
             return None
         old = rows[0]
@@ -524,9 +527,9 @@ class Former:
         if old["subject"] and old["predicate"]:
             c.update(subject=old["subject"], predicate=old["predicate"], functional=False,
                      object=extract.clean(content))
-        self.redact(tenant, c)
+        self.redact(tenant, [c])
         mid = self.insert(tenant, c, {"tier": old["tier"]})
-        h = self.x("hash", [c["content"]])[0]["h"]
+        h = self.execute("hash", [c["content"]])[0]["h"]
         s = admission.score(c, None, c["valid_from"], 0.0)
         self._log(tenant, c, h, mid, True, s, "correction")
         self.supersede(tenant, memory_id, mid, c["valid_from"], reason or "corrected")

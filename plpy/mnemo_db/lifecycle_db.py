@@ -1,10 +1,11 @@
 """The lifecycle sweeps' database side: statements run inside PL/Python.
 
-Each `*_batch` method is the body of one mnemo_internal.sweep_<name> function and does
-one batch: it reads a bounded set of rows after the cursor in `state`, asks
-lifecycle.py (decisions), llm_summarize.py (summaries by the helper LLM, when one is
-configured and enabled) or summarize.py (offline summaries, and the fallback) what to
-do, writes the answer and returns {"rows": touched, "done": bool, "state": {...}, "counts": {...}}.
+Each `<sweep>_batch` method of Sweeps is one batch of a Python sweep (those
+mnemo_internal.sweeps() marks python), run by mnemo_internal.sweep_py: it reads a
+bounded set of rows after the cursor in `state`, asks lifecycle.py (decisions),
+llm_summarize.py (summaries by the helper LLM, when one is configured and enabled) or
+summarize.py (offline summaries, and the fallback) what to do, writes the answer and
+returns {"rows": touched, "done": bool, "state": {...}, "counts": {...}}.
 mnemo.run_sweep calls it in a loop and commits after each batch, so a sweep that
 is killed keeps every finished batch and redoes nothing twice (each batch is one
 transaction and every write checks the state it expects).
@@ -18,6 +19,7 @@ from datetime import datetime
 
 from . import helper_llm, lifecycle, llm_summarize, summarize
 from .timestamps import utc_datetime
+from .vocabulary import most_sensitive
 
 SETTINGS = """
 SELECT key, value::text AS value FROM mnemo_internal.settings WHERE key = ANY($1)
@@ -54,8 +56,7 @@ WITH p AS (
 INSERT INTO mnemo.memory_versions (tenant_id, memory_id, version, change, reason, old_value, new_value,
     created_at)
 SELECT u.tenant_id, u.memory_id,
-    coalesce((SELECT max(v.version) FROM mnemo.memory_versions AS v
-        WHERE v.tenant_id = u.tenant_id AND v.memory_id = u.memory_id), 0) + 1,
+    mnemo_internal.next_memory_version(u.tenant_id, u.memory_id),
     'promote', format('utility %s above the %s threshold', round(u.utility::numeric, 4), u.old_tier),
     jsonb_build_object('tier', u.old_tier),
     jsonb_build_object('tier', u.tier, 'scope', 'global', 'is_validated', true), $7
@@ -120,8 +121,7 @@ WITH p AS (
 INSERT INTO mnemo.memory_versions (tenant_id, memory_id, version, change, reason, old_value, new_value,
     created_at)
 SELECT d.tenant_id, d.memory_id,
-    coalesce((SELECT max(v.version) FROM mnemo.memory_versions AS v
-        WHERE v.tenant_id = d.tenant_id AND v.memory_id = d.memory_id), 0) + 1,
+    mnemo_internal.next_memory_version(d.tenant_id, d.memory_id),
     'expire', d.reason, jsonb_build_object('is_active', true, 'tier', d.tier),
     jsonb_build_object('is_active', false, 'archived', true), $4
 FROM d
@@ -153,8 +153,7 @@ WITH p AS (
 INSERT INTO mnemo.memory_versions (tenant_id, memory_id, version, change, reason, old_value, new_value,
     created_at)
 SELECT u.tenant_id, u.memory_id,
-    coalesce((SELECT max(v.version) FROM mnemo.memory_versions AS v
-        WHERE v.tenant_id = u.tenant_id AND v.memory_id = u.memory_id), 0) + 1,
+    mnemo_internal.next_memory_version(u.tenant_id, u.memory_id),
     'demote', format('activity %s below the %s floor', round(u.activity::numeric, 5), u.old_tier),
     jsonb_build_object('tier', u.old_tier), jsonb_build_object('tier', u.tier), $7
 FROM u
@@ -260,9 +259,6 @@ INSERT INTO mnemo.compaction_log (tenant_id, session_id, summary_message_id, sum
     active_tokens_before, active_tokens_after, method, created_at)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $14, $13)
 """
-
-SENSITIVITY_ORDER = ("none", "low", "high")
-
 
 _epoch = utc_datetime  # clamped to what a datetime holds: a stored infinity fails no sweep
 
@@ -565,8 +561,8 @@ class Sweeps:
             })
         first_turn = min(m["first_turn"] for m in msgs)
         last_turn = max(m["turn_index"] for m in span)
-        sens = max((m["sensitivity"] for m in span if m["sensitivity"] in SENSITIVITY_ORDER),
-                   key=SENSITIVITY_ORDER.index, default="none")
+        # secret content is withheld from the summary, so it is no more than high
+        sens = most_sensitive(m["sensitivity"] for m in span if m["sensitivity"] != "secret")
         when = f"{span[0]['created']} to {span[-1]['created']}"
         full = summarize.transcript(msgs)
         helper = None if summ["state"].get("helper_down") else summ.get("helper")

@@ -10,11 +10,9 @@ PARALLEL SAFE
 SECURITY DEFINER  -- runs as mnemo_api_owner, under row-level security (sql/grants.sql)
 SET search_path = pg_catalog, public, pg_temp
 AS $$
-if 'mnemo_tokens' not in GD:
-    plpy.execute('SELECT mnemo_internal.py_bootstrap()')
-    from mnemo_db import tokens
-    GD['mnemo_tokens'] = tokens
-return GD['mnemo_tokens'].count(p_text)
+'mnemo_ready' in GD or plpy.execute('SELECT mnemo_internal.py_bootstrap()')
+from mnemo_db import tokens
+return tokens.count(p_text)
 $$;
 
 COMMENT ON FUNCTION mnemo.count_tokens(text) IS 'o200k_base token count of a text.';

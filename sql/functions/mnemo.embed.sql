@@ -11,16 +11,9 @@ PARALLEL SAFE
 SECURITY DEFINER  -- runs as mnemo_api_owner, under row-level security (sql/grants.sql)
 SET search_path = pg_catalog, public, pg_temp
 AS $$
-if 'mnemo_embedder' not in GD:
-    plpy.execute('SELECT mnemo_internal.py_bootstrap()')
-    from mnemo_db import embedding
-    d = plpy.execute("SELECT mnemo_internal.setting('model_dir') #>> '{}' AS d, "
-                     "mnemo_internal.setting('embed_threads') #>> '{}' AS t")[0]
-    if not d['d']:
-        plpy.error('the model_dir setting is empty', sqlstate='MN011', hint='Run the deploy (make up).')
-    GD['mnemo_embedder'] = embedding.get_embedder(d['d'], int(d['t']))
-    GD['mnemo_to_pgvector'] = embedding.to_pgvector
-return GD['mnemo_to_pgvector'](GD['mnemo_embedder'].embed([p_text])[0])
+'mnemo_ready' in GD or plpy.execute('SELECT mnemo_internal.py_bootstrap()')
+from mnemo_db import embedding
+return embedding.to_pgvector(embedding.server_embedder(plpy).embed([p_text])[0])
 $$;
 
 COMMENT ON FUNCTION mnemo.embed(text) IS

@@ -11,13 +11,13 @@ PARALLEL SAFE
 SECURITY DEFINER  -- runs as mnemo_api_owner, under row-level security (sql/grants.sql)
 SET search_path = pg_catalog, public, pg_temp
 AS $$
-if 'mnemo_embedder' not in GD:
-    plpy.execute("SELECT mnemo.embed('')")
+'mnemo_ready' in GD or plpy.execute('SELECT mnemo_internal.py_bootstrap()')
+from mnemo_db import embedding
 present = [i for i, t in enumerate(p_texts) if t is not None]
-vecs = GD['mnemo_embedder'].embed([p_texts[i] for i in present])
+vecs = embedding.server_embedder(plpy).embed([p_texts[i] for i in present])
 out = [None] * len(p_texts)
 for row, i in enumerate(present):
-    out[i] = GD['mnemo_to_pgvector'](vecs[row])
+    out[i] = embedding.to_pgvector(vecs[row])
 return out
 $$;
 

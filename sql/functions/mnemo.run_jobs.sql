@@ -45,6 +45,10 @@ BEGIN
     IF p_batch_size IS NULL OR p_batch_size < 1 OR p_max_batches IS NULL OR p_max_batches < 1 THEN
         RAISE EXCEPTION USING ERRCODE = 'MN001', MESSAGE = 'batch size and batch count must be positive';
     END IF;
+    IF mnemo_internal.paused_cron_run() THEN
+        RAISE NOTICE 'mnemo.run_jobs: its pg_cron job is paused; nothing to do';
+        RETURN;
+    END IF;
     IF NOT pg_catalog.pg_try_advisory_lock(pg_catalog.hashtext('mnemo.run_jobs'), coalesce(p_worker, 0)) THEN
         RAISE NOTICE 'mnemo.run_jobs: worker % is already running; nothing to do', p_worker;
         RETURN;

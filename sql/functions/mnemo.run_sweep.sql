@@ -1,8 +1,8 @@
 -- CALL mnemo.run_sweep(p_sweep, p_now, p_tenant_id, p_batch_size, p_max_batches, p_max_seconds)
--- Runs one lifecycle sweep (DESIGN.md "Lifecycle"): promotion, expiry, summaries,
--- compaction, partitions, working_memory, prune, segments or access. Every pg_cron job of the lifecycle
--- is a CALL of this procedure (cron/jobs.sql); it can also be called by hand, at top
--- level (it commits), e.g. CALL mnemo.run_sweep('compaction');
+-- Runs one lifecycle sweep (DESIGN.md "Lifecycle"), one of mnemo_internal.sweeps().
+-- Every pg_cron job of the lifecycle is a CALL of this procedure (cron/jobs.sql); it
+-- can also be called by hand, at top level (it commits), e.g.
+-- CALL mnemo.run_sweep('compaction');
 --   p_now: the sweep's clock (default now()), so tests and back-fills control time.
 --   p_tenant_id: only this tenant's rows (default: all tenants).
 --   p_max_seconds: once done, look again every 5 s until this many seconds from the
@@ -18,16 +18,6 @@
 -- batch is rolled back, recorded with its SQLSTATE, and re-raised.
 -- No SET search_path here: a procedure with a SET clause cannot COMMIT, so every name
 -- is schema-qualified instead. Raises MN001 for an unknown sweep or bad sizes.
--- (Before p_max_seconds it had five parameters: that signature is dropped once, or
--- a CALL with five arguments would match both.)
-DO $$
-BEGIN
-    IF to_regprocedure('mnemo.run_sweep(text, timestamptz, text, integer, integer)') IS NOT NULL THEN
-        DROP PROCEDURE mnemo.run_sweep(text, timestamptz, text, integer, integer);
-    END IF;
-END
-$$;
-
 CREATE OR REPLACE PROCEDURE mnemo.run_sweep(
     p_sweep text,
     p_now timestamptz DEFAULT now(),
@@ -39,10 +29,7 @@ CREATE OR REPLACE PROCEDURE mnemo.run_sweep(
 LANGUAGE plpgsql
 AS $$
 DECLARE
-    v_sweeps constant text[] := ARRAY[
-        'promotion', 'expiry', 'summaries', 'compaction', 'partitions', 'working_memory', 'prune', 'segments',
-        'access'];
-    v_python constant text[] := ARRAY['promotion', 'expiry', 'summaries', 'compaction'];
+    v_python boolean;
     v_batch integer;
     v_run bigint;
     v_state jsonb := '{}';
@@ -55,14 +42,19 @@ DECLARE
     v_poll constant interval := '5 seconds';
     v_until timestamptz := pg_catalog.clock_timestamp() + pg_catalog.make_interval(secs => p_max_seconds);
 BEGIN
-    IF p_sweep IS NULL OR NOT p_sweep = ANY(v_sweeps) THEN
+    SELECT s.python INTO v_python FROM mnemo_internal.sweeps() AS s WHERE s.sweep = p_sweep;
+    IF NOT FOUND THEN
         RAISE EXCEPTION USING ERRCODE = 'MN001', MESSAGE = pg_catalog.format('unknown sweep %L', p_sweep),
-            HINT = 'one of ' || pg_catalog.array_to_string(v_sweeps, ', ');
+            HINT = 'one of ' || (SELECT pg_catalog.string_agg(s.sweep, ', ') FROM mnemo_internal.sweeps() AS s);
     END IF;
     v_batch := coalesce(p_batch_size, (mnemo_internal.setting('lifecycle_batch_size') #>> '{}')::integer);
     IF v_batch < 1 OR p_max_batches IS NULL OR p_max_batches < 1 OR p_now IS NULL
         OR p_max_seconds IS NULL OR p_max_seconds < 0 THEN
         RAISE EXCEPTION USING ERRCODE = 'MN001', MESSAGE = 'run_sweep needs a clock and positive batch sizes';
+    END IF;
+    IF mnemo_internal.paused_cron_run() THEN
+        RAISE NOTICE 'mnemo.run_sweep: the pg_cron job of % is paused; nothing to do', p_sweep;
+        RETURN;
     END IF;
     IF NOT pg_catalog.pg_try_advisory_lock(pg_catalog.hashtext('mnemo.run_sweep'), pg_catalog.hashtext(p_sweep)) THEN
         RAISE NOTICE 'mnemo.run_sweep: % is already running; nothing to do', p_sweep;
@@ -77,7 +69,7 @@ BEGIN
     LOOP
         PERFORM mnemo_internal.stop_if_postmaster_died();  -- an orphaned run must not block a restart
         BEGIN
-            IF p_sweep = ANY(v_python) THEN
+            IF v_python THEN
                 v_result := mnemo_internal.sweep_py(p_sweep, p_now, p_tenant_id, v_batch, v_state);
             ELSE
                 EXECUTE pg_catalog.format('SELECT mnemo_internal.%I($1, $2, $3, $4)', 'sweep_' || p_sweep)

@@ -25,11 +25,9 @@ SET max_parallel_workers_per_gather = 0
 -- thresholds, and compiling took ~360 ms for statements that run in a few.
 SET jit = off
 AS $$
-compiler = GD.get('mnemo_compiler')
-if compiler is None:
-    plpy.execute('SELECT mnemo_internal.py_bootstrap()')
-    from mnemo_db.compile.compiler import Compiler
-    compiler = GD['mnemo_compiler'] = Compiler(plpy)
+'mnemo_ready' in GD or plpy.execute('SELECT mnemo_internal.py_bootstrap()')
+from mnemo_db.compile.compiler import Compiler
+compiler = GD.get('mnemo_compiler') or GD.setdefault('mnemo_compiler', Compiler(plpy))
 return compiler.compile(p_tenant_id, p_session_id, p_query, p_options, messages_only=p_messages_only)
 $$;
 

@@ -5,6 +5,7 @@
 -- setting, which mnemo_internal.enter_tenant() sets for unbound service roles.
 -- Used by every row-level security policy. Reads: mnemo_internal.role_tenants.
 -- PL/pgSQL for the reason given in bound_tenant_id.
+-- deploy: before the migrations (their policies name it)
 CREATE OR REPLACE FUNCTION mnemo_internal.current_tenant_id()
 RETURNS text
 LANGUAGE plpgsql

@@ -11,7 +11,7 @@ STRICT
 PARALLEL SAFE
 SET search_path = pg_catalog, public, pg_temp
 AS $$
-plpy.execute('SELECT mnemo_internal.py_bootstrap()')
+'mnemo_ready' in GD or plpy.execute('SELECT mnemo_internal.py_bootstrap()')
 from mnemo_db.excerpt import make_excerpt
 return make_excerpt(p_text, p_max_bytes, p_artifact_id)
 $$;

@@ -12,12 +12,10 @@ LANGUAGE plpython3u
 VOLATILE
 SET search_path = pg_catalog, public, pg_temp
 AS $$
+'mnemo_ready' in GD or plpy.execute('SELECT mnemo_internal.py_bootstrap()')
 import json
-former = GD.get('mnemo_former')
-if former is None:
-    plpy.execute('SELECT mnemo_internal.py_bootstrap()')
-    from mnemo_db.formation import Former
-    former = GD['mnemo_former'] = Former(plpy)
+from mnemo_db.formation import Former
+former = GD.get('mnemo_former') or GD.setdefault('mnemo_former', Former(plpy))
 return json.dumps(former.extract_job(p_tenant_id, json.loads(p_payload)))
 $$;
 

@@ -11,10 +11,9 @@ STRICT
 PARALLEL SAFE
 SET search_path = pg_catalog, public, pg_temp
 AS $$
-if 'mnemo_tokens' not in GD:
-    plpy.execute("SELECT mnemo.count_tokens('')")
-count = GD['mnemo_tokens'].count_line_text
-return [None if t is None else count(t) for t in p_texts]
+'mnemo_ready' in GD or plpy.execute('SELECT mnemo_internal.py_bootstrap()')
+from mnemo_db.tokens import count_line_text
+return [None if t is None else count_line_text(t) for t in p_texts]
 $$;
 
 COMMENT ON FUNCTION mnemo_internal.line_tokens(text[]) IS

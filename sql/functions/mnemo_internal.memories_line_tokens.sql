@@ -4,6 +4,7 @@
 -- content_compact and content_stub (mnemo_internal.line_tokens), in step with the
 -- texts, whichever path writes them (insert_memory, the summaries job, correct, a
 -- promotion).
+-- deploy: before the migrations (0012 creates the trigger)
 CREATE OR REPLACE FUNCTION mnemo_internal.memories_line_tokens()
 RETURNS trigger
 LANGUAGE plpgsql

@@ -12,16 +12,13 @@ IMMUTABLE
 PARALLEL SAFE
 SET search_path = pg_catalog, public, pg_temp
 AS $$
-if 'mnemo_levels' not in GD:
-    plpy.execute('SELECT mnemo_internal.py_bootstrap()')
-    from mnemo_db.compile import levels, rows
-    GD['mnemo_levels'] = (levels, rows)
+'mnemo_ready' in GD or plpy.execute('SELECT mnemo_internal.py_bootstrap()')
 import json
-levels_of, rows = GD['mnemo_levels']
-levels = levels_of.message_levels({
+from mnemo_db.compile import levels, rows
+out = levels.message_levels({
     "content": p_content, "role": p_role, "token_count": p_token_count,
     "created_at": rows.utc_datetime(p_created_epoch)})
-return json.dumps(levels) if levels else None
+return json.dumps(out) if out else None
 $$;
 
 COMMENT ON FUNCTION mnemo_internal.message_levels(text, text, integer, float8) IS

@@ -10,10 +10,10 @@ STRICT
 PARALLEL SAFE
 SET search_path = pg_catalog, public, pg_temp
 AS $$
-if 'mnemo_tokens' not in GD:
-    plpy.execute("SELECT mnemo.count_tokens('')")
+'mnemo_ready' in GD or plpy.execute('SELECT mnemo_internal.py_bootstrap()')
 import json
-return GD['mnemo_tokens'].count_message(json.loads(p_message))
+from mnemo_db.tokens import count_message
+return count_message(json.loads(p_message))
 $$;
 
 COMMENT ON FUNCTION mnemo_internal.message_tokens(jsonb) IS

@@ -2,6 +2,7 @@
 -- BEFORE INSERT OR UPDATE OF content on mnemo.messages (migration 0012): keeps
 -- line_tokens, the line-text tokens of content (mnemo_internal.line_tokens; NULL
 -- without text content), in step with it, whichever path writes a message.
+-- deploy: before the migrations (0012 creates the trigger)
 CREATE OR REPLACE FUNCTION mnemo_internal.messages_line_tokens()
 RETURNS trigger
 LANGUAGE plpgsql

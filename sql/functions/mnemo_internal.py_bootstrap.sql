@@ -1,7 +1,9 @@
 -- mnemo_internal.py_bootstrap() -> void
--- PL/Python prelude, run once per backend by every PL/Python function before it
--- imports anything: puts the directories of the python_path setting (the plpy/
--- package and the modules installed for the server, set by the deploy) on sys.path.
+-- PL/Python prelude, run once per backend: puts the directories of the python_path
+-- setting (the plpy/ package and the modules installed for the server, set by the
+-- deploy) on sys.path. Every PL/Python body that imports mnemo_db starts with
+--     'mnemo_ready' in GD or plpy.execute('SELECT mnemo_internal.py_bootstrap()')
+-- and then imports what it needs (tests/py/test_deploy.py checks the bodies).
 -- The path is a row of mnemo_internal.settings, which only the owner can change: a
 -- GUC would let any role point the server's Python at its own files.
 -- Raises MN011 when python_path is not set or mnemo_db cannot be imported.

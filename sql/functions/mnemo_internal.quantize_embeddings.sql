@@ -14,11 +14,8 @@ STRICT
 PARALLEL SAFE
 SET search_path = pg_catalog, public, pg_temp
 AS $$
-if 'mnemo_embedding' not in GD:
-    plpy.execute('SELECT mnemo_internal.py_bootstrap()')
-    from mnemo_db import embedding
-    GD['mnemo_embedding'] = embedding
-embedding = GD['mnemo_embedding']
+'mnemo_ready' in GD or plpy.execute('SELECT mnemo_internal.py_bootstrap()')
+from mnemo_db import embedding
 if len(p_embeddings) % (4 * embedding.DIMENSIONS):
     plpy.error(f'quantize_embeddings needs whole {embedding.DIMENSIONS}-float vectors, '
                f'got {len(p_embeddings)} bytes', sqlstate='MN001')

@@ -18,12 +18,9 @@ STRICT
 PARALLEL SAFE
 SET search_path = pg_catalog, public, pg_temp
 AS $$
-r = GD.get('mnemo_redact')
-if r is None:
-    plpy.execute('SELECT mnemo_internal.py_bootstrap()')
-    from mnemo_db import redact as r
-    GD['mnemo_redact'] = r
-return r.redact_json_text(p_value)
+'mnemo_ready' in GD or plpy.execute('SELECT mnemo_internal.py_bootstrap()')
+from mnemo_db.redact import redact_json_text
+return redact_json_text(p_value)
 $$;
 
 COMMENT ON FUNCTION mnemo_internal.redact(jsonb) IS
@@ -36,12 +33,9 @@ STRICT
 PARALLEL SAFE
 SET search_path = pg_catalog, public, pg_temp
 AS $$
-r = GD.get('mnemo_redact')
-if r is None:
-    plpy.execute('SELECT mnemo_internal.py_bootstrap()')
-    from mnemo_db import redact as r
-    GD['mnemo_redact'] = r
-out, found = r.redact_bytes(bytes(p_bytes))
+'mnemo_ready' in GD or plpy.execute('SELECT mnemo_internal.py_bootstrap()')
+from mnemo_db.redact import redact_bytes
+out, found = redact_bytes(bytes(p_bytes))
 return {"bytes": out, "kinds": found}
 $$;
 

@@ -5,10 +5,8 @@
 -- relevance_accumulator + the scores they were sent with, last_accessed_at), and
 -- marks them accounted, in one statement. The accumulator is R_acc of seed 003 §5.2:
 -- promotion's U(m) averages it over access_count (plpy/mnemo_db/lifecycle.py).
--- A sweep over context_log's unaccounted rows (partial index) instead of a job queued
--- by every compile: the compile writes only its log row. The 'access' job polls every
--- 5 s (cron/jobs.sql), so the statistics lag by seconds to a minute. Set-based, not a
--- call of mnemo_internal.record_access per session.
+-- A sweep over context_log's unaccounted rows (partial index), so a compile writes
+-- only its log row; it polls, so the statistics lag by seconds (docs/performance.md).
 -- One batch holds every tenant's rows, and a tenant-bound role may write context_log
 -- rows of its own: an item the sweep cannot read must not fail the batch for all. So
 -- every value is checked before it is cast, and what is malformed is skipped (counted

@@ -42,13 +42,12 @@ LANGUAGE plpython3u
 VOLATILE
 SET search_path = pg_catalog, public, pg_temp
 AS $$
-sweeps = GD.get('mnemo_sweeps')
-if sweeps is None:
-    plpy.execute('SELECT mnemo_internal.py_bootstrap()')
-    from mnemo_db.lifecycle_db import Sweeps
-    sweeps = GD['mnemo_sweeps'] = Sweeps(plpy)
+'mnemo_ready' in GD or plpy.execute('SELECT mnemo_internal.py_bootstrap()')
 import json
-if p_sweep not in ('promotion', 'expiry', 'summaries', 'compaction'):
+from mnemo_db.lifecycle_db import Sweeps
+sweeps = GD.get('mnemo_sweeps') or GD.setdefault('mnemo_sweeps', Sweeps(plpy))
+python = plpy.prepare('SELECT FROM mnemo_internal.sweeps() AS s WHERE s.sweep = $1 AND s.python', ['text'])
+if not plpy.execute(python, [p_sweep]):
     plpy.error(f'sweep_py has no sweep {p_sweep!r}', sqlstate='MN001')
 batch = getattr(sweeps, p_sweep + '_batch')
 return batch(p_now, p_tenant_id, p_batch_size, json.loads(p_state or '{}'))

@@ -5,14 +5,11 @@
 -- (toast_tuple_target 8160, the maximum): with PostgreSQL's default of about 2 kB a
 -- message or memory row of 384-float embedding plus text and tsvector goes over,
 -- and its embedding (the largest column) is moved to the TOAST table, so every exact
--- per-tenant vector scan in compile_context paid a TOAST lookup per row (measured:
--- cosine over a tenant's 1,000 messages 2.6 ms with TOASTed embeddings, 1.3 ms inline).
--- mnemo.memories' leaves also leave 30 % of each page free (fillfactor 70): an update
--- that finds no room on its page is not HOT: a new row version elsewhere, with an
--- entry in each of the table's indexes, the HNSW graph's included. (It was set for
--- the access statistics, ~85 % of whose updates were not HOT at 100; they have had
--- a narrow table of their own since migration 0013, mnemo.memory_access, whose
--- leaves keep 20 % free for the same reason.)
+-- per-tenant vector scan in compile_context would pay a TOAST lookup per row.
+-- mnemo.memories' leaves leave 30 % of each page free (fillfactor 70), and
+-- mnemo.memory_access's 20 %: an update that finds no room on its page is not HOT
+-- (a new row version elsewhere, with an entry in each of the table's indexes).
+-- The figures: docs/performance.md.
 -- Touches: nothing (reads the catalog).
 CREATE OR REPLACE FUNCTION mnemo_internal.leaf_storage(p_table regclass)
 RETURNS text

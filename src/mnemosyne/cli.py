@@ -490,6 +490,65 @@ def mcp(transport: Annotated[str, typer.Option(help="stdio or http (streamable H
           transport, host, port)
 
 
+# ---------------------------------------------------------------------------- serve
+@command(epilog=_example(
+    "mnemo serve --tenant me",
+    "mnemo serve --port 8080 --key sk-proxy-1=acme --openai-api-key $OPENAI_API_KEY",
+    "MNEMO_ANTHROPIC_BASE_URL=https://api.anthropic.com mnemo serve --tenant me"))
+def serve(host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",
+          port: Annotated[int, typer.Option(help="port")] = 8080,
+          openai_base_url: Annotated[str | None, typer.Option(
+              envvar="MNEMO_OPENAI_BASE_URL", help="OpenAI-compatible upstream, with /v1",
+              show_default="https://api.openai.com/v1")] = None,
+          anthropic_base_url: Annotated[str | None, typer.Option(
+              envvar="MNEMO_ANTHROPIC_BASE_URL", help="Anthropic upstream",
+              show_default="https://api.anthropic.com")] = None,
+          openai_api_key: Annotated[str | None, typer.Option(
+              envvar="MNEMO_OPENAI_API_KEY", help="upstream key for clients using a proxy key",
+              show_default=False)] = None,
+          anthropic_api_key: Annotated[str | None, typer.Option(
+              envvar="MNEMO_ANTHROPIC_API_KEY", help="upstream key for clients using a proxy key",
+              show_default=False)] = None,
+          key: Annotated[list[str] | None, typer.Option(
+              help="proxy key KEY=TENANT (repeatable; also MNEMO_PROXY_KEYS=K=T,K2=T2)")] = None,
+          tenant: Annotated[str | None, typer.Option(
+              envvar="MNEMO_TENANT", help="tenant of requests that name none")] = None,
+          agent: Annotated[str, typer.Option(envvar="MNEMO_AGENT", help="default agent id")] = "proxy",
+          channel: Annotated[str, typer.Option(envvar="MNEMO_CHANNEL", help="default channel")] = "private",
+          context_window: Annotated[int | None, typer.Option(
+              help="context window for every model (default: by model name)")] = None,
+          memory_tokens: Annotated[int | None, typer.Option(
+              envvar="MNEMO_MEMORY_TOKENS", help="at most this many tokens of memories per call "
+              "(default: the compile's share of the window)")] = None,
+          db_pool: Annotated[int, typer.Option(help="database connections at most")] = 8) -> None:
+    """The transparent proxy: OpenAI chat completions and Anthropic messages with
+    Mnemosyne's memory, every other path passed through. Point OPENAI_BASE_URL at
+    http://HOST:PORT/v1 or ANTHROPIC_BASE_URL at http://HOST:PORT."""
+    import logging
+    import os
+
+    import uvicorn
+
+    from .proxy import Config, create_app
+    from .proxy.config import parse_keys
+
+    keys = parse_keys(os.environ.get("MNEMO_PROXY_KEYS"))
+    try:
+        keys.update(parse_keys(",".join(key or [])))
+    except ValueError as e:
+        fail(str(e), "--key KEY=TENANT", "MN001")
+    config = Config.from_env(
+        _state.get("dsn") or default_dsn(), openai_base_url=openai_base_url,
+        anthropic_base_url=anthropic_base_url, openai_api_key=openai_api_key,
+        anthropic_api_key=anthropic_api_key, keys=keys, default_tenant=tenant, default_agent=agent,
+        default_channel=channel, context_window=context_window, memory_tokens=memory_tokens,
+        db_pool_size=db_pool)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    err.print(f"mnemo proxy on http://{host}:{port} (OpenAI: {config.openai_base_url}, "
+              f"Anthropic: {config.anthropic_base_url})")
+    uvicorn.run(create_app(config), host=host, port=port, log_level="warning")
+
+
 def main() -> None:
     app()
 

@@ -108,6 +108,18 @@ class SqlApi:
              "sid": session_id, "psid": parent_session_id, "md": Jsonb(metadata or {})},
         )
 
+    def open_session(self, tenant_id: str, session_key: str, *, agent_id: str = "default",
+                     channel: str = "private", model: str = "gpt-4o", context_window: int = 128000,
+                     response_reserve: int = 4096, system_prompt: str | None = None,
+                     metadata: dict | None = None) -> uuid.UUID:
+        """The session a stable key stands for, opened on first use (mnemo.open_session)."""
+        return self._call(
+            "SELECT mnemo.open_session(%(t)s, %(k)s, %(a)s, %(ch)s, %(m)s, %(cw)s, %(rr)s, %(sp)s, %(md)s)",
+            {"t": tenant_id, "k": session_key, "a": agent_id, "ch": channel, "m": model,
+             "cw": context_window, "rr": response_reserve, "sp": system_prompt,
+             "md": Jsonb(metadata or {})},
+        )
+
     # writes ----------------------------------------------------------------------
     def record_message(self, tenant_id: str, session_id: uuid.UUID | str, message: dict, *,
                        sensitivity: str = "none", tags: list[str] | None = None,
@@ -117,6 +129,15 @@ class SqlApi:
             "SELECT mnemo.record_message(%(t)s, %(s)s, %(m)s, %(sens)s, %(tags)s, %(at)s, %(md)s)",
             {"t": tenant_id, "s": session_id, "m": Jsonb(message), "sens": sensitivity,
              "tags": tags or [], "at": created_at, "md": Jsonb(metadata or {})},
+        )
+
+    def sync_messages(self, tenant_id: str, session_id: uuid.UUID | str, messages: list[dict], *,
+                      offset: int = 0, metadata: dict | None = None) -> dict:
+        """Record what is new in a resent history (mnemo.sync_messages)."""
+        return self._call(
+            "SELECT mnemo.sync_messages(%(t)s, %(s)s, %(m)s, %(o)s, %(md)s)",
+            {"t": tenant_id, "s": session_id, "m": Jsonb(messages), "o": offset,
+             "md": Jsonb(metadata or {})},
         )
 
     def record_event(self, tenant_id: str, session_id: uuid.UUID | str, kind: str,

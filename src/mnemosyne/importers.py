@@ -106,11 +106,13 @@ def detect(path: Path) -> str:
         return "swe-agent"
     with path.open("rb") as f:
         head = f.read(1 << 16).lstrip()
-    if head[:1] == b"[" and b'"conversation"' in head:
-        return "locomo"
-    if head[:1] == b"{" and path.suffix == ".json" and b'"history"' in head:
-        return "swe-agent"
-    first_line = head.split(b"\n", 1)[0]
+        if head[:1] == b"[" and b'"conversation"' in head:
+            return "locomo"
+        if head[:1] == b"{" and path.suffix == ".json" and b'"history"' in head:
+            return "swe-agent"
+        # the whole first line: a session per line can be longer than the head
+        f.seek(0)
+        first_line = next((line for line in f if line.strip()), b"")
     try:
         first = json.loads(first_line)
     except json.JSONDecodeError:

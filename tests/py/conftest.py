@@ -25,7 +25,9 @@ DSN = default_dsn()
 
 def _cron_jobs(conn: psycopg.Connection, active: bool) -> None:
     """Pauses (or resumes) Mnemosyne's pg_cron jobs: the job runner and the lifecycle
-    sweeps, whose real-clock runs would otherwise change other tests' data midway."""
+    sweeps, whose real-clock runs would otherwise change other tests' data midway. The
+    runners read the flag themselves (mnemo_internal.paused_cron_run): pg_cron's cached
+    job list can miss this UPDATE."""
     has_cron = conn.execute("SELECT to_regclass('cron.job') IS NOT NULL").fetchone()[0]
     if has_cron:
         conn.execute("UPDATE cron.job SET active = %s WHERE jobname LIKE 'mnemo-%%'", (active,))

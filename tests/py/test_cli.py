@@ -59,8 +59,7 @@ def test_every_command_has_help_with_an_example():
 
     walk(root, [])
     assert {"status", "tenants", "sessions", "show", "search", "remember", "forget", "decisions",
-            "import", "export", "jobs", "mcp"} <= {p[0] for p in names if p}
-    assert ["serve"] not in names  # the proxy's own issue
+            "import", "export", "jobs", "mcp", "serve"} <= {p[0] for p in names if p}
     for path in names:
         out = mnemo(*path, "--help").stdout
         assert "Example" in out and "$ mnemo" in out, path
@@ -199,6 +198,15 @@ def test_import_openai_jsonl_both_shapes(db, fresh, tmp_path):
     out = mnemo("import", str(per_line), "--tenant", fresh).stdout
     assert "3 messages recorded" in out and "2 new" in out
     assert any(s["session_id"] == uuid.UUID(sid) and s["messages"] == 2 for s in db.list_sessions(fresh))
+
+
+def test_detect_reads_a_first_line_longer_than_its_head(tmp_path):
+    """A session per line whose first line exceeds the 64 KiB head (a long recorded
+    session) is still OpenAI JSONL, not 'cannot tell the format'."""
+    f = tmp_path / "long.jsonl"
+    f.write_text(json.dumps({"messages": [{"role": "user", "content": "x" * (1 << 17)}]}) + "\n")
+    assert importers.detect(f) == "openai"
+    assert len(importers.read(f).sessions[0].messages) == 1
 
 
 def claude_code_log(sid: str) -> list[dict]:

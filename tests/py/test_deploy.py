@@ -7,6 +7,7 @@ fresh backend before the server is switched to them."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -78,3 +79,55 @@ def test_given_paths_the_server_can_use_are_set(installed_paths):
     assert run.returncode == 0, run.stderr
     assert server_paths() == given
     assert embeds_in_a_fresh_backend()
+
+
+def test_a_released_migration_that_changed_stops_the_deploy():
+    """Issue 21 (4): editing a migration that has run was a warning, and the deploy went
+    on with a schema the file no longer describes."""
+    with psycopg.connect(DSN, autocommit=True) as conn:
+        (ran,) = conn.execute("SELECT sha256 FROM mnemo_internal.schema_migrations"
+                              " WHERE version = '0001_schema'").fetchone()
+        conn.execute("UPDATE mnemo_internal.schema_migrations SET sha256 = 'edited' WHERE version = '0001_schema'")
+        try:
+            run = deploy()
+        finally:
+            conn.execute("UPDATE mnemo_internal.schema_migrations SET sha256 = %s WHERE version = '0001_schema'",
+                         (ran,))
+    assert run.returncode == 1
+    assert "migration 0001_schema changed since it ran" in run.stderr
+
+
+ROUTINES = sorted((ROOT / "sql" / "functions").glob("*.sql"))
+PRELUDE = "'mnemo_ready' in GD or plpy.execute('SELECT mnemo_internal.py_bootstrap()')\n"
+
+
+def test_routine_files_leave_signature_changes_to_the_migrations():
+    """Issue 21 (4): the deploy runs the migrations first, so a routine file never
+    drops an older signature of itself (a DO block on every deploy)."""
+    assert [f.name for f in ROUTINES if re.search(r"^DO\b", f.read_text(), re.MULTILINE)] == []
+
+
+def test_every_plpython_body_that_imports_mnemo_db_starts_with_the_prelude():
+    bodies = [(f.name, body) for f in ROUTINES if "plpython3u" in f.read_text()
+              for body in re.findall(r"^AS \$\$\n(.*?)^\$\$;", f.read_text(), re.MULTILINE | re.DOTALL)]
+    assert len(bodies) >= 14
+    assert [name for name, body in bodies if "mnemo_db" in body and not body.startswith(PRELUDE)
+            and "py_bootstrap" not in name] == []
+
+
+def test_each_listed_sweep_has_its_batch_and_its_pg_cron_job():
+    """Issue 21 (2): the sweeps are listed once (mnemo_internal.sweeps()); run_sweep,
+    sweep_py and cron/jobs.sql read that list, so none can miss a sweep."""
+    with psycopg.connect(DSN, autocommit=True) as conn:
+        if conn.execute("SELECT to_regclass('cron.job')").fetchone()[0] is None:
+            pytest.skip("pg_cron is not installed in this database")
+        rows = conn.execute(
+            "SELECT s.sweep, s.python, j.command,"
+            " to_regprocedure(format('mnemo_internal.sweep_%s(timestamptz, text, integer, jsonb)', s.sweep))"
+            " IS NOT NULL FROM mnemo_internal.sweeps() AS s"
+            " LEFT JOIN cron.job AS j ON j.jobname = 'mnemo-' || replace(s.sweep, '_', '-')").fetchall()
+    from mnemo_db.lifecycle_db import Sweeps
+    assert len(rows) >= 9
+    for sweep, python, command, sql_batch in rows:
+        assert (command or "").startswith(f"CALL mnemo.run_sweep('{sweep}'"), sweep
+        assert (hasattr(Sweeps, f"{sweep}_batch"), sql_batch) == ((True, False) if python else (False, True)), sweep

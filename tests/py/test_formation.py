@@ -344,3 +344,19 @@ def test_helper_llm_key_is_owner_only(db):
                     "SELECT mnemo.set_helper_llm('http://evil.example/v1', 'm')"):
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
                 c.execute(sql)
+
+
+def test_each_candidate_is_redacted_once_with_one_lookup(db, tenant, conv):
+    """Issue 21 (5): every extracted candidate was redacted twice (before its embedding
+    and again in form()), each time asking the database whether redaction is on."""
+    session, _ = conv
+    with psycopg.connect(DSN) as conn:
+        conn.execute("SET track_functions = 'all'")
+        out = conn.execute("SELECT mnemo_internal.extract(%s, %s)",
+                           (tenant, json.dumps({"session_id": str(session), "from_turn": 0, "to_turn": 3}))
+                           ).fetchone()[0]
+        calls = dict(conn.execute("SELECT funcname, calls FROM pg_stat_xact_user_functions"
+                                  " WHERE schemaname = 'mnemo_internal'").fetchall())
+        conn.rollback()
+    # one lookup for the batch; insert_memory, the one insert path, checks again for its own
+    assert out["candidates"] > 1 and calls["redaction_enabled"] == 1 + calls["insert_memory"]

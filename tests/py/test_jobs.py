@@ -26,6 +26,28 @@ ROOT = Path(__file__).resolve().parents[2]
 WORKER = 14
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _test_job_kinds():
+    """Two job kinds of these tests' own, which the runner dispatches like any kind
+    (mnemo_internal.run_job runs kind K as mnemo_internal.job_K): 'noop' succeeds,
+    'fail' raises its payload's message. Dropped afterwards: production has neither."""
+    with psycopg.connect(DSN, autocommit=True) as conn:
+        conn.execute("""
+            CREATE FUNCTION mnemo_internal.job_noop(p_tenant_id text, p_payload jsonb) RETURNS jsonb
+            LANGUAGE sql AS 'SELECT NULL::jsonb';
+            CREATE FUNCTION mnemo_internal.job_fail(p_tenant_id text, p_payload jsonb) RETURNS jsonb
+            LANGUAGE plpgsql AS $$
+            BEGIN
+                RAISE EXCEPTION USING ERRCODE = 'MN001', MESSAGE = p_payload ->> 'message';
+            END $$;
+            REVOKE ALL ON FUNCTION mnemo_internal.job_noop, mnemo_internal.job_fail FROM PUBLIC""")
+    try:
+        yield
+    finally:
+        with psycopg.connect(DSN, autocommit=True) as conn:
+            conn.execute("DROP FUNCTION mnemo_internal.job_noop, mnemo_internal.job_fail")
+
+
 @pytest.fixture(autouse=True)
 def _drop_leftover_jobs(db, tenant):
     """Jobs a test left queued (a failed one, say) are dropped: tests here make their
@@ -137,11 +159,18 @@ def test_failures_retry_with_backoff_then_fail(db, tenant):
 
 
 def test_a_failing_job_does_not_block_the_others(db, tenant):
-    _enqueue(db, tenant, "fail", "bad")
+    _enqueue(db, tenant, "fail", "bad", '{"message": "bad"}')
     for i in range(3):
         _enqueue(db, tenant, "noop", f"ok{i}")
     db.run_jobs(worker=WORKER)
     assert sorted(j[2] for j in _jobs(db, tenant)) == ["done", "done", "done", "queued"]
+
+
+def test_a_job_of_an_unknown_kind_fails_where_an_operator_sees_it(db, tenant):
+    _enqueue(db, tenant, "record_access", "legacy")  # a kind of earlier versions, now gone
+    db.run_jobs(worker=WORKER)
+    (job,) = _jobs(db, tenant)
+    assert job[3] == 1 and job[4] == "unknown job kind 'record_access'"
 
 
 def test_two_runners_at_once_share_the_queue_without_overlap(db, tenant):

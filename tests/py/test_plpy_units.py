@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from mnemo_db import embedding, excerpt, tokens
 from mnemo_db.compile import packing, policy, retrieval
 from mnemo_db.compile.retrieval import CandidatePool
+from mnemo_db.formation import Former
 from mnemo_db.timestamps import utc_datetime
 
 
@@ -352,3 +353,12 @@ def test_utc_datetime_clamps_what_a_datetime_cannot_hold():
     for epoch, year in ((float("inf"), 9999), (9224286393600.0, 9999), (-210866803200.0 * 2, 1),
                         (float("-inf"), 1)):
         assert utc_datetime(epoch).year == year
+
+
+def test_conflicts_rank_provenance_as_the_seed_does():
+    """Seed 003 §5.5: user_stated > correction > system_inferred, one authority table
+    for formation and compile_context (formation ranked the first two alike)."""
+    at = datetime(2025, 1, 1, tzinfo=UTC)
+    old = {"valid_epoch": at.timestamp(), "provenance_type": "correction", "confidence": 0.95}
+    assert Former.newer_wins({"valid_from": at, "provenance_type": "user_stated", "confidence": 0.5}, old)
+    assert not Former.newer_wins({"valid_from": at, "provenance_type": "system_inferred", "confidence": 1.0}, old)

@@ -2,7 +2,7 @@
 -- the API's signatures, volatility and privileges, and the hygiene of every routine.
 -- Catalog checks only; nothing is written (and the transaction is rolled back).
 BEGIN;
-SELECT plan(224);
+SELECT plan(229);
 
 -- The tenant tables of 0001_schema.sql (21) and 0003_lifecycle.sql (2), all
 -- hash-partitioned by tenant_id.
@@ -287,8 +287,8 @@ $$, $$
     SELECT 'mnemo.' || f FROM unnest(ARRAY['create_tenant', 'start_session', 'record_message', 'record_event',
         'remember', 'correct', 'forget', 'query_decisions', 'get_artifact', 'compile_context',
         'compile_context_bundle', 'build_acb', 'list_sessions', 'search', 'export_tenant', 'memory_stats',
-        'embed', 'embed_batch', 'count_tokens', 'memory_query', 'memory_restore', 'memory_release',
-        'handle_tool_call', 'paging_metrics']) AS f
+        'embed', 'embed_batch', 'count_tokens', 'open_session', 'sync_messages', 'memory_query', 'memory_restore',
+        'memory_release', 'handle_tool_call', 'paging_metrics']) AS f
     UNION ALL
     SELECT 'mnemo_internal.' || f FROM unnest(ARRAY['current_tenant_id', 'bound_tenant_id']) AS f
 $$, 'mnemo_app can execute exactly the API (and the policies'' two functions)');
@@ -361,9 +361,9 @@ SELECT is_empty($$
     WHERE p.pronamespace::regnamespace::text IN ('mnemo', 'mnemo_internal')
         AND (p.proname IN ('bind_role', 'set_setting', 'set_helper_llm', 'create_message_partitions',
                 'lifecycle_status', 'run_jobs', 'run_sweep', 'process_job_batch', 'run_job', 'fail_jobs',
-                'store_embedding', 'extract', 'record_access', 'build_message_segments', 'add_to_lexicon',
+                'store_embedding', 'extract', 'build_message_segments', 'add_to_lexicon',
                 'create_hash_partitions', 'embed_target_text', 'memories_line_tokens', 'messages_line_tokens')
-            OR p.proname LIKE 'sweep\_%' OR p.prorettype = 'trigger'::regtype)
+            OR p.proname LIKE 'sweep\_%' OR p.proname LIKE 'job\_%' OR p.prorettype = 'trigger'::regtype)
         AND (has_function_privilege('mnemo_app', p.oid, 'EXECUTE')
             OR has_function_privilege('mnemo_api_owner', p.oid, 'EXECUTE'))
 $$, 'no admin, maintenance or trigger routine is executable by mnemo_app or mnemo_api_owner');
@@ -462,6 +462,17 @@ SELECT results_eq(
 SELECT throws_ok(
     $$SELECT mnemo_internal.quantize_embeddings('\x0102'::bytea)$$, 'MN001', NULL,
     'quantize_embeddings refuses bytes that are not whole 384-float vectors (MN001)');
+
+-- The proxy's transcripts (0020, issue 23) ----------------------------------------- 5
+SELECT has_table('mnemo', 'transcripts', 'table mnemo.transcripts exists');
+SELECT is((SELECT partstrat::text FROM pg_partitioned_table WHERE partrelid = 'mnemo.transcripts'::regclass),
+    'h', 'transcripts is hash-partitioned');
+SELECT is((SELECT relrowsecurity FROM pg_class WHERE oid = 'mnemo.transcripts'::regclass), true,
+    'transcripts has row-level security');
+SELECT has_function('mnemo', 'sync_messages', ARRAY['text', 'uuid', 'jsonb', 'integer', 'jsonb']::name [],
+    'mnemo.sync_messages(text, uuid, jsonb, integer, jsonb)');
+SELECT has_function('mnemo', 'open_session', ARRAY['text', 'text', 'text', 'text', 'text', 'integer', 'integer',
+    'text', 'jsonb']::name [], 'mnemo.open_session(text, text, text, text, text, integer, integer, text, jsonb)');
 
 -- Routine hygiene ------------------------------------------------------------------ 3
 SELECT is_empty($$

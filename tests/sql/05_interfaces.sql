@@ -2,7 +2,7 @@
 -- return on a small fixture, and every validation error by SQLSTATE. Behaviour
 -- through the interfaces themselves is in tests/py/test_cli.py and test_mcp.py.
 BEGIN;
-SELECT plan(46);
+SELECT plan(49);
 
 -- Signatures ------------------------------------------------------------------ 9
 SELECT has_function('mnemo', f, args::name [], format('mnemo.%s(%s)', f, array_to_string(args, ', ')))
@@ -119,6 +119,18 @@ SELECT throws_ok($$ SELECT mnemo.retry_jobs(NULL, ARRAY[-1]::bigint []) $$, 'MN0
     'retry_jobs: an id that is not a failed job is MN010');
 SELECT is(mnemo.retry_jobs('tap_if'), (SELECT count(DISTINCT (kind, dedup_key))::integer FROM mnemo.jobs
     WHERE tenant_id = 'tap_if'), 'retry_jobs queues one job per failed (kind, dedup key) again');
+
+-- A paused pg_cron job never works, even when pg_cron's cached job list still runs it:
+-- the runners look the command up in cron.job (mnemo_internal.paused_cron_run).
+SELECT cron.schedule('mnemo-test-paused', '* * * * *', $$CALL mnemo.run_sweep('segments', p_max_batches => 3)$$);
+UPDATE cron.job SET active = false WHERE jobname = 'mnemo-test-paused';
+SELECT ok(mnemo_internal.paused_cron_run($$CALL mnemo.run_sweep('segments', p_max_batches => 3)$$),
+    'a paused job''s command is a paused run');
+UPDATE cron.job SET active = true WHERE jobname = 'mnemo-test-paused';
+SELECT ok(NOT mnemo_internal.paused_cron_run($$CALL mnemo.run_sweep('segments', p_max_batches => 3)$$),
+    'an active job''s command is not');
+UPDATE cron.job SET active = false WHERE jobname = 'mnemo-test-paused';
+SELECT ok(NOT mnemo_internal.paused_cron_run(), 'a backend that is not pg_cron''s always runs');
 
 SELECT * FROM finish();
 ROLLBACK;

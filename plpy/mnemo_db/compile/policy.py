@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from .. import tokens
+from ..vocabulary import provenance_authority
 
 FIDELITIES = ("full", "detail", "compact", "stub")
 
@@ -46,12 +47,6 @@ DEFAULT_WEIGHTS = {
     # Packing values an item by its score times exp((relevance - best) / temperature).
     "temperature": 0.05,
 }
-AUTHORITY = {
-    "user_stated": 1.0, "correction": 0.95, "instruction": 0.90, "preference": 0.85,
-    "fact": 0.80, "tool_output": 0.70, "system_inferred": 0.60,
-}
-# A provenance the table does not name is trusted no more than an inference.
-UNKNOWN_PROVENANCE_AUTHORITY = AUTHORITY["system_inferred"]
 # Which sensitivities each channel may see (seed 004 §6); `secret` never.
 CHANNEL_SENSITIVITY = {
     "private": ("none", "low", "high"),
@@ -214,7 +209,7 @@ def score(c: dict, w: dict, now: datetime, max_access: int, relevance: float) ->
     freshness = math.exp(-w["lambda_per_hour"] * hours)
     a = c.get("access_count") or 0
     frequency = math.log1p(a) / math.log1p(max_access) if max_access > 0 else 0.0
-    authority = (c.get("confidence") or 0.0) * AUTHORITY.get(c.get("provenance_type"), UNKNOWN_PROVENANCE_AUTHORITY)
+    authority = (c.get("confidence") or 0.0) * provenance_authority(c.get("provenance_type"))
     s = (w["w_relevance"] * relevance + w["w_freshness"] * freshness
          + w["w_frequency"] * frequency + w["w_authority"] * authority)
     # Not rounded: ordering by a rounded score would flip near-ties as the clock moves

