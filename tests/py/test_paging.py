@@ -453,6 +453,9 @@ def test_cleanup_tags_are_applied_and_never_sent_back(db, tenant):
     assert {r["trigger"] for r in s.log()} == {"cleanup_tag"}
     b = s.compile()
     assert "<mnemo:" not in text_of(b)
+    # the summarised object is sent as the assistant's summary (in place of its largest message)
+    assert f"[summary of obj:{reads[1]}; memory_restore obj:{reads[1]} for the full text] part_1 holds" in text_of(b)
+    assert "part_1_step_7(value)" not in text_of(b)
     s.window_for(1.5)
     s.compile()
     assert s.residency()[reads[2]]["fidelity"] == "full"  # anchored: pressure leaves it

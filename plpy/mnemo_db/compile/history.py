@@ -103,6 +103,25 @@ def history_versions(m: dict, allowed: tuple[str, ...]) -> tuple[dict[str, dict]
     return versions, costs
 
 
+def authored_versions(m: dict, object_id: int, summary: str, carrier: bool
+                      ) -> tuple[dict[str, dict], dict[str, int]]:
+    """A message of an object the assistant summarised (the summarize or collapse
+    cleanup tag): below full, the object's largest message carries the summary and
+    the others a pointer to it (roles, tool calls and their ids stay: pairs stay whole)."""
+    full = openai_message(m)
+    full_cost = m["token_count"] if m.get("token_count") is not None else tokens.count_message(full)
+    text = (f"[summary of obj:{object_id}; memory_restore obj:{object_id} for the full text] {summary}"
+            if carrier else f"[part of obj:{object_id}, summarised with it]")
+    short = openai_message(m, text)
+    cost = tokens.count_message(short)
+    if cost >= full_cost:
+        short, cost = full, full_cost
+    versions, costs = {"full": full}, {"full": full_cost}
+    for name in FIDELITIES[1:]:
+        versions[name], costs[name] = short, cost
+    return versions, costs
+
+
 @dataclass
 class HistoryPick:
     messages: list[dict]
@@ -125,6 +144,9 @@ class PreparedHistory:
         # its object's residency in FIDELITIES, len(FIDELITIES) for evicted; None: the
         # session has no semantic objects, and packing is by age alone.
         self.floors: list[int] | None = None
+        # Paging: messages of objects an assistant summarised (a cleanup tag), by id:
+        # (object id, summary, whether it carries the summary)
+        self.authored: dict[int, tuple[int, str, bool]] = {}
         self._versions: dict[int, list[tuple[dict[str, dict], dict[str, int]]]] = {}
         self._picks: dict[int, HistoryPick] = {}  # pack_history by budget (read only)
         # Full-fidelity cost of each unit: the stored token counts unless the unit's
@@ -141,7 +163,10 @@ class PreparedHistory:
 
     def _prepared(self, u: int) -> list[tuple[dict[str, dict], dict[str, int]]]:
         if u not in self._versions:
-            self._versions[u] = [history_versions(m, self.allowed) for m in self.units[u]]
+            self._versions[u] = [
+                authored_versions(m, *self.authored[m["message_id"]])
+                if m["message_id"] in self.authored and m["sensitivity"] in self.allowed
+                else history_versions(m, self.allowed) for m in self.units[u]]
         return self._versions[u]
 
     def costs(self, u: int) -> list[dict[str, int]]:

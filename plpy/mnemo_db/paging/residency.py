@@ -81,7 +81,7 @@ STATEMENTS = {
     SELECT coalesce(jsonb_agg(jsonb_build_object(
         'object_id', o.object_id, 'kind', o.kind, 'message_ids', o.message_ids, 'memory_id', o.memory_id,
         'last_turn', o.last_turn, 'fidelity', r.fidelity, 'pinned_until_turn', r.pinned_until_turn,
-        'anchored', r.anchored) ORDER BY o.first_turn), '[]')::text
+        'anchored', r.anchored, 'summary', o.summary) ORDER BY o.first_turn), '[]')::text
     FROM mnemo.semantic_objects AS o
     JOIN mnemo.object_residency AS r
         ON r.tenant_id = o.tenant_id AND r.session_id = o.session_id AND r.object_id = o.object_id
@@ -121,6 +121,13 @@ def read(db, tenant_id: str, session_id: str, prepared, capacity: int) -> Paging
     cfg = ladder.settings(json.loads(row["settings"]) if row["settings"] else None)
     turn = units[-1][-1]["turn_index"] + 1
     history_objects = [o for o in objects if o["memory_id"] is None]
+    sizes = {m["message_id"]: m["token_count"] or 0 for unit in units for m in unit}
+    for o in history_objects:
+        present = [mid for mid in o["message_ids"] if mid in sizes]
+        if o.get("summary") and present:
+            carrier = max(present, key=lambda mid: sizes[mid])  # the summary replaces the largest
+            for mid in present:
+                prepared.authored[mid] = (o["object_id"], o["summary"], mid == carrier)
     restored = frozenset(f"mem:{o['memory_id']}" for o in objects
                          if o["memory_id"] is not None and o["fidelity"] == "full" and o["pinned_until_turn"] > turn)
     return plan_residency(prepared, history_objects, capacity, cfg, turn, restored)
