@@ -490,3 +490,41 @@ def test_metrics_on_a_crafted_session(db, tenant):
     with pytest.raises(InvalidParameter):
         db.paging_metrics(tenant, s.s, since=__import__("datetime").datetime(2030, 1, 1),
                           until=__import__("datetime").datetime(2029, 1, 1))
+
+
+# --------------------------------------------------------------------------- relationships, shifts
+def test_relationships_and_restore_brings_back_what_an_error_was_caused_by(db, tenant):
+    s, reads = coding_session(db, tenant, files=2)
+    call, _ = s.tool("Bash", {"command": "python -m pytest"},
+                     'Traceback (most recent call last):\n  File "src/billing/part_1.py", line 7\nValueError: bad')
+    err = s.object_of(call)
+    links = {(r["src"], r["relation"], r["dst"]) for r in db._rows(
+        "SELECT src_object_id AS src, relation, dst_object_id AS dst FROM mnemo.object_links"
+        " WHERE tenant_id = %(t)s", {"t": tenant})}
+    assert (err, "caused_by", reads[1]) in links and (err, "caused_by", reads[0]) not in links
+    phase = next(o for o, r in s.residency().items() if r["kind"] == "conversation_phase")
+    assert (phase, "parent_of", reads[0]) in links
+    s.set(err, "evicted")
+    s.set(reads[1], "evicted")
+    db.memory_restore(tenant, s.s, f"obj:{err}")
+    assert s.residency()[reads[1]]["fidelity"] == "detail"
+
+
+def test_topic_and_goal_shifts(db, tenant):
+    from conftest import drain_jobs
+    s = Session(db, tenant)
+    s.say("user", "Fix the SQL migration that adds the invoice_total column to the invoices table.")
+    s.say("assistant", "The migration " + "alters the invoices table and backfills invoice totals. " * 60)
+    read = s.read("migrations/0042_invoices.sql", "ALTER TABLE invoices ADD COLUMN invoice_total numeric;\n" * 30)
+    drain_jobs(db, tenant, worker=17)  # the messages' embeddings (the goal is matched against them)
+    s.say("user", "Write a short poem about autumn leaves falling in a quiet forest.")
+    phases = [o for o, r in s.residency().items() if r["kind"] == "conversation_phase"]
+    assert len(phases) == 2  # a new topic: a new phase
+    shift = [r for r in s.log() if r["trigger"] == "goal_shift"]
+    assert {(r["object_id"], r["from_fidelity"], r["to_fidelity"]) for r in shift} >= {(read, "full", "detail")}
+    assert all(r["to_fidelity"] in ("detail", "compact") for r in shift)
+    assert db._call("SELECT goal_turn FROM mnemo.paging_state WHERE tenant_id = %(t)s", {"t": tenant}) == s.turn() - 1
+    # another shift later never takes an object below compact (§12)
+    s.say("user", "Now explain how photosynthesis works in deciduous trees.")
+    s.say("user", "Which football team won the 1998 world cup final?")
+    assert {r["to_fidelity"] for r in s.log() if r["trigger"] == "goal_shift"} <= {"detail", "compact"}

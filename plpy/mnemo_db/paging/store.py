@@ -55,6 +55,17 @@ WHERE o.tenant_id = $1 AND o.session_id = $2 AND tc.tool_call_id = $3""", ["text
                   ["text", "uuid", "text", "bigint"]),
     "by_output": ((f"SELECT {OBJECT_COLUMNS} {FROM_OBJECTS} WHERE o.tenant_id = $1 AND o.session_id = $2 "
                   "AND o.output_hash = $3 AND o.object_id <> $4"), ["text", "uuid", "bytea", "bigint"]),
+    "latest_phase": ("SELECT o.object_id FROM mnemo.semantic_objects AS o WHERE o.tenant_id = $1 "
+                     "AND o.session_id = $2 AND o.kind = 'conversation_phase' "
+                     "ORDER BY o.first_turn DESC LIMIT 1", ["text", "uuid"]),
+    "recent_sources": ("""SELECT DISTINCT ON (o.source_key) o.object_id, o.source_key FROM mnemo.semantic_objects AS o
+WHERE o.tenant_id = $1 AND o.session_id = $2 AND o.source_key IS NOT NULL AND o.object_id <> $3
+    AND NOT o.writes_source AND o.kind = 'file_context'
+ORDER BY o.source_key, o.first_turn DESC LIMIT 50""", ["text", "uuid", "bigint"]),
+    "related": (f"""SELECT {OBJECT_COLUMNS} {FROM_OBJECTS}
+JOIN mnemo.object_links AS l ON l.tenant_id = o.tenant_id AND l.dst_object_id = o.object_id
+WHERE o.tenant_id = $1 AND o.session_id = $2 AND l.src_object_id = $3
+    AND l.relation IN ('caused_by', 'depends_on', 'references')""", ["text", "uuid", "bigint"]),
     "open_file": (("SELECT o.source_key FROM mnemo.semantic_objects AS o WHERE o.tenant_id = $1 "
                   "AND o.session_id = $2 AND o.source_key IS NOT NULL AND o.kind <> 'external_reference' "
                   "ORDER BY o.first_turn DESC LIMIT 1"), ["text", "uuid"]),
@@ -192,6 +203,7 @@ SELECT (SELECT count(*) FROM compiles) AS compiles, (SELECT sum(sent) FROM compi
 FROM moves, faults""", ["text", "uuid", "timestamptz", "timestamptz", "text[]"]),
 }
 
+ERROR_SCAN = 4000  # characters of an error output searched for the files it names
 MEMORY_KINDS = {"decision": "design_decision", "plan": "plan", "file_context": "file_context",
                 "error_context": "error_context", "tool_result": "tool_result"}
 
@@ -289,6 +301,9 @@ class Pager:
         oid = self.insert(t, s, kind, [m["message_id"]], m["turn"], m["tokens"], main,
                           sources.label_of(kind, name, main, None))
         new = self.one("by_id", [t, s, oid])
+        phase = self.one("latest_phase", [t, s])
+        if phase:
+            self.x("link", [t, phase["object_id"], "parent_of", oid])
         for a in accesses:
             if a.source:
                 self._touch(t, s, new, a, m["turn"], cfg)
@@ -332,6 +347,11 @@ class Pager:
             first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
             label = f"{obj['call_name']}: {first[:120]}"
         self.x("append", [t, s, obj["object_id"], [m["message_id"]], m["turn"], m["tokens"], kind, label, digest])
+        if kind == "error_context":
+            # the error names the files it happened in: caused_by them (§5.3)
+            for o in self.x("recent_sources", [t, s, obj["object_id"]]):
+                if o["source_key"].rsplit("/", 1)[-1] in text[:ERROR_SCAN]:
+                    self.x("link", [t, obj["object_id"], "caused_by", o["object_id"]])
         if digest is not None:
             for o in self.x("by_output", [t, s, digest, obj["object_id"]]):
                 o = dict(o)
@@ -362,10 +382,11 @@ class Pager:
         come back to full, the others go down a level, not below compact."""
         cos = {r["object_id"]: r["cosine"] for r in self.x("goal_matches", [t, s, m["content"]])}
         objects = [dict(o) for o in self.x("all_objects", [t, s]) if o["object_id"] in cos]
-        protect = {o["object_id"] for o in objects[-cfg["protect_newest"]:]}
+        # the newest objects served the old goal: they are not protected here (a
+        # demotion stops at compact, and the next turns bring back what they need)
         residents = [ladder.Resident(o["object_id"], o["kind"], o["fidelity"], o["last_turn"],
-                                     pinned=o["pinned_until_turn"] > m["turn"], anchored=o["anchored"],
-                                     protected=o["object_id"] in protect) for o in objects]
+                                     pinned=o["pinned_until_turn"] > m["turn"], anchored=o["anchored"])
+                     for o in objects]
         matching = {k for k, c in cos.items() if c >= cfg["goal_shift"]}
         self.change(t, s, ladder.goal_shift(residents, matching, cfg), m["turn"])
         self.x("state", [t, s, None, m["turn"]])
@@ -457,6 +478,12 @@ class Pager:
                          None, None, None, []])
         self.move(t, s, obj, "full", "restore", turn)
         self.x("pin", [t, s, obj["object_id"], turn + cfg["pin_turns"]])
+        # §5.3: what it was caused by, depends on or references comes back as well, at
+        # detail (enough to follow it; restore it in turn for more)
+        for r in self.x("related", [t, s, obj["object_id"]]):
+            r = dict(r)
+            if LEVEL[r["fidelity"]] > LEVEL["detail"]:
+                self.move(t, s, r, "detail", "restore", turn)
         content = self.full_text(t, s, obj)
         return {"id": f"obj:{obj['object_id']}", "kind": obj["kind"], "label": obj["label"], "from": before,
                 "fidelity": "full", "pinned_until_turn": turn + cfg["pin_turns"], "content": content,
