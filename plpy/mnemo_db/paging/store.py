@@ -55,9 +55,9 @@ WHERE o.tenant_id = $1 AND o.session_id = $2 AND tc.tool_call_id = $3""", ["text
                   ["text", "uuid", "text", "bigint"]),
     "by_output": ((f"SELECT {OBJECT_COLUMNS} {FROM_OBJECTS} WHERE o.tenant_id = $1 AND o.session_id = $2 "
                   "AND o.output_hash = $3 AND o.object_id <> $4"), ["text", "uuid", "bytea", "bigint"]),
-    "latest_phase": ("SELECT o.object_id FROM mnemo.semantic_objects AS o WHERE o.tenant_id = $1 "
+    "latest_phase": (("SELECT o.object_id FROM mnemo.semantic_objects AS o WHERE o.tenant_id = $1 "
                      "AND o.session_id = $2 AND o.kind = 'conversation_phase' "
-                     "ORDER BY o.first_turn DESC LIMIT 1", ["text", "uuid"]),
+                     "ORDER BY o.first_turn DESC LIMIT 1"), ["text", "uuid"]),
     "recent_sources": ("""SELECT DISTINCT ON (o.source_key) o.object_id, o.source_key FROM mnemo.semantic_objects AS o
 WHERE o.tenant_id = $1 AND o.session_id = $2 AND o.source_key IS NOT NULL AND o.object_id <> $3
     AND NOT o.writes_source AND o.kind = 'file_context'
