@@ -528,3 +528,25 @@ def test_topic_and_goal_shifts(db, tenant):
     s.say("user", "Now explain how photosynthesis works in deciduous trees.")
     s.say("user", "Which football team won the 1998 world cup final?")
     assert {r["to_fidelity"] for r in s.log() if r["trigger"] == "goal_shift"} <= {"detail", "compact"}
+
+
+def test_agents_acting_in_text_are_segmented_like_tool_calls(db, tenant):
+    """SWE-agent and mini-swe-agent write their action as a shell block at the end of
+    their text; the environment answers in the next (user) message."""
+    s = Session(db, tenant)
+    s.say("user", "We're currently solving the following issue: the parser drops empty fields.")
+    opened = s.say("assistant", "Let's look at the parser.\n```\nopen src/parser.py\n```")
+    s.say("user", "[File: /repo/src/parser.py (80 lines total)]\n" + source("parser"))
+    run = s.say("assistant", "Now reproduce it.\n```bash\npython reproduce.py\n```")
+    s.say("user", "Traceback (most recent call last):\n  File \"reproduce.py\", line 3\nValueError: empty")
+    answer = s.say("assistant", "Here is the fix:\n```python\nprint(1)\n```\nIt handles the empty case.")
+    s.say("user", "Thanks, and what about quoted fields?")
+    res = s.residency()
+    kinds = {o: r["kind"] for o, r in res.items()}
+    assert kinds[s.object_of(opened)] == "file_context" and res[s.object_of(opened)]["source_key"] == "src/parser.py"
+    assert kinds[s.object_of(run)] == "error_context"
+    assert kinds[s.object_of(answer)] == "conversation_phase"  # a code answer in a chat is no action
+    # re-opening the file after it was released is a fault
+    db.memory_release(tenant, s.s, [f"obj:{s.object_of(opened)}"])
+    s.say("assistant", "Back to the parser.\n```\nopen src/parser.py 40\n```")
+    assert [f["fault_type"] for f in s.faults()] == ["reread"]

@@ -189,7 +189,33 @@ def label_of(kind: str, name: str, access: Access, text: str | None) -> str:
         what = access.source
         if access.lines:
             what += f" lines {access.lines[0]}-{access.lines[1] if access.lines[1] is not None else 'end'}"
-        verb = "wrote" if access.writes else "read"
-        return f"{name} {verb} {what}"
+        return f"{name} {what}"
     first = next((ln.strip() for ln in (text or "").splitlines() if ln.strip()), "")
     return f"{name}: {first[:120]}" if name else first[:120]
+
+
+# Agents that act in text (SWE-agent, mini-swe-agent): the assistant's message ends
+# with one shell block, and the environment answers in the next (user) message.
+ACTION_RE = re.compile(r"```(?P<lang>[A-Za-z]*)[ \t]*\n(?P<body>.*?)```\s*$", re.DOTALL)
+ACTION_LANGS = ("", "bash", "sh", "shell", "console")
+SWE_COMMANDS = {"goto", "scroll_up", "scroll_down", "search_file", "search_dir", "find_file", "submit"}
+
+
+def text_action(text: str | None) -> tuple[str, dict] | None:
+    """The action an assistant's text ends with, as a tool call's (name, arguments),
+    or None: a shell block of its own at the very end (a code answer in a chat has
+    a language, or text after it). SWE-agent's open/create/edit name (or act on) a
+    file; anything else is a shell command."""
+    m = ACTION_RE.search(text or "")
+    if not m or m.group("lang").lower() not in ACTION_LANGS or not m.group("body").strip():
+        return None
+    first = m.group("body").strip().splitlines()[0].strip()
+    words = first.split()
+    name = words[0]
+    if name in ("open", "create") and len(words) >= 2:
+        return name, {"path": words[1].strip("'\"")}
+    if name in ("edit", "insert"):
+        return "edit", {}
+    if name in SWE_COMMANDS:
+        return name, {"command": first}
+    return "bash", {"command": first}

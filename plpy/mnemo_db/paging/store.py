@@ -268,6 +268,17 @@ class Pager:
 
     def _on_text(self, t: str, s: str, m: dict, cfg: dict) -> None:
         last = self.one("latest", [t, s])
+        if m["role"] == "assistant":
+            action = sources.text_action(m.get("content"))
+            if action:  # an agent acting in text: the environment answers next
+                name, args = action
+                self._on_calls(t, s, m, cfg, [{"function": {"name": name, "arguments": json.dumps(args)}}], True)
+                return
+        elif last and last["is_open"] and last["kind"] != "conversation_phase":
+            # the environment's answer to the action just before it
+            self._attach_result(t, s, last, m, cfg, last["label"].split(" ", 1)[0].rstrip(":"))
+            self.x("close", [t, s, last["object_id"]])
+            return
         shift = False
         if m["role"] == "user" and (m.get("content") or "").strip():
             row = self.one("previous_user", [t, s, m["turn"], m["content"]])
@@ -287,19 +298,22 @@ class Pager:
         self.insert(t, s, "conversation_phase", [m["message_id"]], m["turn"], m["tokens"],
                     label=f"{m['role']}: {first[:120]}", is_open=True)
 
-    def _on_calls(self, t: str, s: str, m: dict, cfg: dict) -> None:
+    def _on_calls(self, t: str, s: str, m: dict, cfg: dict, calls: list[dict] | None = None,
+                  awaiting: bool = False) -> None:
+        """A message with tool calls (or, calls given, an action written in its text,
+        awaiting the environment's answer) starts an object."""
         last = self.one("latest", [t, s])
-        if last and last["kind"] == "conversation_phase" and last["is_open"]:
+        if last and last["is_open"]:
             self.x("close", [t, s, last["object_id"]])
         open_file = (self.one("open_file", [t, s]) or {}).get("source_key")
-        calls = m["tool_calls"]
+        calls = calls or m["tool_calls"]
         accesses = [sources.tool_access(c["function"]["name"], c["function"].get("arguments"), open_file)
                     for c in calls]
         main = next((a for a in accesses if a.source), sources.Access())
         kind = "external_reference" if main.fetch else ("file_context" if main.reads else "tool_result")
         name = next((c["function"]["name"] for c, a in zip(calls, accesses) if a is main), calls[0]["function"]["name"])
         oid = self.insert(t, s, kind, [m["message_id"]], m["turn"], m["tokens"], main,
-                          sources.label_of(kind, name, main, None))
+                          sources.label_of(kind, name, main, None), is_open=awaiting)
         new = self.one("by_id", [t, s, oid])
         phase = self.one("latest_phase", [t, s])
         if phase:
@@ -339,13 +353,21 @@ class Pager:
         obj = self.one("by_call", [t, s, m["tool_call_id"]])
         if obj is None:
             return  # its call was recorded before paging existed
+        self._attach_result(t, s, obj, m, cfg, obj["call_name"])
+
+    def _attach_result(self, t: str, s: str, obj: dict, m: dict, cfg: dict, call_name: str) -> None:
+        """A tool's output (or the environment's answer to a text action) joins its
+        call's object: its kind, label, duplicates, what an error was caused by."""
         text = m.get("content") or ""
         digest = hashlib.sha256(text.encode()).digest() if len(text) >= 64 else None
-        kind = "error_context" if sources.looks_like_error(text, m.get("metadata")) else None
+        # a file's text is an error only when it is short and says so (No such file ...):
+        # code is full of the words errors are made of
+        scan = text[:300] if obj["kind"] == "file_context" else text
+        kind = "error_context" if sources.looks_like_error(scan, m.get("metadata")) else None
         label = None
         if obj["source_key"] is None and len(obj["message_ids"]) == 1:
             first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
-            label = f"{obj['call_name']}: {first[:120]}"
+            label = f"{call_name}: {first[:120]}"
         self.x("append", [t, s, obj["object_id"], [m["message_id"]], m["turn"], m["tokens"], kind, label, digest])
         if kind == "error_context":
             # the error names the files it happened in: caused_by them (§5.3)
