@@ -116,6 +116,7 @@ JSON_ARGUMENTS = {
     "list_sessions p_options": "SELECT mnemo.list_sessions(%(t)s, {j})",
     "search p_options": "SELECT mnemo.search(%(t)s, 'database', {j})",
     "build_acb p_options": "SELECT mnemo.build_acb(%(t)s, %(s)s, p_options => {j})",
+    "handle_tool_call p_tool_call": "SELECT mnemo.handle_tool_call(%(t)s, %(s)s, {j})",
 }
 
 

@@ -550,3 +550,17 @@ def test_agents_acting_in_text_are_segmented_like_tool_calls(db, tenant):
     db.memory_release(tenant, s.s, [f"obj:{s.object_of(opened)}"])
     s.say("assistant", "Back to the parser.\n```\nopen src/parser.py 40\n```")
     assert [f["fault_type"] for f in s.faults()] == ["reread"]
+
+
+def test_a_memory_restored_then_forgotten_leaves_no_object(db, tenant):
+    s, _ = coding_session(db, tenant, files=1)
+    mid = db.remember(tenant, "The staging database listens on port 6543", kind="fact")
+    got = db.memory_restore(tenant, s.s, f"mem:{mid}")
+    assert got["content"] == "The staging database listens on port 6543" and got["fidelity"] == "full"
+    from conftest import drain_jobs
+    drain_jobs(db, tenant, worker=17)  # its embedding: retrievable
+    items = {i["source"]: i for i in s.compile(query="staging database port")["report"]["items"]}
+    assert items[f"mem:{mid}"]["pinned"] and items[f"mem:{mid}"]["fidelity"] == "full"  # while the pin lasts
+    assert db.forget(tenant, mid) == 1
+    assert db._call("SELECT count(*) FROM mnemo.semantic_objects WHERE tenant_id = %(t)s AND memory_id = %(m)s",
+                    {"t": tenant, "m": mid}) == 0

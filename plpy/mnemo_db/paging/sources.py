@@ -56,7 +56,7 @@ def _args(arguments: str | dict | None) -> dict:
         return arguments
     try:
         out = json.loads(arguments or "{}")
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):  # the API stores any string, nested past the limit too
         return {"command": arguments} if isinstance(arguments, str) else {}
     return out if isinstance(out, dict) else {}
 
