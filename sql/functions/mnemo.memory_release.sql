@@ -8,7 +8,7 @@
 CREATE OR REPLACE FUNCTION mnemo.memory_release(
     p_tenant_id text,
     p_session_id uuid,
-    p_ids text [],
+    p_ids text[],
     p_reason text DEFAULT NULL
 ) RETURNS jsonb
 LANGUAGE plpgsql

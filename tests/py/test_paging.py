@@ -559,7 +559,8 @@ def test_a_memory_restored_then_forgotten_leaves_no_object(db, tenant):
     assert got["content"] == "The staging database listens on port 6543" and got["fidelity"] == "full"
     from conftest import drain_jobs
     drain_jobs(db, tenant, worker=17)  # its embedding: retrievable
-    items = {i["source"]: i for i in s.compile(query="staging database port")["report"]["items"]}
+    bundle = db.compile_context_bundle(tenant, s.s, "staging database port")
+    items = {i["source"]: i for i in bundle["report"]["items"]}
     assert items[f"mem:{mid}"]["pinned"] and items[f"mem:{mid}"]["fidelity"] == "full"  # while the pin lasts
     assert db.forget(tenant, mid) == 1
     assert db._call("SELECT count(*) FROM mnemo.semantic_objects WHERE tenant_id = %(t)s AND memory_id = %(m)s",
