@@ -37,7 +37,8 @@ DECLARE
         'remember', 'correct', 'forget', 'query_decisions', 'get_artifact',
         'compile_context', 'compile_context_bundle', 'build_acb',
         'list_sessions', 'search', 'export_tenant', 'memory_stats',
-        'embed', 'embed_batch', 'count_tokens', 'open_session', 'sync_messages'];
+        'embed', 'embed_batch', 'count_tokens', 'open_session', 'sync_messages',
+        'memory_query', 'memory_restore', 'memory_release', 'handle_tool_call', 'paging_metrics'];
     -- What the policies call when mnemo_app reads a table itself.
     mnemo_app_policy CONSTANT text[] := ARRAY['current_tenant_id', 'bound_tenant_id'];
     -- The internal routines the API calls while it runs (as mnemo_api_owner).
@@ -47,7 +48,8 @@ DECLARE
         'redaction_enabled', 'content_hash', 'excerpt', 'message_tokens', 'message_levels',
         'line_tokens', 'message_segment', 'segment_hits', 'quantize_embeddings', 'subtract_from_lexicon',
         'compile_context', 'check_json_depth', 'checked_timestamp', 'raise_project_error',
-        'next_memory_version', 'wire_hashes', 'check_options', 'option_limit'];
+        'next_memory_version', 'wire_hashes', 'check_options', 'option_limit',
+        'page_message', 'paging_tags', 'paging_call', 'helper_answer'];
     v_routine regprocedure;
     v_name text;
 BEGIN

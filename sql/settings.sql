@@ -63,3 +63,15 @@ INSERT INTO mnemo_internal.settings AS s (key, value, description) VALUES
 ('lifecycle_batch_size', '200', 'Rows (or sessions) per committed batch of a sweep.'),
 ('lifecycle_history_days', '7', 'Days of cron.job_run_details and sweep runs kept.')
 ON CONFLICT (key) DO UPDATE SET description = excluded.description;
+
+-- Paging (issue 22; plpy/mnemo_db/paging/ladder.py DEFAULTS says what each key does).
+INSERT INTO mnemo_internal.settings AS s (key, value, description) VALUES
+(
+    'paging',
+    '{"caution": 0.5, "warning": 0.7, "critical": 0.85, "emergency": 0.95, "target": 0.4,
+      "pin_turns": 8, "protect_newest": 2, "min_object_tokens": 500, "topic_shift": 0.7,
+      "goal_shift": 0.5, "stale_after_calls": 8, "stale_to": "detail", "superseded_to": "stub"}',
+    'Paging: pressure zone thresholds (history tokens / window budget), the target a zone degrades to, '
+    'pin turns after a fault, protected newest objects, segmentation and waste rules.'
+)
+ON CONFLICT (key) DO UPDATE SET description = excluded.description;

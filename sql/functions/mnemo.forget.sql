@@ -2,7 +2,8 @@
 -- Right to erasure: really deletes one memory (p_memory_id) or every memory of the
 -- tenant matching p_filter, with everything derived from it — typed payloads
 -- (facts, decisions, tasks), versions, entity mentions and edges, links in both
--- directions, working-memory rows, admission/fault/fidelity log rows, queued embed
+-- directions, working-memory rows, admission/fault/fidelity log rows, paging objects
+-- (a restored mem:N, with its residency and links), queued embed
 -- jobs, its embedding (on the row) and the BM25 statistics it contributed
 -- (mnemo.lexicon). Entities no longer mentioned or linked are deleted too; memories
 -- it had superseded keep their valid_to but lose the dangling superseded_by.
@@ -101,6 +102,8 @@ BEGIN
     DELETE FROM mnemo.admission_log AS x WHERE x.tenant_id = p_tenant_id AND x.memory_id = ANY(v_ids);
     DELETE FROM mnemo.fault_log AS x WHERE x.tenant_id = p_tenant_id AND x.memory_id = ANY(v_ids);
     DELETE FROM mnemo.fidelity_log AS x WHERE x.tenant_id = p_tenant_id AND x.memory_id = ANY(v_ids);
+    -- paging's objects of the memories (a restored mem:N): residency and links go with them
+    DELETE FROM mnemo.semantic_objects AS x WHERE x.tenant_id = p_tenant_id AND x.memory_id = ANY(v_ids);
     DELETE FROM mnemo.jobs AS x WHERE x.tenant_id = p_tenant_id AND x.kind = 'embed'
         AND x.dedup_key = ANY(ARRAY(SELECT 'memory:' || i FROM unnest(v_ids) AS i));
     UPDATE mnemo.memories AS m SET superseded_by = NULL, updated_at = now()

@@ -10,9 +10,14 @@
 -- keeps a bounded excerpt here and its full bytes in mnemo.artifacts. Secrets are
 -- redacted from every string of the message, its metadata and tags (JSON keys too)
 -- before anything is stored (metadata.redactions lists the kinds found).
+-- Cleanup tags in an assistant's text (<mnemo:drop ids="obj:3"/> ..., see
+-- plpy/mnemo_db/paging/tags.py) are stripped before it is stored (metadata.cleanup_tags
+-- keeps them) and applied. The message joins the session's semantic objects
+-- (mnemo_internal.page_message: segmentation, faults, structural waste).
 -- Enqueues an 'embed' job and the session's 'extract' job. Bad input raises a MN0xx
 -- error and writes nothing.
--- Writes: messages, sessions (counter), tool_calls, artifacts, jobs.
+-- Writes: messages, sessions (counter), tool_calls, artifacts, jobs, and paging's
+-- semantic_objects, object_residency, object_links, fidelity_log, fault_log.
 CREATE OR REPLACE FUNCTION mnemo.record_message(
     p_tenant_id text,
     p_session_id uuid,
@@ -45,6 +50,8 @@ DECLARE
     v_created_at timestamptz := coalesce(p_created_at, now());
     v_bad_key text;
     v_red jsonb;
+    v_tags jsonb;
+    v_tokens integer;
 BEGIN
     PERFORM mnemo_internal.enter_tenant(p_tenant_id);
     -- Held until commit, from before the message id is drawn: the segments sweep
@@ -179,6 +186,16 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = 'MN004', MESSAGE = 'only tool messages carry tool_call_id';
     END IF;
 
+    -- Cleanup tags (seed 002 §3): stored without them, applied once the message is.
+    IF v_role = 'assistant' AND v_parts IS NULL AND v_text LIKE '%<mnemo:%' THEN
+        v_tags := mnemo_internal.paging_tags(v_text);
+        IF v_tags IS NOT NULL THEN
+            v_text := v_tags ->> 'text';
+            p_metadata := p_metadata || jsonb_build_object('cleanup_tags', v_tags -> 'tags');
+            v_tags := v_tags -> 'tags';
+        END IF;
+    END IF;
+
     v_bytes := coalesce(octet_length(v_text), 0);
     IF v_role <> 'tool' AND v_bytes > (mnemo_internal.setting('max_message_bytes'))::integer THEN
         RAISE EXCEPTION USING ERRCODE = 'MN007',
@@ -248,6 +265,7 @@ BEGIN
         'name', v_name,
         'tool_calls', v_tool_calls,
         'tool_call_id', v_tool_call_id));
+    v_tokens := mnemo_internal.message_tokens(v_stored);
 
     INSERT INTO mnemo.messages (
         tenant_id, message_id, session_id, turn_index, role, content, content_parts, name,
@@ -255,7 +273,7 @@ BEGIN
         model, finish_reason, prompt_tokens, completion_tokens, latency_ms, metadata, created_at)
     VALUES (
         p_tenant_id, v_message_id, p_session_id, v_turn, v_role, v_text, v_parts, v_name,
-        v_tool_calls, v_tool_call_id, mnemo_internal.message_tokens(v_stored),
+        v_tool_calls, v_tool_call_id, v_tokens,
         sha256(convert_to(v_stored::text, 'UTF8')), p_sensitivity, p_tags, v_artifact_id,
         p_metadata ->> 'model', p_metadata ->> 'finish_reason',
         (p_metadata ->> 'prompt_tokens')::integer, (p_metadata ->> 'completion_tokens')::integer,
@@ -273,6 +291,10 @@ BEGIN
                 MESSAGE = 'a tool_call id in this message was already used in this session';
         END;
     END IF;
+
+    PERFORM mnemo_internal.page_message(p_tenant_id, p_session_id, jsonb_build_object(
+        'message_id', v_message_id, 'role', v_role, 'content', v_text, 'tool_calls', v_tool_calls,
+        'tool_call_id', v_tool_call_id, 'turn', v_turn, 'tokens', v_tokens, 'metadata', p_metadata), v_tags);
 
     IF coalesce(v_text, '') <> '' THEN
         PERFORM mnemo_internal.enqueue_job(p_tenant_id, 'embed',

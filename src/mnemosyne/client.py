@@ -206,6 +206,36 @@ class SqlApi:
             {"t": tenant_id, "s": session_id, "q": query_text, "mt": max_tokens, "ch": channel,
              "i": intent, "a": agent_id, "o": Jsonb(options)})
 
+    # paging: the phantom tools and their metrics -----------------------------------
+    def memory_query(self, tenant_id: str, session_id: uuid.UUID | str, question: str,
+                     scope: str | None = None, max_tokens: int = 300) -> dict:
+        """An answer from the session's paged-out content, nothing restored (mnemo.memory_query)."""
+        return self._call("SELECT mnemo.memory_query(%(t)s, %(s)s, %(q)s::text, %(sc)s::text, %(mt)s::integer)",
+                          {"t": tenant_id, "s": session_id, "q": question, "sc": scope, "mt": max_tokens})
+
+    def memory_restore(self, tenant_id: str, session_id: uuid.UUID | str, id: str,
+                       reason: str | None = None) -> dict:
+        """An object (obj:N, msg:N, mem:N) back at full fidelity, pinned (mnemo.memory_restore)."""
+        return self._call("SELECT mnemo.memory_restore(%(t)s, %(s)s, %(i)s::text, %(r)s::text)",
+                          {"t": tenant_id, "s": session_id, "i": id, "r": reason})
+
+    def memory_release(self, tenant_id: str, session_id: uuid.UUID | str, ids: list[str],
+                       reason: str | None = None) -> dict:
+        """Objects the model is done with, to stub or evicted (mnemo.memory_release)."""
+        return self._call("SELECT mnemo.memory_release(%(t)s, %(s)s, %(i)s::text[], %(r)s::text)",
+                          {"t": tenant_id, "s": session_id, "i": ids, "r": reason})
+
+    def handle_tool_call(self, tenant_id: str, session_id: uuid.UUID | str, tool_call: dict) -> dict:
+        """The role: tool message answering a phantom tool call (mnemo.handle_tool_call)."""
+        return self._call("SELECT mnemo.handle_tool_call(%(t)s, %(s)s, %(c)s)",
+                          {"t": tenant_id, "s": session_id, "c": Jsonb(tool_call)})
+
+    def paging_metrics(self, tenant_id: str, session_id: uuid.UUID | str | None = None,
+                       since: datetime | None = None, until: datetime | None = None) -> dict:
+        """Context reduction, fault rate, micro-fault success, tokens saved (mnemo.paging_metrics)."""
+        return self._call("SELECT mnemo.paging_metrics(%(t)s, %(s)s::uuid, %(a)s::timestamptz, %(b)s::timestamptz)",
+                          {"t": tenant_id, "s": session_id, "a": since, "b": until})
+
     # embeddings and tokens -------------------------------------------------------
     def embed(self, text: str) -> list[float]:
         return self._call("SELECT mnemo.embed(%(x)s)::real[]", {"x": text})

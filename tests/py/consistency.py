@@ -119,6 +119,8 @@ CHECKS = {
                 WHERE memory_id IS NOT NULL
             UNION ALL SELECT 'fault_log', tenant_id, memory_id FROM mnemo.fault_log WHERE memory_id IS NOT NULL
             UNION ALL SELECT 'fidelity_log', tenant_id, memory_id FROM mnemo.fidelity_log WHERE memory_id IS NOT NULL
+            UNION ALL SELECT 'semantic_objects', tenant_id, memory_id FROM mnemo.semantic_objects
+                WHERE memory_id IS NOT NULL
         ) AS x
         WHERE x.tenant_id LIKE $1 AND NOT EXISTS (SELECT FROM mnemo.memories AS m
             WHERE m.tenant_id = x.tenant_id AND m.memory_id = x.memory_id)

@@ -287,7 +287,8 @@ $$, $$
     SELECT 'mnemo.' || f FROM unnest(ARRAY['create_tenant', 'start_session', 'record_message', 'record_event',
         'remember', 'correct', 'forget', 'query_decisions', 'get_artifact', 'compile_context',
         'compile_context_bundle', 'build_acb', 'list_sessions', 'search', 'export_tenant', 'memory_stats',
-        'embed', 'embed_batch', 'count_tokens', 'open_session', 'sync_messages']) AS f
+        'embed', 'embed_batch', 'count_tokens', 'open_session', 'sync_messages', 'memory_query', 'memory_restore',
+        'memory_release', 'handle_tool_call', 'paging_metrics']) AS f
     UNION ALL
     SELECT 'mnemo_internal.' || f FROM unnest(ARRAY['current_tenant_id', 'bound_tenant_id']) AS f
 $$, 'mnemo_app can execute exactly the API (and the policies'' two functions)');
@@ -303,7 +304,11 @@ SELECT is_empty($$
     WHERE p.pronamespace::regnamespace::text IN ('mnemo', 'mnemo_internal', 'mnemo_archive')
         AND (p.prosecdef OR p.proowner = 'mnemo_api_owner'::regrole)
         AND NOT has_function_privilege('mnemo_app', p.oid, 'EXECUTE')
-$$, 'no other routine is SECURITY DEFINER or owned by mnemo_api_owner');
+        -- the one exception: memory_query's bridge to the helper LLM, whose key only
+        -- the owner reads (it returns the answer, never the configuration or the key)
+        AND NOT (p.oid = 'mnemo_internal.helper_answer(jsonb)'::regprocedure
+            AND p.proowner <> 'mnemo_api_owner'::regrole)
+$$, 'no other routine is SECURITY DEFINER or owned by mnemo_api_owner (helper_answer aside)');
 -- mnemo_api_owner is held by row-level security: no superuser, no BYPASSRLS, owns no
 -- table; no one logs in as it or is a member of it.
 SELECT is((SELECT rolsuper OR rolbypassrls OR rolcanlogin FROM pg_roles WHERE rolname = 'mnemo_api_owner'),

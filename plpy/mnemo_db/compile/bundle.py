@@ -34,6 +34,7 @@ from .packing import (
 from .policy import (
     CHANNEL_EXCLUDED_KINDS,
     CHANNEL_SENSITIVITY,
+    FIDELITIES,
     PHANTOM_TOOLS,
     SUMMARY_HEADER,
     relevance_of,
@@ -71,6 +72,28 @@ def candidate_items(visible: list[dict], weights: dict, now: datetime, previous_
     fulls, label_n = full_options([c for _, _, c in scored], line_counter)
     return [candidate_item(c, s, r, weights, best, o, n, previous_fidelity.get(c["source"]))
             for (s, r, c), o, n in zip(scored, fulls, label_n)]
+
+
+def restored_memories(items: list[Item], restored: frozenset[str]) -> None:
+    """Memories memory_restore brought back are pinned at full fidelity while their
+    pin lasts (paging: the thrash guard)."""
+    for it in items:
+        if it.source in restored:
+            it.pinned, it.options = True, it.options[:1]
+
+
+def paging_report(plan: Plan) -> dict:
+    p = plan.paging
+    return {"zone": p.zone, "history_tokens": p.tokens, "changes": len(p.changes),
+            "evicted_units": p.evicted_units}
+
+
+def evicted_sources(prepared: PreparedHistory) -> set[str]:
+    """The history's messages that paging evicted."""
+    if prepared.floors is None:
+        return set()
+    return {f"msg:{m['message_id']}" for unit, f in zip(prepared.units, prepared.floors) if f == len(FIDELITIES)
+            for m in unit}
 
 
 def pinned_reserve(items: list[Item]) -> int:
@@ -144,7 +167,7 @@ def drop_to_fit(chosen: list[Item], room: int, limit: int) -> tuple[list[Item], 
 
 
 def omissions_after(items: list[Item], chosen: list[Item], in_history: set[str], pick: HistoryPick,
-                    summary: list[dict], history: list[dict]) -> list[dict]:
+                    summary: list[dict], history: list[dict], plan_floors: list[int] | None = None) -> list[dict]:
     """What was left out for the budget (items, dropped history) and the tool outputs
     the history holds truncated."""
     kept = {id(i) for i in chosen}
@@ -153,6 +176,9 @@ def omissions_after(items: list[Item], chosen: list[Item], in_history: set[str],
     if pick.dropped_units:
         out.append({"source": "history", "reason": "budget", "units_dropped": pick.dropped_units,
                     "covered_by_summary": bool(summary)})
+    evicted = sum(1 for f in (plan_floors or ()) if f == len(FIDELITIES))
+    if evicted:
+        out.append({"source": "history", "reason": "evicted", "units": evicted})
     out.extend({"source": f"msg:{m['message_id']}", "reason": "truncated_tool_output",
                 "artifact_id": m["artifact_id"]} for m in history if m.get("artifact_id"))
     return out
@@ -189,14 +215,17 @@ def decide(session: Session, history: list[dict], plan: Plan, candidates: list[d
     # Candidates: privacy, scoring, every fidelity option
     visible, hidden = visible_candidates(candidates, opts["channel"])
     all_items = candidate_items(visible, weights, session.now, dict(previous), line_counter)
+    if plan.paging is not None:
+        restored_memories(all_items, plan.paging.restored_memories)
 
     # History within its share, less the pinned items' reserve (plus whatever memories leave)
     b_hist = max(min(plan.history_share, available - pinned_reserve(all_items)), 0)
     pick, summary, summary_tokens = history_pick(plan.prepared, b_hist, session.summary_text)
     in_history = history_sources(pick)
 
-    # Memories within B - history, greedy knapsack over fidelities
-    items = memory_candidates(all_items, in_history, opts["max_items"])
+    # Memories within B - history, greedy knapsack over fidelities; an evicted turn of
+    # this session is not recalled either (paging: memory_query and memory_restore reach it)
+    items = memory_candidates(all_items, in_history | evicted_sources(plan.prepared), opts["max_items"])
     mem_budget = available - pick.tokens - summary_tokens
     if opts["cap_memory"] is not None:
         mem_budget = min(mem_budget, opts["cap_memory"])
@@ -243,7 +272,8 @@ def decide(session: Session, history: list[dict], plan: Plan, candidates: list[d
                 "prompt": budget.system_tokens + used + budget.tool_tokens,
             },
             "items": report_items(chosen, pick),
-            "omissions": hidden + omissions_after(items, chosen, in_history, pick, summary, history),
+            "omissions": hidden + omissions_after(items, chosen, in_history, pick, summary, history,
+                                                       plan.prepared.floors),
             "provenance": {
                 "query": query,
                 "candidate_pool_size": len(candidates),
@@ -252,5 +282,5 @@ def decide(session: Session, history: list[dict], plan: Plan, candidates: list[d
                 "scoring": {k: weights[k] for k in sorted(weights)},
                 "history_first_turn": pick.first_kept_turn,
             },
-        },
+        } | ({"paging": paging_report(plan)} if plan.paging is not None else {}),
     }

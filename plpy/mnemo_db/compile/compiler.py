@@ -11,6 +11,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from .. import embedding
+from ..paging import residency
 from . import phases
 from .bundle import decide
 from .packing import count_lines_split
@@ -45,7 +46,8 @@ class PlpyDatabase:
     def __init__(self, plpy):
         self.plpy = plpy
         self.Error = plpy.SPIError
-        self.plans = {name: plpy.prepare(text, types) for name, (text, types) in STATEMENTS.items()}
+        self.plans = {name: plpy.prepare(text, types)
+                      for name, (text, types) in (STATEMENTS | residency.STATEMENTS).items()}
 
     def run(self, statement: str, args: list):
         return self.plpy.execute(self.plans[statement], args)
@@ -96,7 +98,7 @@ class Compiler:
         if query is None:
             query = phases.default_query(db, session)
             pending = self._embed_async(query)
-        plan = phases.plan(session, history, query)
+        plan = phases.plan(session, history, query, db)
         watch.lap("history")
         pool, previous = phases.read_pool(db, session, plan, query)
         watch.lap("lexical")
@@ -111,6 +113,7 @@ class Compiler:
         report = bundle["report"]
         latency = watch.elapsed_ms()
         context_id = phases.log(db, session, query, report, latency)
+        phases.write_paging(db, session, plan)
         watch.lap("log")
         report["timings_ms"] = watch.laps
         report["context_id"] = context_id

@@ -103,6 +103,25 @@ def history_versions(m: dict, allowed: tuple[str, ...]) -> tuple[dict[str, dict]
     return versions, costs
 
 
+def authored_versions(m: dict, object_id: int, summary: str, carrier: bool
+                      ) -> tuple[dict[str, dict], dict[str, int]]:
+    """A message of an object the assistant summarised (the summarize or collapse
+    cleanup tag): below full, the object's largest message carries the summary and
+    the others a pointer to it (roles, tool calls and their ids stay: pairs stay whole)."""
+    full = openai_message(m)
+    full_cost = m["token_count"] if m.get("token_count") is not None else tokens.count_message(full)
+    text = (f"[summary of obj:{object_id}; memory_restore obj:{object_id} for the full text] {summary}"
+            if carrier else f"[part of obj:{object_id}, summarised with it]")
+    short = openai_message(m, text)
+    cost = tokens.count_message(short)
+    if cost >= full_cost:
+        short, cost = full, full_cost
+    versions, costs = {"full": full}, {"full": full_cost}
+    for name in FIDELITIES[1:]:
+        versions[name], costs[name] = short, cost
+    return versions, costs
+
+
 @dataclass
 class HistoryPick:
     messages: list[dict]
@@ -121,6 +140,13 @@ class PreparedHistory:
     def __init__(self, history: list[dict], allowed: tuple[str, ...]):
         self.units = group_history(history)
         self.allowed = allowed
+        # Paging (mnemo_db.paging.residency): each unit's fidelity floor, the index of
+        # its object's residency in FIDELITIES, len(FIDELITIES) for evicted; None: the
+        # session has no semantic objects, and packing is by age alone.
+        self.floors: list[int] | None = None
+        # Paging: messages of objects an assistant summarised (a cleanup tag), by id:
+        # (object id, summary, whether it carries the summary)
+        self.authored: dict[int, tuple[int, str, bool]] = {}
         self._versions: dict[int, list[tuple[dict[str, dict], dict[str, int]]]] = {}
         self._picks: dict[int, HistoryPick] = {}  # pack_history by budget (read only)
         # Full-fidelity cost of each unit: the stored token counts unless the unit's
@@ -137,7 +163,10 @@ class PreparedHistory:
 
     def _prepared(self, u: int) -> list[tuple[dict[str, dict], dict[str, int]]]:
         if u not in self._versions:
-            self._versions[u] = [history_versions(m, self.allowed) for m in self.units[u]]
+            self._versions[u] = [
+                authored_versions(m, *self.authored[m["message_id"]])
+                if m["message_id"] in self.authored and m["sensitivity"] in self.allowed
+                else history_versions(m, self.allowed) for m in self.units[u]]
         return self._versions[u]
 
     def costs(self, u: int) -> list[dict[str, int]]:
@@ -167,6 +196,10 @@ def pack_history(h: PreparedHistory, budget: int) -> HistoryPick:
     cumulative caps): when a unit no longer fits in its zone, it and every older unit
     go one zone down, so older turns degrade before they are dropped and fidelity
     never rises going back in time. The newest unit is verbatim whenever it fits.
+    With paging (h.floors), a unit is never sent above its object's residency and an
+    evicted one not at all: if the history fits at the floors, the floors are the
+    fidelities (a paged history is not contiguous, and its fidelity may rise going
+    back in time); if not, the walk above runs with each unit at least at its floor.
     Memoised per budget on h: the candidate pool is sized with the same packing that
     the decide phase then does (phases.plan, bundle.decide).
     """
@@ -178,34 +211,45 @@ def pack_history(h: PreparedHistory, budget: int) -> HistoryPick:
         acc += share
         caps.append(int(budget * acc))
     caps[-1] = budget
-    if sum(h.full_costs) <= budget:
-        zones = [0] * len(units)
+    floors = h.floors or [0] * len(units)
+    evicted = len(FIDELITIES)
+    if sum(h.cost(u, f) for u, f in enumerate(floors) if f < evicted) <= budget:
+        zones = list(floors)
     else:
         zones, used, z = [], 0, 0
         for idx in range(len(units) - 1, -1, -1):
+            floor = floors[idx]
+            if floor == evicted:
+                zones.append(evicted)
+                continue
             newest = idx == len(units) - 1
-            while z < len(FIDELITIES):
-                cap = budget if newest and z == 0 else caps[z]
-                if used + h.cost(idx, z) <= cap:
+            zz = max(z, floor)
+            while zz < evicted:
+                cap = budget if newest and zz == 0 else caps[zz]
+                if used + h.cost(idx, zz) <= cap:
                     break
-                z += 1
-            if z == len(FIDELITIES):
+                zz += 1
+            if zz == evicted:
                 break
-            used += h.cost(idx, z)
-            zones.append(z)
+            if zz > floor:
+                z = max(z, zz)  # what the budget forced goes for every older unit too
+            used += h.cost(idx, zz)
+            zones.append(zz)
         zones.reverse()
-    kept = len(zones)
-    first = len(units) - kept
+    dropped = len(units) - len(zones)
     messages, fids, used = [], [], 0
-    for u, z in zip(range(first, len(units)), zones):
+    for u, z in zip(range(dropped, len(units)), zones):
+        if z == evicted:
+            continue
         fid = FIDELITIES[z]
         for m, (version, cost) in zip(units[u], h.at(u, fid)):
             label = "withheld" if m["sensitivity"] not in h.allowed else fid
             messages.append(version)
             fids.append((m["message_id"], label, cost))
             used += cost
-    first_turn = units[first][0]["turn_index"] if kept else None
-    pick = h._picks[budget] = HistoryPick(messages, fids, used, first, first_turn)
+    first = next((dropped + k for k, z in enumerate(zones) if z != evicted), len(units))
+    first_turn = units[first][0]["turn_index"] if first < len(units) else None
+    pick = h._picks[budget] = HistoryPick(messages, fids, used, dropped, first_turn)
     return pick
 
 

@@ -30,6 +30,7 @@ from typing import Any, NoReturn, Protocol
 import numpy as np
 
 from .. import redact
+from ..paging import residency
 from . import rows, statements
 from .history import PreparedHistory, pack_history, verbatim_message_ids
 from .options import OptionError, as_of_text, options_object, parse_options
@@ -94,6 +95,8 @@ class Plan:
     exclude: list[int]  # messages surely in the verbatim history: not candidates
     prepared: PreparedHistory
     room: int  # tokens the memory block can get at most: what the pool must fill
+    # residency of the session's semantic objects (None: no paging; see mnemo_db.paging)
+    paging: residency.PagingPlan | None = None
 
 
 def search_query(query: str | None, redacting: bool) -> str | None:
@@ -145,18 +148,44 @@ def default_query(db: Database, session: Session) -> str | None:
     return search_query(last[0]["content"] if last else None, session.redacting)
 
 
-def plan(session: Session, history: list[dict], query: str | None) -> Plan:
+def window_budget(session: Session) -> int:
+    """B at the session's window, whatever the budget option: what paging's pressure
+    zones are ratios of (a small budget asked for once evicts nothing for good)."""
+    b = session.budget
+    return max(session.context_window - b.system_tokens - session.response_reserve - b.tool_tokens, 0)
+
+
+def plan(session: Session, history: list[dict], query: str | None, db: Database | None = None) -> Plan:
+    """What the rest of the compile goes by. With db, the session's semantic objects
+    set each history unit's fidelity floor, after this compile's pressure changes
+    (paging.residency; not for an as_of compile, which looks at the past)."""
     opts, available = session.options, session.budget.available
     task = opts["task_type"] or classify_task(query, history, True)
     b_hist = history_share(available, task, opts["cap_history"])
     prepared = PreparedHistory(history, session.allowed)
+    paging = None
+    if db is not None and session.as_of is None:
+        paging = residency.read(db, session.tenant_id, session.session_id, prepared, window_budget(session))
+        if paging is not None:
+            prepared.floors = paging.floors
+            if opts["budget"] is None and opts["cap_history"] is None:
+                # the resident history is what paging kept within the window: the
+                # history share must not degrade it again by age (prefix stability)
+                b_hist = min(max(b_hist, paging.tokens), available)
     # memories get B minus what the history uses
     room = available - pack_history(prepared, b_hist).tokens
     if opts["cap_memory"] is not None:
         room = min(room, opts["cap_memory"])
     return Plan(task=task, memory_share=memory_share(available, task, opts["cap_memory"]),
                 history_share=b_hist, exclude=verbatim_message_ids(history, b_hist),
-                prepared=prepared, room=room)
+                prepared=prepared, room=room, paging=paging)
+
+
+def write_paging(db: Database, session: Session, plan: Plan) -> None:
+    """The compile's residency changes, unless the compile is not logged (looking,
+    as `mnemo show` does, must not change the session)."""
+    if plan.paging is not None and session.options["log"]:
+        residency.write(db, session.tenant_id, session.session_id, plan.paging)
 
 
 def read_pool(db: Database, session: Session, plan: Plan, query: str | None

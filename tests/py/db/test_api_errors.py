@@ -120,6 +120,7 @@ JSON_ARGUMENTS = {
     "sync_messages p_messages": "SELECT mnemo.sync_messages(%(t)s, %(s)s, {j})",
     "sync_messages p_metadata": "SELECT mnemo.sync_messages(%(t)s, %(s)s,"
                                 " '[{{\"role\": \"user\", \"content\": \"hi\"}}]', p_metadata => {j})",
+    "handle_tool_call p_tool_call": "SELECT mnemo.handle_tool_call(%(t)s, %(s)s, {j})",
 }
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 import uuid
 
 import pytest
@@ -80,6 +81,16 @@ async def scenario(m: Client | AsyncClient) -> set[str]:
     assert len(await call("embed", "hello")) == 384
     assert [len(v) for v in await call("embed_batch", ["a", "b"])] == [384, 384]
     assert await call("count_tokens", "hello world") == 2
+    # paging: the build log is one object (msg:N names it), queried, released, restored
+    log_id = "msg:" + str(await settle(m._call(
+        "SELECT max(message_id) FROM mnemo.messages WHERE tenant_id = %(t)s AND role = 'tool'", {"t": tenant})))
+    assert (await call("memory_release", tenant, sid, [log_id]))["released"][0]["fidelity"] == "stub"
+    assert (await call("memory_query", tenant, sid, "what is in the build log?", max_tokens=40))["sources"]
+    assert (await call("memory_restore", tenant, sid, log_id))["fidelity"] == "full"
+    answer = await call("handle_tool_call", tenant, sid, {"id": "p1", "type": "function", "function": {
+        "name": "memory_release", "arguments": json.dumps({"ids": [log_id]})}})
+    assert answer["role"] == "tool" and answer["tool_call_id"] == "p1"
+    assert (await call("paging_metrics", tenant, sid))["restore_faults"] == 1
     await call("run_jobs", worker=15)
     await call("run_sweep", "working_memory", tenant_id=tenant)
     assert any(r["job"].endswith("working-memory") or "working_memory" in r["job"]

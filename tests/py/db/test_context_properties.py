@@ -9,7 +9,6 @@ plpy/mnemo_db/compile/bundle.py's docstring on what actually came back.
 
 from __future__ import annotations
 
-import itertools
 import json
 import random
 import uuid
@@ -20,7 +19,7 @@ from hypothesis import strategies as st
 from mnemo_db import tokens
 from mnemo_db.compile.policy import MEMORY_HEADER
 
-FIDELITY_RANK = {"full": 0, "detail": 1, "compact": 2, "stub": 3}
+FIDELITY_RANK = {"full": 0, "detail": 1, "compact": 2, "stub": 3, "evicted": 4}
 ALLOWED = {"private": ("none", "low", "high"), "team": ("none", "low"),
            "public": ("none", "low")}
 SETTINGS = settings(max_examples=25, deadline=None, database=None,
@@ -108,11 +107,11 @@ def _marked(b: Built, r: random.Random, sens: str, text: str) -> str:
     return f"{text[:cut]} {mk} {text[cut:]}"
 
 
-def build(db, spec: dict) -> Built:
+def build(db, spec: dict, window: int = 128000) -> Built:
     tenant = "t_" + uuid.uuid4().hex[:12]
     db.create_tenant(tenant)
-    session = db.start_session(tenant, channel=spec["channel"], context_window=128000,
-                               system_prompt=spec["system_prompt"])
+    session = db.start_session(tenant, channel=spec["channel"], context_window=window,
+                               response_reserve=min(4096, window // 4), system_prompt=spec["system_prompt"])
     b = Built(tenant, session, spec)
     rec = db.record_message
     for n, turn in enumerate(spec["turns"]):
@@ -168,11 +167,21 @@ def pinned_block_bound(pinned: list[dict]) -> int:
     return tokens.count_message({"role": "system", "content": "\n".join(lines)}) + 2 * len(pinned)
 
 
-def check_bundle(b: Built, bundle: dict, opts: dict, query: str | None) -> None:
+def residency_floors(db, b: Built) -> dict[int, int]:
+    """Each message's fidelity floor: its semantic object's residency (paging)."""
+    rows = db._rows("SELECT m AS message_id, r.fidelity FROM mnemo.semantic_objects AS o"
+                    " JOIN mnemo.object_residency AS r USING (tenant_id, session_id, object_id),"
+                    " unnest(o.message_ids) AS m WHERE o.tenant_id = %(t)s AND o.session_id = %(s)s",
+                    {"t": b.tenant, "s": b.session})
+    return {r["message_id"]: FIDELITY_RANK[r["fidelity"]] for r in rows}
+
+
+def check_bundle(b: Built, bundle: dict, opts: dict, query: str | None, floors: dict[int, int]) -> None:
+    """floors: residency_floors after the compile (paging)."""
     messages, report = bundle["messages"], bundle["report"]
     channel = b.spec["channel"]
     available = report["budget"]["available"]
-    assert available <= opts["budget"]
+    assert available <= opts.get("budget", available)
 
     # the system prompt comes first when the session has one
     rest = messages
@@ -196,19 +205,26 @@ def check_bundle(b: Built, bundle: dict, opts: dict, query: str | None) -> None:
     # tool-call pairs are whole
     assert_tool_pairs_whole(messages)
 
-    # kept history: a contiguous suffix of what may be sent, the same messages as
-    # the tail of the list, fidelity never rising going back in time
+    # kept history: a contiguous suffix of what may be sent but what paging evicted,
+    # the same messages as the tail of the list; no message above its object's
+    # residency, and what the budget forced below it never rising going back in time
     hist = [it for it in report["items"] if it["section"] == "history"]
     ids = [int(it["source"].removeprefix("msg:")) for it in hist]
-    assert ids == (b.sendable[-len(ids):] if ids else [])
+    resident = [i for i in b.sendable if floors.get(i, 0) < FIDELITY_RANK["evicted"]]
+    assert ids == (resident[-len(ids):] if ids else [])
     tail = messages[len(messages) - len(hist):] if hist else []
     assert all(m["role"] != "system" for m in tail)
     assert len([m for m in rest if m["role"] != "system"]) == len(hist)
     assert [tokens.count_message(m) for m in tail] == [it["tokens"] for it in hist]
     assert sum(it["tokens"] for it in hist) == report["tokens"]["history"]
-    ranks = [FIDELITY_RANK[it["fidelity"]] for it in hist if it["fidelity"] != "withheld"]
-    assert all(older >= newer for older, newer in itertools.pairwise(ranks)), \
-        [it["fidelity"] for it in hist]
+    forced = 0
+    for it, i in zip(reversed(hist), reversed(ids)):
+        if it["fidelity"] == "withheld":
+            continue
+        rank, floor = FIDELITY_RANK[it["fidelity"]], floors.get(i, 0)
+        assert rank >= max(floor, forced), ([x["fidelity"] for x in hist], floors)
+        if rank > floor:
+            forced = rank
     withheld = {it["source"] for it in hist if it["fidelity"] == "withheld"}
     event("history: " + ("none" if not ids else "all" if len(ids) == len(b.sendable)
                          else "a suffix"))
@@ -238,7 +254,7 @@ def test_compiled_context_invariants(db, spec, compiles):
     for c in compiles:
         opts = {"budget": c["budget"]} | ({"task_type": c["task_type"]} if c["task_type"] else {})
         bundle = db.compile_context_bundle(b.tenant, b.session, c["query"], **opts)
-        check_bundle(b, bundle, opts, c["query"])
+        check_bundle(b, bundle, opts, c["query"], residency_floors(db, b))
         # with no new data, the next compiles are byte-identical (provider prompt caches)
         sql = "SELECT mnemo.compile_context(%(t)s, %(s)s, %(q)s, %(o)s::jsonb)::text"
         args = {"t": b.tenant, "s": b.session, "q": c["query"], "o": json.dumps(opts)}
@@ -270,3 +286,37 @@ def test_pinned_memories_are_kept_whenever_they_fit(db, spec, budget, task_type)
         sources = {it["source"] for it in report["items"] if it["section"] == "memory"}
         assert {f"mem:{m['memory_id']}" for m in pinned} <= sources, (
             report["task_type"], report["budget"], report["tokens"])
+
+
+# --------------------------------------------------------------------------- paging
+@SETTINGS
+@given(spec=SESSIONS, window=st.integers(1200, 9000), restore=st.integers(0, 2**32),
+       query=st.sampled_from([None, "src/app/main.py timeout"]))
+def test_paging_invariants_at_the_window(db, spec, window, restore, query):
+    """Compiled at the session's window, where paging's pressure zones act: B holds,
+    tool pairs stay whole, nothing secret leaks, a pinned (restored) object is resident
+    at full fidelity, and with no new data the next compile is byte-identical."""
+    b = build(db, spec, window)
+    objects = db._rows("SELECT o.object_id, o.message_ids FROM mnemo.semantic_objects AS o"
+                       " WHERE o.tenant_id = %(t)s AND o.session_id = %(s)s ORDER BY o.first_turn",
+                       {"t": b.tenant, "s": b.session})
+    pinned = random.Random(restore).choice(objects) if objects else None
+    if pinned:
+        db.memory_restore(b.tenant, b.session, f"obj:{pinned['object_id']}")
+    first = db.compile_context_bundle(b.tenant, b.session, query)
+    floors = residency_floors(db, b)
+    check_bundle(b, first, {}, query, floors)
+    event(f"zone: {first['report']['paging']['zone']}" if "paging" in first["report"] else "zone: -")
+    if pinned:
+        assert all(floors[m] == 0 for m in pinned["message_ids"])
+        items = {it["source"]: it["fidelity"] for it in first["report"]["items"] if it["section"] == "history"}
+        kept = [items.get(f"msg:{m}") for m in pinned["message_ids"]]
+        # sent at full whenever the history at its residencies fits its share of B
+        # (else packing degrades by age what paging could not: the pinned turns alone
+        # are more than B)
+        if first["report"]["paging"]["history_tokens"] <= first["report"]["budget"]["history_share"]:
+            event("pinned object sent")
+            assert all(f in ("full", "withheld") for f in kept if f is not None), kept
+    second = db.compile_context_bundle(b.tenant, b.session, query)
+    assert second["messages"] == first["messages"]
+    assert second["report"].get("paging", {}).get("changes", 0) == 0

@@ -1,0 +1,12 @@
+"""Paging (issue 22; seed 002 §4-§7, §12-§13): the context window as a managed cache.
+
+- sources.py: what a tool call reads or writes (file path and lines, URL), and what
+  kind of object its result is (file_context, tool_result, error_context);
+- tags.py: the cleanup tags an assistant writes (drop, summarize, anchor, collapse,
+  declare_losses);
+- ladder.py: the fidelity ladder, the pressure zones and the fidelity manager's
+  decisions under pressure and on a goal shift (pure functions);
+- answer.py: memory_query's answers, extractive offline or by the helper LLM;
+- store.py: the database side, for record_message (segmentation, faults, waste,
+  tags), compile_context (pressure), the phantom tools and the metrics.
+"""

@@ -1,0 +1,166 @@
+"""The fidelity ladder and the fidelity manager's decisions (seed 002 §4, §8, §12),
+free of database access: given a session's objects with their residency and their
+cost at each fidelity, which objects change fidelity, and why.
+
+Pressure is the history's tokens at the objects' current fidelities over the
+session's window budget (context window - system prompt - response reserve - tool
+definitions; not the per-call budget option: residency is durable, and one caller
+asking for a small context once must not evict objects from the session). Zones:
+
+    normal    < caution     observe only
+    caution   < warning     full -> detail, oldest and least relevant first
+    warning   < critical    full -> detail, detail -> compact, compact -> stub
+    critical  < emergency   full, detail, compact -> stub; stub -> evicted
+    emergency               everything -> evicted but the last two user turns, the
+                            newest tool call and pinned objects
+
+A zone acts until the ratio is at most `target` or its moves run out (hysteresis:
+changes come in batches, so most compiles change nothing and the prompt prefix stays
+byte-identical).
+Pinned objects (a fault or restore pinned them for some turns), anchored ones (the
+anchor tag) and the protected newest objects never move under pressure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+LADDER = ("full", "detail", "compact", "stub", "evicted")
+LEVEL = {f: i for i, f in enumerate(LADDER)}
+ZONES = ("normal", "caution", "warning", "critical", "emergency")
+
+DEFAULTS = {
+    # ratio thresholds of the zones (seed 002 §4)
+    "caution": 0.50, "warning": 0.70, "critical": 0.85, "emergency": 0.95,
+    # a zone acts until the ratio is at most this
+    "target": 0.40,
+    # turns an object stays pinned after a fault or a restore (thrash guard, §12)
+    "pin_turns": 8,
+    # newest objects pressure never degrades below full (the working set)
+    "protect_newest": 2,
+    # §12: conversation phases and small tool results under this merge with their
+    # neighbour of the same kind
+    "min_object_tokens": 500,
+    # consecutive turns below this cosine start a new conversation phase (§5.2)
+    "topic_shift": 0.70,
+    # consecutive user messages below this cosine are a goal shift (§8.2)
+    "goal_shift": 0.50,
+    # a tool_result older than this many tool calls is stale: degraded to `stale_to`
+    "stale_after_calls": 8,
+    "stale_to": "detail",
+    # a file read superseded by a later read of the same lines, or made stale by a
+    # write to the file, and a duplicated output, go to this fidelity
+    "superseded_to": "stub",
+}
+
+
+def settings(raw: dict | None) -> dict:
+    """The paging settings: the defaults, with the stored setting's keys of the right
+    type (numbers for numbers, fidelity names for fidelities)."""
+    out = dict(DEFAULTS)
+    for k, v in (raw if isinstance(raw, dict) else {}).items():
+        if k not in out or isinstance(v, bool):
+            continue
+        if isinstance(out[k], int | float) and isinstance(v, int | float):
+            out[k] = type(out[k])(v)
+        elif isinstance(out[k], str) and v in LADDER[1:]:
+            out[k] = v
+    return out
+
+
+def zone_of(ratio: float, cfg: dict) -> str:
+    zone = "normal"
+    for z in ZONES[1:]:
+        if ratio >= cfg[z]:
+            zone = z
+    return zone
+
+
+@dataclass(eq=False)
+class Resident:
+    """An object of the session as the fidelity manager sees it."""
+    object_id: int
+    kind: str
+    fidelity: str
+    last_turn: int
+    pinned: bool = False
+    anchored: bool = False
+    protected: bool = False
+    relevance: float = 0.0
+    # tokens of the object's messages at a fidelity (evicted: 0)
+    cost: Callable[[str], int] = field(default=lambda f: 0, repr=False)
+
+
+@dataclass(frozen=True)
+class Change:
+    object_id: int
+    from_fidelity: str
+    to_fidelity: str
+    trigger: str
+    zone: str | None
+
+
+def _step(zone: str, fidelity: str) -> str | None:
+    """Where a zone moves an object at a fidelity (None: it does not)."""
+    level = LEVEL[fidelity]
+    if zone == "caution":
+        return "detail" if level == 0 else None
+    if zone == "warning":
+        return LADDER[level + 1] if level <= 2 else None
+    if zone == "critical":
+        return "stub" if level <= 2 else ("evicted" if level == 3 else None)
+    if zone == "emergency":
+        return "evicted" if level < 4 else None
+    return None
+
+
+def relieve(objects: list[Resident], used: int, capacity: int, cfg: dict) -> tuple[str, list[Change], int]:
+    """The zone of a compile and the changes that bring the history's tokens (`used`,
+    at the current fidelities) down to the target ratio of `capacity`: the zone's
+    moves, least relevant then oldest first, pass after pass (warning takes an object
+    from full down to stub in three), until the target is reached or the zone has no
+    move left. Either way the next compile, without new data, changes nothing: its
+    zone is this one or a lower one, whose moves are a subset of these. A history
+    that does not fit the window is in emergency, which may evict anything movable.
+    Returns (zone, changes, tokens used after them); the objects' fidelities are
+    updated in place."""
+    if capacity <= 0:
+        return "normal", [], used
+    zone = zone_of(used / capacity, cfg)
+    changes: list[Change] = []
+    if zone == "normal":
+        return zone, changes, used
+    movable = sorted((o for o in objects if not (o.pinned or o.anchored or o.protected)),
+                     key=lambda o: (o.relevance, o.last_turn, o.object_id))
+    moved = True
+    while moved and used > cfg["target"] * capacity:
+        moved = False
+        for o in movable:
+            if used <= cfg["target"] * capacity:
+                break
+            to = _step(zone, o.fidelity)
+            if to is None:
+                continue
+            used += o.cost(to) - o.cost(o.fidelity)
+            changes.append(Change(o.object_id, o.fidelity, to, "pressure", zone))
+            o.fidelity, moved = to, True
+    return zone, changes, used
+
+
+def goal_shift(objects: list[Resident], matching: set[int], cfg: dict) -> list[Change]:
+    """On a goal shift (§8): objects that match the new goal come back to full,
+    resident ones that do not go down a level, never below compact (§12: a goal
+    misread must be cheap to undo). Pinned and anchored objects stay."""
+    changes = []
+    for o in objects:
+        if o.pinned or o.anchored:
+            continue
+        if o.object_id in matching and o.fidelity != "full" and o.fidelity != "evicted":
+            changes.append(Change(o.object_id, o.fidelity, "full", "goal_shift", None))
+            o.fidelity = "full"
+        elif o.object_id not in matching and not o.protected and LEVEL[o.fidelity] < LEVEL["compact"]:
+            to = LADDER[LEVEL[o.fidelity] + 1]
+            changes.append(Change(o.object_id, o.fidelity, to, "goal_shift", None))
+            o.fidelity = to
+    return changes

@@ -1,0 +1,221 @@
+"""What a tool call touches, read from its name and arguments: the source it reads
+(a file path with the lines read, or a URL), whether it writes that source (an edit),
+and what kind of semantic object its result makes (seed 002 §5.1, strategy A).
+Agents name their tools differently (Claude Code's Read/Edit/Bash, SWE-agent's
+open/edit/create, str_replace_editor's view/str_replace, plain shell commands), so
+the rules look at both the tool's name and the shell command it runs, if any."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from dataclasses import dataclass
+
+# Tool names (lower case, without separators) that read or write a file.
+READ_TOOLS = {"read", "readfile", "open", "openfile", "view", "viewfile", "cat", "getfile", "goto",
+              "scrollup", "scrolldown", "readmanyfiles", "notebookread"}
+WRITE_TOOLS = {"write", "writefile", "edit", "editfile", "create", "createfile", "multiedit",
+               "strreplace", "insert", "applypatch", "patch", "notebookedit", "delete", "deletefile",
+               "append", "replace"}
+FETCH_TOOLS = {"webfetch", "fetch", "fetchurl", "browse", "curl", "wget", "openurl", "geturl"}
+SHELL_TOOLS = {"bash", "shell", "sh", "run", "exec", "execute", "terminal", "runcommand", "command",
+               "cmd", "localshell"}
+PATH_KEYS = ("file_path", "path", "filename", "file", "filepath", "notebook_path", "target_file")
+URL_RE = re.compile(r"https?://[^\s'\"<>]+")
+# str_replace_editor-style tools say what they do in a `command` argument.
+EDITOR_READ_COMMANDS = {"view"}
+EDITOR_WRITE_COMMANDS = {"create", "str_replace", "insert", "undo_edit", "write", "append"}
+SHELL_READERS = {"cat", "head", "tail", "less", "more", "nl", "bat", "sed", "awk"}
+SHELL_WRITERS = {"rm", "mv", "cp", "touch", "tee", "truncate"}
+# An error in the first lines of a tool output (or a failing exit status).
+ERROR_RE = re.compile(
+    r"(?m)(^Traceback \(most recent call last\)|^\w*(Error|Exception)\b[:(]|\berror(\[\w+\])?:|"
+    r"^FAILED\b|^E\s{3}|command not found|No such file or directory|exit (code|status) [1-9]|"
+    r"^fatal:|panic:|Segmentation fault)", re.IGNORECASE)
+ERROR_SCAN_CHARS = 4000
+
+
+@dataclass(frozen=True)
+class Access:
+    """What one tool call touches. lines: (first, last) line numbers read, inclusive,
+    None for the whole source; last None: to the end."""
+    source: str | None = None
+    lines: tuple[int, int | None] | None = None
+    reads: bool = False
+    writes: bool = False
+    fetch: bool = False
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[^a-z]", "", (name or "").lower().rsplit(".", 1)[-1].rsplit("__", 1)[-1])
+
+
+def _args(arguments: str | dict | None) -> dict:
+    if isinstance(arguments, dict):
+        return arguments
+    try:
+        out = json.loads(arguments or "{}")
+    except (TypeError, ValueError, RecursionError):  # the API stores any string, nested past the limit too
+        return {"command": arguments} if isinstance(arguments, str) else {}
+    return out if isinstance(out, dict) else {}
+
+
+def _int(v) -> int | None:
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def _clean_path(p: str) -> str:
+    p = p.strip().strip("'\"")
+    return re.sub(r"/{2,}", "/", p.removeprefix("./"))
+
+
+def _lines_from_args(a: dict) -> tuple[int, int | None] | None:
+    if isinstance(a.get("view_range"), list) and len(a["view_range"]) == 2:
+        first, last = _int(a["view_range"][0]), _int(a["view_range"][1])
+        if first is not None:
+            return first, (None if last is None or last < 0 else last)
+    offset, limit = _int(a.get("offset")), _int(a.get("limit"))
+    if offset is not None or limit is not None:
+        first = max(offset or 1, 1)
+        return first, (first + limit - 1 if limit else None)
+    first = _int(a.get("start_line") or a.get("line_number") or a.get("line"))
+    if first is not None:
+        last = _int(a.get("end_line"))
+        return first, last
+    return None
+
+
+def shell_access(command: str) -> Access:
+    """A shell command's access: the file a reader (cat, head, sed -n 'a,bp' ...) reads,
+    the file an output redirection or a writer (sed -i, rm, mv ...) writes, the URL
+    curl or wget fetches. Only the first command of a pipeline or list is looked at."""
+    command = (command or "").strip()
+    url = URL_RE.search(command)
+    first = re.split(r"\s*(?:&&|\|\||;|\|)\s*", command, maxsplit=1)[0]
+    try:
+        words = shlex.split(first)
+    except ValueError:
+        words = first.split()
+    if not words:
+        return Access()
+    prog = words[0].rsplit("/", 1)[-1]
+    if prog in ("curl", "wget") and url:
+        return Access(source=url.group(0).rstrip(").,"), reads=True, fetch=True)
+    redirect = re.search(r"(?<![0-9&])>{1,2}\s*([^\s;&|]+)", first)
+    if redirect and not redirect.group(1).startswith("/dev/"):
+        return Access(source=_clean_path(redirect.group(1)), writes=True)
+    files = [w for w in words[1:] if not w.startswith("-") and not re.fullmatch(r"\d+(,\d+)?p?", w)]
+    if prog == "sed":
+        if any(w.startswith("-i") for w in words[1:]):
+            return Access(source=_clean_path(files[-1]), writes=True) if len(files) >= 2 else Access()
+        m = re.search(r"(\d+),(\d+)p", first)
+        if m and len(files) >= 2:
+            return Access(source=_clean_path(files[-1]), lines=(int(m.group(1)), int(m.group(2))), reads=True)
+        return Access()
+    if prog in SHELL_WRITERS and files:
+        return Access(source=_clean_path(files[-1]), writes=True)
+    if prog in SHELL_READERS and prog != "awk" and len(files) == 1:
+        lines = None
+        n = next((_int(w[2:] or words[words.index(w) + 1]) for w in words[1:]
+                  if w.startswith("-n") and (len(w) > 2 or words.index(w) + 1 < len(words))), None)
+        if prog == "head" and n:
+            lines = (1, n)
+        if prog == "tail":
+            return Access()  # the last lines: a range that moves with the file
+        return Access(source=_clean_path(files[0]), lines=lines, reads=True)
+    return Access()
+
+
+def tool_access(name: str, arguments: str | dict | None, open_file: str | None = None) -> Access:
+    """What a tool call touches. open_file: the file the session's agent has open
+    (SWE-agent's edit and scroll commands act on it and name no path)."""
+    tool, a = _norm(name), _args(arguments)
+    command = a.get("command") if isinstance(a.get("command"), str) else None
+    if tool in SHELL_TOOLS or (command and tool not in READ_TOOLS | WRITE_TOOLS and " " in command):
+        return shell_access(command or a.get("cmd") or a.get("script") or "")
+    url = a.get("url") or a.get("uri")
+    if isinstance(url, str) and (tool in FETCH_TOOLS or URL_RE.match(url)):
+        return Access(source=url, reads=True, fetch=True)
+    path = next((a[k] for k in PATH_KEYS if isinstance(a.get(k), str) and a[k].strip()), None)
+    if command in EDITOR_READ_COMMANDS | EDITOR_WRITE_COMMANDS and path:
+        reads = command in EDITOR_READ_COMMANDS
+        return Access(source=_clean_path(path), lines=_lines_from_args(a) if reads else None,
+                      reads=reads, writes=not reads)
+    if tool in WRITE_TOOLS:
+        target = path or open_file
+        return Access(source=_clean_path(target), writes=True) if target else Access()
+    if tool in READ_TOOLS:
+        target = path or open_file
+        if target is None and command:  # SWE-agent's open: the path is the first word
+            target = command.split()[0] if command.split() else None
+        return Access(source=_clean_path(target), lines=_lines_from_args(a), reads=True) if target else Access()
+    return Access()
+
+
+def overlaps(a: tuple[int, int | None] | None, b: tuple[int, int | None] | None) -> bool:
+    """Whether two line ranges share a line (None: the whole source)."""
+    if a is None or b is None:
+        return True
+    a_last = a[1] if a[1] is not None else float("inf")
+    b_last = b[1] if b[1] is not None else float("inf")
+    return a[0] <= b_last and b[0] <= a_last
+
+
+def looks_like_error(text: str | None, metadata: dict | None = None) -> bool:
+    """Whether a tool output reports an error (or its metadata says so)."""
+    if metadata and (metadata.get("is_error") is True or _int(metadata.get("exit_code")) not in (None, 0)):
+        return True
+    return bool(text) and ERROR_RE.search(text[:ERROR_SCAN_CHARS]) is not None
+
+
+def result_kind(access: Access, outputs: list[str | None], metadata: list[dict | None]) -> str:
+    """The kind of object a tool call's unit is, from what it touched and its outputs."""
+    if any(looks_like_error(t, md) for t, md in zip(outputs, metadata)):
+        return "error_context"
+    if access.fetch:
+        return "external_reference"
+    if access.reads and access.source:
+        return "file_context"
+    return "tool_result"
+
+
+def label_of(kind: str, name: str, access: Access, text: str | None) -> str:
+    """The one line a stub shows of an object."""
+    if access.source:
+        what = access.source
+        if access.lines:
+            what += f" lines {access.lines[0]}-{access.lines[1] if access.lines[1] is not None else 'end'}"
+        return f"{name} {what}"
+    first = next((ln.strip() for ln in (text or "").splitlines() if ln.strip()), "")
+    return f"{name}: {first[:120]}" if name else first[:120]
+
+
+# Agents that act in text (SWE-agent, mini-swe-agent): the assistant's message ends
+# with one shell block, and the environment answers in the next (user) message.
+ACTION_RE = re.compile(r"```(?P<lang>[A-Za-z]*)[ \t]*\n(?P<body>.*?)```\s*$", re.DOTALL)
+ACTION_LANGS = ("", "bash", "sh", "shell", "console")
+SWE_COMMANDS = {"goto", "scroll_up", "scroll_down", "search_file", "search_dir", "find_file", "submit"}
+
+
+def text_action(text: str | None) -> tuple[str, dict] | None:
+    """The action an assistant's text ends with, as a tool call's (name, arguments),
+    or None: a shell block of its own at the very end (a code answer in a chat has
+    a language, or text after it). SWE-agent's open/create/edit name (or act on) a
+    file; anything else is a shell command."""
+    m = ACTION_RE.search(text or "")
+    if not m or m.group("lang").lower() not in ACTION_LANGS or not m.group("body").strip():
+        return None
+    first = m.group("body").strip().splitlines()[0].strip()
+    words = first.split()
+    name = words[0]
+    if name in ("open", "create") and len(words) >= 2:
+        return name, {"path": words[1].strip("'\"")}
+    if name in ("edit", "insert"):
+        return "edit", {}
+    if name in SWE_COMMANDS:
+        return name, {"command": first}
+    return "bash", {"command": first}

@@ -1,0 +1,659 @@
+"""Paging's database side (PL/Python; one Pager per backend, GD['mnemo_pager']):
+
+- on_message, from record_message after each message: segmentation into semantic
+  objects (strategy A: a tool call with its results is one object, typed by what it
+  read and returned; consecutive conversation is one conversation_phase until a tool
+  call or a topic shift, small objects merge with their neighbour of the same kind),
+  faults (a re-read of a source whose object is below full, with no write between),
+  structural waste (superseded and stale reads, duplicated outputs, stale tool
+  results), goal shifts, and the assistant's cleanup tags;
+- the phantom tools (query, restore, release) and handle_tool_call;
+- metrics.
+Every residency change goes through change(): the residency row and its
+fidelity_log row, together. The compile side is compile_residency / write_plan.
+Runs as mnemo_api_owner under row-level security: the tenant is entered by the
+calling SQL function, and every statement names it as well.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+
+from .. import tokens
+from . import answer as answers
+from . import ladder, sources, tags
+from .ladder import LADDER, LEVEL, Change
+
+OBJECT_COLUMNS = """o.object_id, o.kind, o.message_ids, o.first_turn, o.last_turn, o.source_key,
+    lower(o.source_lines) AS line_first, upper(o.source_lines) - 1 AS line_last,
+    o.source_lines IS NOT NULL AND upper_inf(o.source_lines) AS line_open,
+    o.writes_source, o.label, o.token_count, o.is_open, o.memory_id,
+    r.fidelity, r.pinned_until_turn, r.anchored"""
+FROM_OBJECTS = """FROM mnemo.semantic_objects AS o
+JOIN mnemo.object_residency AS r
+    ON r.tenant_id = o.tenant_id AND r.session_id = o.session_id AND r.object_id = o.object_id"""
+
+STATEMENTS = {
+    "settings": ("SELECT mnemo_internal.setting('paging')::text AS v", []),
+    "latest": ((f"SELECT {OBJECT_COLUMNS} {FROM_OBJECTS} WHERE o.tenant_id = $1 AND o.session_id = $2 "
+               "AND o.memory_id IS NULL ORDER BY o.first_turn DESC, o.object_id DESC LIMIT 1"),
+               ["text", "uuid"]),
+    "by_id": ((f"SELECT {OBJECT_COLUMNS} {FROM_OBJECTS} WHERE o.tenant_id = $1 AND o.session_id = $2 "
+              "AND o.object_id = $3"), ["text", "uuid", "bigint"]),
+    "by_message": ((f"SELECT {OBJECT_COLUMNS} {FROM_OBJECTS} WHERE o.tenant_id = $1 AND o.session_id = $2 "
+                   "AND o.message_ids @> ARRAY[$3]::bigint[]"), ["text", "uuid", "bigint"]),
+    "by_memory": ((f"SELECT {OBJECT_COLUMNS} {FROM_OBJECTS} WHERE o.tenant_id = $1 AND o.session_id = $2 "
+                  "AND o.memory_id = $3"), ["text", "uuid", "bigint"]),
+    "by_call": (f"""SELECT {OBJECT_COLUMNS}, tc.name AS call_name {FROM_OBJECTS}
+JOIN mnemo.tool_calls AS tc ON tc.tenant_id = o.tenant_id AND tc.session_id = o.session_id
+    AND o.message_ids @> ARRAY[tc.message_id]
+WHERE o.tenant_id = $1 AND o.session_id = $2 AND tc.tool_call_id = $3""", ["text", "uuid", "text"]),
+    "by_source": ((f"SELECT {OBJECT_COLUMNS} {FROM_OBJECTS} WHERE o.tenant_id = $1 AND o.session_id = $2 "
+                  "AND o.source_key = $3 AND o.object_id <> $4 ORDER BY o.first_turn DESC, o.object_id DESC"),
+                  ["text", "uuid", "text", "bigint"]),
+    "by_output": ((f"SELECT {OBJECT_COLUMNS} {FROM_OBJECTS} WHERE o.tenant_id = $1 AND o.session_id = $2 "
+                  "AND o.output_hash = $3 AND o.object_id <> $4"), ["text", "uuid", "bytea", "bigint"]),
+    "latest_phase": (("SELECT o.object_id FROM mnemo.semantic_objects AS o WHERE o.tenant_id = $1 "
+                     "AND o.session_id = $2 AND o.kind = 'conversation_phase' "
+                     "ORDER BY o.first_turn DESC LIMIT 1"), ["text", "uuid"]),
+    "recent_sources": ("""SELECT DISTINCT ON (o.source_key) o.object_id, o.source_key FROM mnemo.semantic_objects AS o
+WHERE o.tenant_id = $1 AND o.session_id = $2 AND o.source_key IS NOT NULL AND o.object_id <> $3
+    AND NOT o.writes_source AND o.kind = 'file_context'
+ORDER BY o.source_key, o.first_turn DESC LIMIT 50""", ["text", "uuid", "bigint"]),
+    "related": (f"""SELECT {OBJECT_COLUMNS} {FROM_OBJECTS}
+JOIN mnemo.object_links AS l ON l.tenant_id = o.tenant_id AND l.dst_object_id = o.object_id
+WHERE o.tenant_id = $1 AND o.session_id = $2 AND l.src_object_id = $3
+    AND l.relation IN ('caused_by', 'depends_on', 'references')""", ["text", "uuid", "bigint"]),
+    "open_file": (("SELECT o.source_key FROM mnemo.semantic_objects AS o WHERE o.tenant_id = $1 "
+                  "AND o.session_id = $2 AND o.source_key IS NOT NULL AND o.kind <> 'external_reference' "
+                  "ORDER BY o.first_turn DESC LIMIT 1"), ["text", "uuid"]),
+    "session_objects": ((f"SELECT {OBJECT_COLUMNS}, o.summary {FROM_OBJECTS} WHERE o.tenant_id = $1 "
+                        "AND o.session_id = $2 AND o.memory_id IS NULL AND o.last_turn >= $3 "
+                        "ORDER BY o.first_turn"), ["text", "uuid", "integer"]),
+    "insert": ("""WITH o AS (
+    INSERT INTO mnemo.semantic_objects (tenant_id, session_id, kind, message_ids, memory_id, first_turn,
+        last_turn, source_key, source_lines, writes_source, label, token_count, is_open)
+    VALUES ($1, $2, $3, $4, $5, $6, $6, $7,
+        CASE WHEN $8::integer IS NULL THEN NULL ELSE int4range($8, $9, '[]') END, $10, $11, $12, $13)
+    RETURNING object_id)
+INSERT INTO mnemo.object_residency (tenant_id, session_id, object_id, fidelity, pinned_until_turn, changed_turn)
+SELECT $1, $2, o.object_id, 'full', $14, $6 FROM o RETURNING object_id""",
+               ["text", "uuid", "text", "bigint[]", "bigint", "integer", "text", "integer", "integer",
+                "boolean", "text", "integer", "boolean", "integer"]),
+    "append": ("""UPDATE mnemo.semantic_objects AS o SET message_ids = o.message_ids || $4, last_turn = $5,
+    token_count = o.token_count + $6, kind = coalesce($7, o.kind), label = coalesce($8, o.label),
+    output_hash = coalesce($9, o.output_hash)
+WHERE o.tenant_id = $1 AND o.session_id = $2 AND o.object_id = $3""",
+               ["text", "uuid", "bigint", "bigint[]", "integer", "integer", "text", "text", "bytea"]),
+    "close": (("UPDATE mnemo.semantic_objects AS o SET is_open = false WHERE o.tenant_id = $1 "
+              "AND o.session_id = $2 AND o.object_id = $3"), ["text", "uuid", "bigint"]),
+    "merge": ("""WITH gone AS (
+    DELETE FROM mnemo.semantic_objects AS o WHERE o.tenant_id = $1 AND o.session_id = $2 AND o.object_id = $4
+    RETURNING o.message_ids, o.last_turn, o.token_count)
+UPDATE mnemo.semantic_objects AS o SET message_ids = o.message_ids || gone.message_ids,
+    last_turn = gone.last_turn, token_count = o.token_count + gone.token_count
+FROM gone WHERE o.tenant_id = $1 AND o.session_id = $2 AND o.object_id = $3""",
+              ["text", "uuid", "bigint", "bigint"]),
+    "change": ("""WITH c AS (
+    SELECT * FROM unnest($3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[])
+        AS c (object_id, from_fidelity, to_fidelity, trigger, zone)),
+r AS (
+    UPDATE mnemo.object_residency AS r SET fidelity = c.to_fidelity, changed_turn = $8, updated_at = now()
+    FROM c WHERE r.tenant_id = $1 AND r.session_id = $2 AND r.object_id = c.object_id
+    RETURNING r.object_id)
+INSERT INTO mnemo.fidelity_log (tenant_id, session_id, object_id, from_fidelity, to_fidelity, trigger,
+    pressure_zone, turn_index, token_count)
+SELECT $1, $2, c.object_id, c.from_fidelity, c.to_fidelity, c.trigger, c.zone, $8, o.token_count
+FROM c JOIN r ON r.object_id = c.object_id
+JOIN mnemo.semantic_objects AS o ON o.tenant_id = $1 AND o.object_id = c.object_id""",
+               ["text", "uuid", "bigint[]", "text[]", "text[]", "text[]", "text[]", "integer"]),
+    "pin": (("UPDATE mnemo.object_residency AS r SET pinned_until_turn = greatest(r.pinned_until_turn, $4) "
+            "WHERE r.tenant_id = $1 AND r.session_id = $2 AND r.object_id = $3"),
+            ["text", "uuid", "bigint", "integer"]),
+    "anchor": (("UPDATE mnemo.object_residency AS r SET anchored = true "
+               "WHERE r.tenant_id = $1 AND r.session_id = $2 AND r.object_id = $3"), ["text", "uuid", "bigint"]),
+    "annotate": (("UPDATE mnemo.semantic_objects AS o SET summary = coalesce($4, o.summary), "
+                 "losses = coalesce($5, o.losses) WHERE o.tenant_id = $1 AND o.session_id = $2 AND o.object_id = $3"),
+                 ["text", "uuid", "bigint", "text", "text"]),
+    "link": (("INSERT INTO mnemo.object_links (tenant_id, src_object_id, relation, dst_object_id) "
+             "VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING"), ["text", "bigint", "text", "bigint"]),
+    "fault": ("""INSERT INTO mnemo.fault_log (tenant_id, session_id, object_id, memory_id, fault_type, fidelity,
+    turn_index, question, answer, answer_tokens, avoided_tokens, latency_ms, sources)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)""",
+              ["text", "uuid", "bigint", "bigint", "text", "text", "integer", "text", "text", "integer",
+               "integer", "real", "text[]"]),
+    "stale": ("""SELECT o.object_id, r.fidelity FROM (
+    SELECT o.object_id, row_number() OVER (ORDER BY o.first_turn DESC, o.object_id DESC) AS n
+    FROM mnemo.semantic_objects AS o
+    WHERE o.tenant_id = $1 AND o.session_id = $2 AND o.kind <> 'conversation_phase' AND o.memory_id IS NULL) AS x
+JOIN mnemo.semantic_objects AS o ON o.tenant_id = $1 AND o.object_id = x.object_id
+JOIN mnemo.object_residency AS r ON r.tenant_id = $1 AND r.session_id = $2 AND r.object_id = o.object_id
+WHERE x.n > $3 AND o.kind = 'tool_result' AND r.fidelity = 'full' AND r.pinned_until_turn <= $4
+    AND NOT r.anchored""", ["text", "uuid", "integer", "integer"]),
+    "previous_user": ("""SELECT 1 - (mnemo.embed($4) <=> coalesce(m.embedding, mnemo.embed(m.content))) AS cosine
+FROM mnemo.messages AS m WHERE m.tenant_id = $1 AND m.session_id = $2 AND m.role = 'user'
+    AND m.turn_index < $3 AND coalesce(m.content, '') <> ''
+ORDER BY m.turn_index DESC LIMIT 1""", ["text", "uuid", "integer", "text"]),
+    "goal_matches": ("""SELECT o.object_id, max(1 - (m.embedding <=> mnemo.embed($3))) AS cosine
+FROM mnemo.semantic_objects AS o
+JOIN mnemo.messages AS m ON m.tenant_id = o.tenant_id AND m.message_id = ANY (o.message_ids)
+WHERE o.tenant_id = $1 AND o.session_id = $2 AND m.embedding IS NOT NULL
+GROUP BY o.object_id""", ["text", "uuid", "text"]),
+    "state": ("""INSERT INTO mnemo.paging_state AS s (tenant_id, session_id, zone, goal_turn)
+VALUES ($1, $2, coalesce($3, 'normal'), coalesce($4, -1))
+ON CONFLICT (tenant_id, session_id) DO UPDATE SET zone = coalesce($3, s.zone),
+    goal_turn = coalesce($4, s.goal_turn), updated_at = now()""", ["text", "uuid", "text", "integer"]),
+    "zone": ("SELECT s.zone FROM mnemo.paging_state AS s WHERE s.tenant_id = $1 AND s.session_id = $2",
+             ["text", "uuid"]),
+    "session": ("SELECT s.turn_count FROM mnemo.sessions AS s WHERE s.tenant_id = $1 AND s.session_id = $2",
+                ["text", "uuid"]),
+    "contents": ("""SELECT m.message_id, m.role, m.name, m.tool_calls::text AS tool_calls,
+    coalesce(convert_from(a.bytes, 'UTF8'), m.content) AS content
+FROM mnemo.messages AS m
+LEFT JOIN mnemo.artifacts AS a ON a.tenant_id = m.tenant_id AND a.artifact_id = m.artifact_id
+WHERE m.tenant_id = $1 AND m.session_id = $2 AND m.message_id = ANY ($3) AND m.sensitivity <> 'secret'
+ORDER BY m.turn_index""", ["text", "uuid", "bigint[]"]),
+    "memory": (("SELECT m.memory_id, m.kind, m.content_full, m.tokens_full FROM mnemo.memories AS m "
+               "WHERE m.tenant_id = $1 AND m.memory_id = $2 AND m.sensitivity <> 'secret'"), ["text", "bigint"]),
+    "all_objects": ((f"SELECT {OBJECT_COLUMNS} {FROM_OBJECTS} WHERE o.tenant_id = $1 AND o.session_id = $2 "
+                    "AND o.memory_id IS NULL ORDER BY o.first_turn"), ["text", "uuid"]),
+    "helper": ("SELECT mnemo_internal.helper_answer($1::jsonb)::text AS reply", ["text"]),
+    "raise": ("SELECT mnemo_internal.raise_error($1, $2, $3)", ["text", "text", "text"]),
+    # Per compile of the span: what it sent (memory, summary and history tokens) and
+    # the session's whole active history then (what sending everything would cost).
+    # A degradation is a transition down the ladder, an eviction one to stub or evicted
+    # (what the model could fault on); a micro-fault failed when the model restored
+    # the same object afterwards.
+    "metrics": ("""WITH span AS (
+    SELECT $1::text AS tenant_id, $2::uuid AS session_id,
+        coalesce($3::timestamptz, '-infinity') AS since, coalesce($4::timestamptz, 'infinity') AS until),
+compiles AS (
+    SELECT c.tokens_used AS sent, (
+        SELECT sum(m.token_count) FROM mnemo.messages AS m
+        WHERE m.tenant_id = c.tenant_id AND m.session_id = c.session_id AND m.created_at <= c.created_at
+            AND NOT m.is_pruned) AS full_tokens
+    FROM mnemo.context_log AS c, span
+    WHERE c.tenant_id = span.tenant_id AND (span.session_id IS NULL OR c.session_id = span.session_id)
+        AND c.created_at >= span.since AND c.created_at < span.until),
+moves AS (
+    SELECT
+        count(*) FILTER (WHERE array_position($5, f.to_fidelity) > array_position($5, f.from_fidelity)) AS degradations,
+        count(*) FILTER (WHERE f.to_fidelity IN ('stub', 'evicted') AND f.from_fidelity NOT IN ('stub', 'evicted'))
+            AS evictions
+    FROM mnemo.fidelity_log AS f, span
+    WHERE f.tenant_id = span.tenant_id AND (span.session_id IS NULL OR f.session_id = span.session_id)
+        AND f.object_id IS NOT NULL AND f.created_at >= span.since AND f.created_at < span.until),
+faults AS (
+    SELECT
+        count(*) FILTER (WHERE x.fault_type = 'reread') AS reread_faults,
+        count(*) FILTER (WHERE x.fault_type = 'restore') AS restore_faults,
+        count(*) FILTER (WHERE x.fault_type = 'micro') AS micro_faults,
+        count(*) FILTER (WHERE x.fault_type = 'micro' AND EXISTS (
+            SELECT FROM mnemo.fault_log AS y WHERE y.tenant_id = x.tenant_id AND y.session_id = x.session_id
+                AND y.object_id = x.object_id AND y.fault_type = 'restore' AND y.fault_id > x.fault_id))
+            AS micro_then_restored,
+        sum(greatest(x.avoided_tokens - x.answer_tokens, 0)) FILTER (WHERE x.fault_type = 'micro') AS micro_saved
+    FROM mnemo.fault_log AS x, span
+    WHERE x.tenant_id = span.tenant_id AND (span.session_id IS NULL OR x.session_id = span.session_id)
+        AND x.created_at >= span.since AND x.created_at < span.until)
+SELECT (SELECT count(*) FROM compiles) AS compiles, (SELECT sum(sent) FROM compiles)::bigint AS sent_tokens,
+    (SELECT sum(full_tokens) FROM compiles)::bigint AS full_tokens, moves.*, faults.*
+FROM moves, faults""", ["text", "uuid", "timestamptz", "timestamptz", "text[]"]),
+}
+
+ERROR_SCAN = 4000  # characters of an error output searched for the files it names
+MEMORY_KINDS = {"decision": "design_decision", "plan": "plan", "file_context": "file_context",
+                "error_context": "error_context", "tool_result": "tool_result"}
+
+
+class PagingError(Exception):
+    def __init__(self, code: str, message: str, hint: str | None = None):
+        super().__init__(message)
+        self.code, self.hint = code, hint
+
+
+class Pager:
+    def __init__(self, plpy):
+        self.plpy = plpy
+        self.plans = {k: plpy.prepare(q, t) for k, (q, t) in STATEMENTS.items()}
+
+    # ------------------------------------------------------------------ plumbing
+    def x(self, name: str, args: list) -> list[dict]:
+        return list(self.plpy.execute(self.plans[name], args))
+
+    def one(self, name: str, args: list) -> dict | None:
+        rows = self.x(name, args)
+        return dict(rows[0]) if rows else None
+
+    def cfg(self) -> dict:
+        row = self.one("settings", [])
+        return ladder.settings(json.loads(row["v"]) if row and row["v"] else None)
+
+    def change(self, t: str, s: str, changes: list[Change], turn: int) -> None:
+        """The residency rows and their fidelity_log rows."""
+        changes = [c for c in changes if c.from_fidelity != c.to_fidelity]
+        if changes:
+            self.x("change", [t, s, [c.object_id for c in changes], [c.from_fidelity for c in changes],
+                              [c.to_fidelity for c in changes], [c.trigger for c in changes],
+                              [c.zone for c in changes], turn])
+
+    def move(self, t: str, s: str, obj: dict, to: str, trigger: str, turn: int, zone: str | None = None) -> None:
+        self.change(t, s, [Change(obj["object_id"], obj["fidelity"], to, trigger, zone)], turn)
+        obj["fidelity"] = to
+
+    def insert(self, t: str, s: str, kind: str, message_ids: list[int], turn: int, tokens_: int,
+               access: sources.Access | None = None, label: str = "", is_open: bool = False,
+               memory_id: int | None = None, pinned_until: int = 0) -> int:
+        a = access or sources.Access()
+        first, last = (a.lines if a.lines else (None, None))
+        return self.x("insert", [t, s, kind, message_ids, memory_id, turn, a.source, first, last,
+                                 a.writes, label, tokens_, is_open, pinned_until])[0]["object_id"]
+
+    # ------------------------------------------------------------------ record path
+    def on_message(self, t: str, s: str, m: dict, tag_list: list[dict] | None) -> None:
+        """Segments one recorded message (m: message_id, role, content, tool_calls,
+        tool_call_id, turn, tokens, metadata) and applies its cleanup tags."""
+        cfg = self.cfg()
+        if m["role"] == "tool":
+            self._on_result(t, s, m, cfg)
+        elif m["role"] == "assistant" and m.get("tool_calls"):
+            self._on_calls(t, s, m, cfg)
+        elif m["role"] in ("user", "assistant"):
+            self._on_text(t, s, m, cfg)
+        if tag_list:
+            self.apply_tags(t, s, [tags.Tag(g["action"], tuple(g["ids"]), g.get("body")) for g in tag_list],
+                            m["turn"])
+
+    def _on_text(self, t: str, s: str, m: dict, cfg: dict) -> None:
+        last = self.one("latest", [t, s])
+        if m["role"] == "assistant":
+            action = sources.text_action(m.get("content"))
+            if action:  # an agent acting in text: the environment answers next
+                name, args = action
+                self._on_calls(t, s, m, cfg, [{"function": {"name": name, "arguments": json.dumps(args)}}], True)
+                return
+        elif last and last["is_open"] and last["kind"] != "conversation_phase":
+            # the environment's answer to the action just before it
+            self._attach_result(t, s, last, m, cfg, last["label"].split(" ", 1)[0].rstrip(":"))
+            self.x("close", [t, s, last["object_id"]])
+            return
+        shift = False
+        if m["role"] == "user" and (m.get("content") or "").strip():
+            row = self.one("previous_user", [t, s, m["turn"], m["content"]])
+            cosine = row["cosine"] if row else None
+            if cosine is not None and cosine < cfg["goal_shift"]:
+                self.goal_shift(t, s, m, cfg)
+            shift = cosine is not None and cosine < cfg["topic_shift"]
+        phase = last if last and last["kind"] == "conversation_phase" and last["is_open"] else None
+        # §12: a phase shorter than the minimum object size takes the next turn whatever its topic
+        if phase and (not shift or phase["token_count"] < cfg["min_object_tokens"]):
+            self.x("append", [t, s, phase["object_id"], [m["message_id"]], m["turn"], m["tokens"],
+                              None, None, None])
+            return
+        if phase:
+            self.x("close", [t, s, phase["object_id"]])
+        first = next((ln.strip() for ln in (m.get("content") or "").splitlines() if ln.strip()), "")
+        self.insert(t, s, "conversation_phase", [m["message_id"]], m["turn"], m["tokens"],
+                    label=f"{m['role']}: {first[:120]}", is_open=True)
+
+    def _on_calls(self, t: str, s: str, m: dict, cfg: dict, calls: list[dict] | None = None,
+                  awaiting: bool = False) -> None:
+        """A message with tool calls (or, calls given, an action written in its text,
+        awaiting the environment's answer) starts an object."""
+        last = self.one("latest", [t, s])
+        if last and last["is_open"]:
+            self.x("close", [t, s, last["object_id"]])
+        open_file = (self.one("open_file", [t, s]) or {}).get("source_key")
+        calls = calls or m["tool_calls"]
+        accesses = [sources.tool_access(c["function"]["name"], c["function"].get("arguments"), open_file)
+                    for c in calls]
+        main = next((a for a in accesses if a.source), sources.Access())
+        kind = "external_reference" if main.fetch else ("file_context" if main.reads else "tool_result")
+        name = next((c["function"]["name"] for c, a in zip(calls, accesses) if a is main), calls[0]["function"]["name"])
+        oid = self.insert(t, s, kind, [m["message_id"]], m["turn"], m["tokens"], main,
+                          sources.label_of(kind, name, main, None), is_open=awaiting)
+        new = self.one("by_id", [t, s, oid])
+        phase = self.one("latest_phase", [t, s])
+        if phase:
+            self.x("link", [t, phase["object_id"], "parent_of", oid])
+        for a in accesses:
+            if a.source:
+                self._touch(t, s, new, a, m["turn"], cfg)
+        stale = self.x("stale", [t, s, cfg["stale_after_calls"], m["turn"]])
+        self.change(t, s, [Change(r["object_id"], r["fidelity"], cfg["stale_to"], "waste", None) for r in stale],
+                    m["turn"])
+
+    def _touch(self, t: str, s: str, new: dict, a: sources.Access, turn: int, cfg: dict) -> None:
+        """A read or a write of a source by the new object: faults, supersession, staleness."""
+        earlier = self.x("by_source", [t, s, a.source, new["object_id"]])
+        last_write = next((o["first_turn"] for o in earlier if o["writes_source"]), -1)
+        reads = [o for o in earlier if not o["writes_source"] and o["first_turn"] > last_write]
+        down = cfg["superseded_to"]
+        if a.reads:
+            seen = [o for o in reads if sources.overlaps(lines_of(o), a.lines)]
+            if seen and seen[0]["fidelity"] != "full":
+                o = seen[0]
+                self.x("fault", [t, s, o["object_id"], None, "reread", o["fidelity"], turn, None, None, None,
+                                 None, None, []])
+                self.x("pin", [t, s, new["object_id"], turn + cfg["pin_turns"]])
+            for o in seen:
+                if covers(a.lines, lines_of(o)) and LEVEL[o["fidelity"]] < LEVEL[down]:
+                    self.move(t, s, o, down, "waste", turn)
+                if covers(a.lines, lines_of(o)):
+                    self.x("link", [t, new["object_id"], "supersedes", o["object_id"]])
+        if a.writes:
+            for o in reads:
+                if LEVEL[o["fidelity"]] < LEVEL[down]:
+                    self.move(t, s, o, down, "waste", turn)
+                self.x("link", [t, new["object_id"], "supersedes", o["object_id"]])
+
+    def _on_result(self, t: str, s: str, m: dict, cfg: dict) -> None:
+        obj = self.one("by_call", [t, s, m["tool_call_id"]])
+        if obj is None:
+            return  # its call was recorded before paging existed
+        self._attach_result(t, s, obj, m, cfg, obj["call_name"])
+
+    def _attach_result(self, t: str, s: str, obj: dict, m: dict, cfg: dict, call_name: str) -> None:
+        """A tool's output (or the environment's answer to a text action) joins its
+        call's object: its kind, label, duplicates, what an error was caused by."""
+        text = m.get("content") or ""
+        digest = hashlib.sha256(text.encode()).digest() if len(text) >= 64 else None
+        # a file's text is an error only when it is short and says so (No such file ...):
+        # code is full of the words errors are made of
+        scan = text[:300] if obj["kind"] == "file_context" else text
+        kind = "error_context" if sources.looks_like_error(scan, m.get("metadata")) else None
+        label = None
+        if obj["source_key"] is None and len(obj["message_ids"]) == 1:
+            first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+            label = f"{call_name}: {first[:120]}"
+        self.x("append", [t, s, obj["object_id"], [m["message_id"]], m["turn"], m["tokens"], kind, label, digest])
+        if kind == "error_context":
+            # the error names the files it happened in: caused_by them (§5.3)
+            for o in self.x("recent_sources", [t, s, obj["object_id"]]):
+                if o["source_key"].rsplit("/", 1)[-1] in text[:ERROR_SCAN]:
+                    self.x("link", [t, obj["object_id"], "caused_by", o["object_id"]])
+        if digest is not None:
+            for o in self.x("by_output", [t, s, digest, obj["object_id"]]):
+                o = dict(o)
+                if LEVEL[o["fidelity"]] < LEVEL[cfg["superseded_to"]] and o["pinned_until_turn"] <= m["turn"]:
+                    self.move(t, s, o, cfg["superseded_to"], "waste", m["turn"])
+                self.x("link", [t, obj["object_id"], "supersedes", o["object_id"]])
+        self._merge_small(t, s, obj["object_id"], m["turn"], cfg)
+
+    def _merge_small(self, t: str, s: str, object_id: int, turn: int, cfg: dict) -> None:
+        """§12: a small tool_result object joins the small tool_result object just
+        before it, while the two stay under the minimum object size."""
+        obj = self.one("by_id", [t, s, object_id])
+        if (obj["kind"] != "tool_result" or obj["source_key"] or obj["pinned_until_turn"] > turn
+                or obj["token_count"] >= cfg["min_object_tokens"]):
+            return
+        objects = self.x("all_objects", [t, s])
+        at = next((k for k, o in enumerate(objects) if o["object_id"] == object_id), 0)
+        if at == 0:
+            return
+        prev = objects[at - 1]
+        if (prev["kind"] == "tool_result" and not prev["source_key"] and prev["fidelity"] == obj["fidelity"]
+                and not prev["anchored"] and prev["pinned_until_turn"] <= turn
+                and prev["token_count"] + obj["token_count"] < cfg["min_object_tokens"]):
+            self.x("merge", [t, s, prev["object_id"], object_id])
+
+    def goal_shift(self, t: str, s: str, m: dict, cfg: dict) -> None:
+        """§8: the user's goal moved. Objects whose messages match the new message
+        come back to full, the others go down a level, not below compact."""
+        cos = {r["object_id"]: r["cosine"] for r in self.x("goal_matches", [t, s, m["content"]])}
+        objects = [dict(o) for o in self.x("all_objects", [t, s]) if o["object_id"] in cos]
+        # the newest objects served the old goal: they are not protected here (a
+        # demotion stops at compact, and the next turns bring back what they need)
+        residents = [ladder.Resident(o["object_id"], o["kind"], o["fidelity"], o["last_turn"],
+                                     pinned=o["pinned_until_turn"] > m["turn"], anchored=o["anchored"])
+                     for o in objects]
+        matching = {k for k, c in cos.items() if c >= cfg["goal_shift"]}
+        self.change(t, s, ladder.goal_shift(residents, matching, cfg), m["turn"])
+        self.x("state", [t, s, None, m["turn"]])
+
+    def apply_tags(self, t: str, s: str, tag_list: list[tags.Tag], turn: int) -> None:
+        """The cleanup tags of an assistant message, on the objects they name (ids
+        that name nothing of this session are ignored: the model's text must not make
+        record_message fail)."""
+        for tag in tag_list:
+            objs = [o for o in (self.resolve(t, s, ref, missing_ok=True) for ref in tag.ids) if o]
+            if not objs:
+                continue
+            if tag.action == "drop":
+                for o in objs:
+                    self.move(t, s, o, "evicted", "cleanup_tag", turn)
+            elif tag.action == "anchor":
+                for o in objs:
+                    self.x("anchor", [t, s, o["object_id"]])
+                    self.move(t, s, o, "full", "cleanup_tag", turn)
+            elif tag.action in ("summarize", "collapse"):
+                self.x("annotate", [t, s, objs[0]["object_id"], tag.body, None])
+                self.move(t, s, objs[0], "compact", "cleanup_tag", turn)
+                for o in objs[1:] if tag.action == "collapse" else ():
+                    self.move(t, s, o, "evicted", "cleanup_tag", turn)
+            elif tag.action == "declare_losses":
+                for o in objs:
+                    self.x("annotate", [t, s, o["object_id"], None, tag.body])
+
+    # ------------------------------------------------------------------ ids
+    def resolve(self, t: str, s: str, ref, missing_ok: bool = False) -> dict | None:
+        """The object an id names in this session: obj:N, msg:N (its object), mem:N
+        (the memory's object in this session, made on first use)."""
+        if not isinstance(ref, str) or ":" not in ref:
+            if missing_ok:
+                return None
+            raise PagingError("MN001", f"malformed id {str(ref)[:80]!r}", "ids look like obj:12, msg:345 or mem:7")
+        prefix, _, num = ref.strip().partition(":")
+        if prefix not in ("obj", "msg", "mem") or not num.isdigit() or len(num) > 18:
+            if missing_ok:
+                return None
+            raise PagingError("MN001", f"malformed id {ref[:80]!r}", "ids look like obj:12, msg:345 or mem:7")
+        n = int(num)
+        if prefix == "obj":
+            row = self.one("by_id", [t, s, n])
+        elif prefix == "msg":
+            row = self.one("by_message", [t, s, n])
+        else:
+            row = self.one("by_memory", [t, s, n])
+            if row is None:
+                mem = self.one("memory", [t, n])
+                if mem is not None:
+                    turn = self.turn(t, s)
+                    oid = self.insert(t, s, MEMORY_KINDS.get(mem["kind"], "conversation_phase"), [], turn,
+                                      mem["tokens_full"] or 0, label=f"memory {ref}", memory_id=n)
+                    row = self.one("by_id", [t, s, oid])
+        if row is None and not missing_ok:
+            raise PagingError("MN010", f"unknown id {ref} in session {s}",
+                              "Use an id the context shows (obj:N, msg:N, mem:N).")
+        return dict(row) if row else None
+
+    def turn(self, t: str, s: str) -> int:
+        row = self.one("session", [t, s])
+        if row is None:
+            raise PagingError("MN003", f"unknown session {s}")
+        return row["turn_count"]
+
+    def full_text(self, t: str, s: str, obj: dict) -> str:
+        """An object's full content: its messages as stored (large outputs from their
+        artifacts), or its memory's full text."""
+        if obj.get("memory_id"):
+            mem = self.one("memory", [t, obj["memory_id"]])
+            return mem["content_full"] if mem else ""
+        parts = []
+        for r in self.x("contents", [t, s, list(obj["message_ids"])]):
+            if r["tool_calls"]:
+                for c in json.loads(r["tool_calls"]):
+                    parts.append(f"-> {c['function']['name']}({c['function'].get('arguments', '')})")
+            if r["content"]:
+                parts.append(r["content"] if r["role"] in ("tool", "assistant") else f"{r['role']}: {r['content']}")
+        return "\n".join(parts)
+
+    # ------------------------------------------------------------------ phantom tools
+    def restore(self, t: str, s: str, ref: str, reason: str | None) -> dict:
+        """memory_restore: the object to full, pinned for pin_turns turns; a fault."""
+        cfg, turn = self.cfg(), self.turn(t, s)
+        obj = self.resolve(t, s, ref)
+        before = obj["fidelity"]
+        self.x("fault", [t, s, obj["object_id"], obj.get("memory_id"), "restore", before, turn, reason, None,
+                         None, None, None, []])
+        self.move(t, s, obj, "full", "restore", turn)
+        self.x("pin", [t, s, obj["object_id"], turn + cfg["pin_turns"]])
+        # §5.3: what it was caused by, depends on or references comes back as well, at
+        # detail (enough to follow it; restore it in turn for more)
+        for r in self.x("related", [t, s, obj["object_id"]]):
+            r = dict(r)
+            if LEVEL[r["fidelity"]] > LEVEL["detail"]:
+                self.move(t, s, r, "detail", "restore", turn)
+        content = self.full_text(t, s, obj)
+        return {"id": f"obj:{obj['object_id']}", "kind": obj["kind"], "label": obj["label"], "from": before,
+                "fidelity": "full", "pinned_until_turn": turn + cfg["pin_turns"], "content": content,
+                "tokens": tokens.count(content)}
+
+    def release(self, t: str, s: str, refs: list, reason: str | None) -> dict:
+        """memory_release: the objects to stub, or evicted when the session is under pressure."""
+        if not isinstance(refs, list) or not refs:
+            raise PagingError("MN001", "ids must be a non-empty array of ids", "e.g. [\"obj:3\", \"msg:40\"]")
+        turn = self.turn(t, s)
+        zone = (self.one("zone", [t, s]) or {}).get("zone", "normal")
+        to = "stub" if zone == "normal" else "evicted"
+        objs = {}
+        for ref in refs:
+            o = self.resolve(t, s, ref)
+            objs[o["object_id"]] = o
+        out = []
+        for o in objs.values():
+            target = to if LEVEL[o["fidelity"]] < LEVEL[to] else o["fidelity"]
+            self.move(t, s, o, target, "release", turn, zone)
+            out.append({"id": f"obj:{o['object_id']}", "fidelity": target})
+        return {"released": out, "zone": zone}
+
+    def query(self, t: str, s: str, question, scope, max_tokens) -> dict:
+        """memory_query: an answer from the full content of the session's objects that
+        best match the question; nothing changes fidelity. Sources below full make it a
+        micro-fault (fault_log, with the answer's tokens and what a restore would cost)."""
+        if not isinstance(question, str) or not question.strip():
+            raise PagingError("MN001", "question must be a non-empty string")
+        if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or not 16 <= max_tokens <= 2000:
+            raise PagingError("MN001", "max_tokens must be an integer from 16 to 2000")
+        if scope is not None and not isinstance(scope, str):
+            raise PagingError("MN001", "scope must be a string")
+        started = time.perf_counter()
+        turn = self.turn(t, s)
+        objects = [dict(o) for o in self.x("all_objects", [t, s])]
+        scoped = [o for o in objects if scope and f"obj:{o['object_id']}" in scope.split()]
+        if scoped:
+            objects = scoped
+        by_ref = {f"obj:{o['object_id']}": o for o in objects}
+        texts = [answers.Source(ref, self.full_text(t, s, o)) for ref, o in by_ref.items()]
+        ranked = [src for _, src in answers.rank_sources(f"{question} {scope or ''}", texts)][:5]
+        text, refs, method = "", [], "extractive"
+        if ranked:
+            reply = self.one("helper", [json.dumps(answers.helper_prompt(question, ranked, max_tokens))])
+            got = answers.helper_reply(json.loads(reply["reply"]) if reply and reply["reply"] else None,
+                                       ranked, max_tokens)
+            if got:
+                (text, refs), method = got, "helper_llm"
+            else:
+                text, refs = answers.extractive(question, ranked, max_tokens)
+        if not text:
+            text = "Nothing in this session's memory answers that."
+        full = {r: tokens.count(next(x.text for x in texts if x.ref == r)) for r in refs}
+        below = [r for r in refs if by_ref[r]["fidelity"] != "full"]
+        restore_tokens = sum(full[r] for r in below)
+        answer_tokens = tokens.count(text)
+        for r in below:
+            o = by_ref[r]
+            self.x("fault", [t, s, o["object_id"], None, "micro", o["fidelity"], turn, question[:2000], text[:8000],
+                             answer_tokens, full[r], (time.perf_counter() - started) * 1000.0, refs])
+        return {"answer": text, "sources": refs, "tokens": answer_tokens, "restore_tokens": restore_tokens,
+                "method": method}
+
+    def handle(self, t: str, s: str, call) -> dict:
+        """The role: tool message answering one phantom tool call (an OpenAI tool_call
+        object {id, type: function, function: {name, arguments: JSON text}})."""
+        if (not isinstance(call, dict) or not isinstance(call.get("id"), str) or not call["id"]
+                or not isinstance(call.get("function"), dict)
+                or not isinstance(call["function"].get("name"), str)):
+            raise PagingError("MN001", "tool_call must be an OpenAI tool call object",
+                              'e.g. {"id": "call_1", "type": "function", "function": {"name": '
+                              '"memory_query", "arguments": "{\\"question\\": \\"...\\"}"}}')
+        name, raw = call["function"]["name"], call["function"].get("arguments", "{}")
+        if name not in TOOL_NAMES:
+            raise PagingError("MN001", f"unknown tool {name[:80]!r}", "the phantom tools are " + ", ".join(TOOL_NAMES))
+        try:
+            args = json.loads(raw) if isinstance(raw, str) else raw
+        except ValueError:
+            raise PagingError("MN001", f"{name}: arguments are not JSON") from None
+        if not isinstance(args, dict):
+            raise PagingError("MN001", f"{name}: arguments must be a JSON object")
+        unknown = set(args) - TOOL_NAMES[name]
+        if unknown:
+            raise PagingError("MN001", f"{name}: unexpected argument {min(unknown)!r}")
+        reason = args.get("reason")
+        if reason is not None and not isinstance(reason, str):
+            raise PagingError("MN001", f"{name}: reason must be a string")
+        if name == "memory_query":
+            got = self.query(t, s, args.get("question"), args.get("scope"), args.get("max_tokens", 300))
+            text = got["answer"] + ("\n(sources: " + ", ".join(got["sources"]) + ")" if got["sources"] else "")
+        elif name == "memory_restore":
+            if not isinstance(args.get("id"), str):
+                raise PagingError("MN001", "memory_restore: id must be a string such as obj:12 or msg:345")
+            got = self.restore(t, s, args["id"], reason)
+            text = (f"{got['id']} ({got['kind']}: {got['label']}) restored at full fidelity, pinned until "
+                    f"turn {got['pinned_until_turn']}:\n{got['content']}")
+        else:
+            got = self.release(t, s, args.get("ids"), reason)
+            text = "Released " + ", ".join(f"{r['id']} (now {r['fidelity']})" for r in got["released"]) + "."
+        return {"role": "tool", "tool_call_id": call["id"], "content": text}
+
+    # ------------------------------------------------------------------ metrics
+    def metrics(self, t: str, s: str | None, since, until) -> dict:
+        """Seed 002 §13.1 over the compiles, transitions and faults of a session (or
+        of the tenant's sessions) in [since, until)."""
+        r = self.one("metrics", [t, s, since, until, list(LADDER)])
+        sent, full = r["sent_tokens"] or 0, r["full_tokens"] or 0
+        faults = (r["reread_faults"] or 0) + (r["restore_faults"] or 0)
+        evictions = r["evictions"] or 0
+        micro = r["micro_faults"] or 0
+        return {
+            "compiles": r["compiles"] or 0,
+            "full_history_tokens": full,
+            "sent_tokens": sent,
+            "context_reduction": round(1 - sent / full, 6) if full else None,
+            "tokens_saved": max(full - sent, 0) + (r["micro_saved"] or 0),
+            "degradations": r["degradations"] or 0,
+            "evictions": evictions,
+            "faults": faults,
+            "reread_faults": r["reread_faults"] or 0,
+            "restore_faults": r["restore_faults"] or 0,
+            "fault_rate": round(faults / evictions, 6) if evictions else None,
+            "micro_faults": micro,
+            "micro_fault_success": round(1 - (r["micro_then_restored"] or 0) / micro, 6) if micro else None,
+            "micro_tokens_saved": r["micro_saved"] or 0,
+        }
+
+
+TOOL_NAMES = {"memory_query": {"question", "scope", "max_tokens"}, "memory_restore": {"id", "reason"},
+              "memory_release": {"ids", "reason"}}
+
+
+def lines_of(o: dict) -> tuple[int, int | None] | None:
+    if o.get("line_first") is None:
+        return None
+    return (o["line_first"], None if o.get("line_open") else o["line_last"])
+
+
+def covers(a: tuple[int, int | None] | None, b: tuple[int, int | None] | None) -> bool:
+    """Whether line range a holds all of b (None: the whole source)."""
+    if a is None:
+        return True
+    if b is None:
+        return False
+    a_last = a[1] if a[1] is not None else float("inf")
+    b_last = b[1] if b[1] is not None else float("inf")
+    return a[0] <= b[0] and b_last <= a_last
+
+
+__all__ = ["LADDER", "STATEMENTS", "Pager", "PagingError"]

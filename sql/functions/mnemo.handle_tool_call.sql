@@ -1,0 +1,41 @@
+-- mnemo.handle_tool_call(p_tenant_id, p_session_id, p_tool_call) -> jsonb
+-- Answers one phantom tool call as the model made it: p_tool_call is an OpenAI
+-- tool_call object {"id", "type": "function", "function": {"name": memory_query |
+-- memory_restore | memory_release, "arguments": "<JSON text>"}}; returns the message
+-- that answers it, {"role": "tool", "tool_call_id": <id>, "content": <text>}, ready to
+-- append to the conversation. A client or the proxy services the three tools with
+-- this one call (see mnemo.memory_query, memory_restore, memory_release).
+-- Raises MN001 (not a tool call, unknown tool, arguments not a JSON object or with an
+-- unknown or mistyped field), MN010 (unknown id), MN002, MN003, MN008.
+CREATE OR REPLACE FUNCTION mnemo.handle_tool_call(
+    p_tenant_id text,
+    p_session_id uuid,
+    p_tool_call jsonb
+) RETURNS jsonb
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER  -- runs as mnemo_api_owner, under row-level security (sql/grants.sql)
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+DECLARE
+    v_state text;
+    v_message text;
+    v_detail text;
+    v_hint text;
+BEGIN
+    PERFORM mnemo_internal.enter_tenant(p_tenant_id);
+    IF p_session_id IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'MN001', MESSAGE = 'session_id is required';
+    END IF;
+    PERFORM mnemo_internal.check_json_depth(p_tool_call, 'tool_call');
+    RETURN mnemo_internal.paging_call('handle', p_tenant_id, p_session_id, jsonb_build_object('tool_call', p_tool_call));
+EXCEPTION WHEN OTHERS THEN
+    GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_message = MESSAGE_TEXT,
+        v_detail = PG_EXCEPTION_DETAIL, v_hint = PG_EXCEPTION_HINT;
+    PERFORM mnemo_internal.raise_project_error(v_state, v_message, v_detail, v_hint);
+    RAISE;
+END;
+$$;
+
+COMMENT ON FUNCTION mnemo.handle_tool_call(text, uuid, jsonb) IS
+'The role: tool message answering a phantom tool call (memory_query, memory_restore, memory_release).';

@@ -1,0 +1,44 @@
+-- mnemo.memory_query(p_tenant_id, p_session_id, p_question, p_scope, p_max_tokens) -> jsonb
+-- The memory_query phantom tool (seed 002 §7.1): answers a question from the full
+-- content of the session's semantic objects without restoring any (a micro-fault
+-- when the answer comes from objects below full fidelity: a fault_log row with the
+-- answer's tokens and what a restore would have cost). With a helper LLM configured
+-- (mnemo.set_helper_llm) it answers over the full content of the best objects;
+-- without one, or when it fails, with their best lines within p_max_tokens.
+--   p_scope: optional words to search with, or object ids (obj:N ...) to search in.
+-- Returns {"answer", "sources": [obj:N ...], "tokens", "restore_tokens", "method"}.
+-- Raises MN001 (empty question, max_tokens outside 16..2000), MN002, MN003, MN008.
+-- Writes: fault_log (micro-faults).
+CREATE OR REPLACE FUNCTION mnemo.memory_query(
+    p_tenant_id text,
+    p_session_id uuid,
+    p_question text,
+    p_scope text DEFAULT NULL,
+    p_max_tokens integer DEFAULT 300
+) RETURNS jsonb
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER  -- runs as mnemo_api_owner, under row-level security (sql/grants.sql)
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+DECLARE
+    v_state text;
+    v_message text;
+    v_detail text;
+    v_hint text;
+BEGIN
+    PERFORM mnemo_internal.enter_tenant(p_tenant_id);
+    IF p_session_id IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'MN001', MESSAGE = 'session_id is required';
+    END IF;
+    RETURN mnemo_internal.paging_call('query', p_tenant_id, p_session_id, jsonb_build_object('question', p_question, 'scope', p_scope, 'max_tokens', p_max_tokens));
+EXCEPTION WHEN OTHERS THEN
+    GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_message = MESSAGE_TEXT,
+        v_detail = PG_EXCEPTION_DETAIL, v_hint = PG_EXCEPTION_HINT;
+    PERFORM mnemo_internal.raise_project_error(v_state, v_message, v_detail, v_hint);
+    RAISE;
+END;
+$$;
+
+COMMENT ON FUNCTION mnemo.memory_query(text, uuid, text, text, integer) IS
+'Phantom tool memory_query: an answer from the session''s paged-out content, nothing restored.';

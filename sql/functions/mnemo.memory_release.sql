@@ -1,0 +1,39 @@
+-- mnemo.memory_release(p_tenant_id, p_session_id, p_ids, p_reason) -> jsonb
+-- The memory_release phantom tool (seed 002 §7.4): the objects the ids name go to
+-- stub, or are evicted when the session's last compile was under pressure (any zone
+-- but normal). Objects already lower stay where they are.
+-- Returns {"released": [{"id", "fidelity"}], "zone"}.
+-- Raises MN001 (no ids, malformed id), MN010 (unknown id), MN002, MN003, MN008.
+-- Writes: object_residency, fidelity_log.
+CREATE OR REPLACE FUNCTION mnemo.memory_release(
+    p_tenant_id text,
+    p_session_id uuid,
+    p_ids text[],
+    p_reason text DEFAULT NULL
+) RETURNS jsonb
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER  -- runs as mnemo_api_owner, under row-level security (sql/grants.sql)
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+DECLARE
+    v_state text;
+    v_message text;
+    v_detail text;
+    v_hint text;
+BEGIN
+    PERFORM mnemo_internal.enter_tenant(p_tenant_id);
+    IF p_session_id IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'MN001', MESSAGE = 'session_id is required';
+    END IF;
+    RETURN mnemo_internal.paging_call('release', p_tenant_id, p_session_id, jsonb_build_object('ids', to_jsonb(p_ids), 'reason', p_reason));
+EXCEPTION WHEN OTHERS THEN
+    GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_message = MESSAGE_TEXT,
+        v_detail = PG_EXCEPTION_DETAIL, v_hint = PG_EXCEPTION_HINT;
+    PERFORM mnemo_internal.raise_project_error(v_state, v_message, v_detail, v_hint);
+    RAISE;
+END;
+$$;
+
+COMMENT ON FUNCTION mnemo.memory_release(text, uuid, text[], text) IS
+'Phantom tool memory_release: objects the model is done with, to stub (or evicted).';

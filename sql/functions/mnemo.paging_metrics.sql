@@ -1,0 +1,43 @@
+-- mnemo.paging_metrics(p_tenant_id, p_session_id, p_since, p_until) -> jsonb
+-- Seed 002 §13.1 for a session (or, p_session_id NULL, all the tenant's sessions)
+-- over [p_since, p_until): compiles, the tokens they sent against the full history
+-- each would have sent (context_reduction = 1 - sent / full, tokens_saved), the
+-- residency transitions (degradations; evictions: to stub or evicted), the faults
+-- (re-reads and restores; fault_rate = faults / evictions), the micro-faults and
+-- their success (the share not followed by a restore of the same object) and the
+-- tokens they saved against restoring. Reads only.
+-- Raises MN001 (since after until), MN002, MN003, MN008.
+CREATE OR REPLACE FUNCTION mnemo.paging_metrics(
+    p_tenant_id text,
+    p_session_id uuid DEFAULT NULL,
+    p_since timestamptz DEFAULT NULL,
+    p_until timestamptz DEFAULT NULL
+) RETURNS jsonb
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER  -- runs as mnemo_api_owner, under row-level security (sql/grants.sql)
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+DECLARE
+    v_state text;
+    v_message text;
+    v_detail text;
+    v_hint text;
+BEGIN
+    PERFORM mnemo_internal.enter_tenant(p_tenant_id);
+    PERFORM mnemo_internal.checked_timestamp(p_since, 'since');
+    PERFORM mnemo_internal.checked_timestamp(p_until, 'until');
+    IF p_since > p_until THEN
+        RAISE EXCEPTION USING ERRCODE = 'MN001', MESSAGE = 'since is after until';
+    END IF;
+    RETURN mnemo_internal.paging_call('metrics', p_tenant_id, p_session_id, jsonb_build_object('since', p_since, 'until', p_until));
+EXCEPTION WHEN OTHERS THEN
+    GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_message = MESSAGE_TEXT,
+        v_detail = PG_EXCEPTION_DETAIL, v_hint = PG_EXCEPTION_HINT;
+    PERFORM mnemo_internal.raise_project_error(v_state, v_message, v_detail, v_hint);
+    RAISE;
+END;
+$$;
+
+COMMENT ON FUNCTION mnemo.paging_metrics(text, uuid, timestamptz, timestamptz) IS
+'Paging metrics (seed 002 §13.1): context reduction, fault rate, micro-fault success, tokens saved.';

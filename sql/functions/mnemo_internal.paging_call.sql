@@ -1,0 +1,43 @@
+-- mnemo_internal.paging_call(p_op, p_tenant_id, p_session_id, p_args) -> jsonb
+-- The paging package (plpy/mnemo_db/paging/store.py), loaded once per backend, behind
+-- the phantom tools and the metrics: p_op is query | restore | release | handle |
+-- metrics, p_args its arguments as JSON. The API functions (mnemo.memory_query,
+-- memory_restore, memory_release, handle_tool_call, paging_metrics) are thin PL/pgSQL
+-- over it, so that its project errors reach clients without PL/Python's prefix.
+-- The caller has entered the tenant. Raises MN001, MN003, MN010 (see the API functions).
+CREATE OR REPLACE FUNCTION mnemo_internal.paging_call(
+    p_op text, p_tenant_id text, p_session_id uuid, p_args jsonb
+) RETURNS jsonb
+LANGUAGE plpython3u
+VOLATILE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+pager = GD.get('mnemo_pager')
+if pager is None:
+    plpy.execute('SELECT mnemo_internal.py_bootstrap()')
+    from mnemo_db.paging.store import Pager
+    pager = GD['mnemo_pager'] = Pager(plpy)
+import json
+from mnemo_db.paging.store import PagingError
+a = json.loads(p_args) if p_args else {}
+try:
+    if p_op == 'query':
+        out = pager.query(p_tenant_id, p_session_id, a.get('question'), a.get('scope'), a.get('max_tokens'))
+    elif p_op == 'restore':
+        out = pager.restore(p_tenant_id, p_session_id, a.get('id'), a.get('reason'))
+    elif p_op == 'release':
+        out = pager.release(p_tenant_id, p_session_id, a.get('ids'), a.get('reason'))
+    elif p_op == 'handle':
+        out = pager.handle(p_tenant_id, p_session_id, a.get('tool_call'))
+    elif p_op == 'metrics':
+        out = pager.metrics(p_tenant_id, p_session_id, a.get('since'), a.get('until'))
+    else:
+        raise PagingError('MN001', f'unknown paging operation {p_op!r}')
+except PagingError as e:
+    plpy.execute(plpy.prepare('SELECT mnemo_internal.raise_error($1, $2, $3)', ['text', 'text', 'text']),
+                 [e.code, str(e), e.hint])
+return json.dumps(out)
+$$;
+
+COMMENT ON FUNCTION mnemo_internal.paging_call(text, text, uuid, jsonb) IS
+'The paging package behind the phantom tools and paging_metrics.';

@@ -1,0 +1,567 @@
+"""Paging (issue 22): semantic objects, residency under the pressure zones, the
+phantom tools answered in the database, faults and the thrash guard, cleanup tags,
+and the metrics, on crafted sessions whose numbers are known."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from mnemosyne.errors import InvalidParameter, NotFound, UnknownSession, UnknownTenant
+
+PIN_TURNS = 8  # sql/settings.sql paging.pin_turns
+
+
+def source(name: str, n: int = 40) -> str:
+    """A file's text: n distinct lines of code (no two files share a line)."""
+    return "\n".join(f"def {name}_step_{i}(value):\n    return value * {i} + {len(name)}  # {name} {i}"
+                     for i in range(n))
+
+
+class Session:
+    """A session under test, recording as an agent does."""
+
+    def __init__(self, db, tenant, window=128000):
+        self.db, self.t = db, tenant
+        self.s = db.start_session(tenant, context_window=window, response_reserve=0)
+        self.n = 0
+
+    def say(self, role: str, text: str) -> int:
+        return self.db.record_message(self.t, self.s, {"role": role, "content": text})
+
+    def tool(self, name: str, args: dict, output: str) -> tuple[int, int]:
+        self.n += 1
+        cid = f"call_{self.n}"
+        call = self.db.record_message(self.t, self.s, {"role": "assistant", "content": None, "tool_calls": [
+            {"id": cid, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}]})
+        result = self.db.record_message(self.t, self.s, {"role": "tool", "tool_call_id": cid, "content": output})
+        return call, result
+
+    def read(self, path: str, text: str | None = None) -> int:
+        """Reads a file; returns its object's id."""
+        call, _ = self.tool("Read", {"file_path": path}, text if text is not None else source(path.split("/")[-1][:-3]))
+        return self.object_of(call)
+
+    def object_of(self, message_id: int) -> int:
+        return self.db._call("SELECT object_id FROM mnemo.semantic_objects WHERE tenant_id = %(t)s"
+                             " AND message_ids @> ARRAY[%(m)s]::bigint[]", {"t": self.t, "m": message_id})
+
+    def residency(self) -> dict[int, dict]:
+        return {r["object_id"]: r for r in self.db._rows(
+            "SELECT o.object_id, o.kind, o.source_key, r.fidelity, r.pinned_until_turn, r.anchored, o.summary"
+            " FROM mnemo.semantic_objects AS o JOIN mnemo.object_residency AS r USING (tenant_id, session_id,"
+            " object_id) WHERE o.tenant_id = %(t)s AND o.session_id = %(s)s ORDER BY o.first_turn",
+            {"t": self.t, "s": self.s})}
+
+    def log(self) -> list[dict]:
+        return self.db._rows(
+            "SELECT object_id, from_fidelity, to_fidelity, trigger, pressure_zone FROM mnemo.fidelity_log"
+            " WHERE tenant_id = %(t)s AND session_id = %(s)s ORDER BY transition_id", {"t": self.t, "s": self.s})
+
+    def faults(self) -> list[dict]:
+        return self.db._rows(
+            "SELECT fault_type, object_id, fidelity, turn_index, answer_tokens, avoided_tokens FROM mnemo.fault_log"
+            " WHERE tenant_id = %(t)s AND session_id = %(s)s ORDER BY fault_id", {"t": self.t, "s": self.s})
+
+    def set(self, object_id: int, fidelity: str) -> None:
+        self.db._call("UPDATE mnemo.object_residency SET fidelity = %(f)s WHERE tenant_id = %(t)s"
+                      " AND object_id = %(o)s RETURNING 1", {"f": fidelity, "t": self.t, "o": object_id})
+
+    def history_tokens(self) -> int:
+        return self.db._call("SELECT sum(token_count)::integer FROM mnemo.messages WHERE tenant_id = %(t)s"
+                             " AND session_id = %(s)s", {"t": self.t, "s": self.s})
+
+    def window_for(self, ratio: float) -> None:
+        """Sets the session's window so that its history, at the objects' current
+        fidelities, is `ratio` of the window budget."""
+        self._window(10_000_000)
+        report = self.compile(log=False)["report"]
+        self._window(math.ceil(report["paging"]["history_tokens"] / ratio) + report["budget"]["tool_definitions"])
+
+    def _window(self, window: int) -> None:
+        self.db._call("UPDATE mnemo.sessions SET context_window = %(w)s WHERE tenant_id = %(t)s"
+                      " AND session_id = %(s)s RETURNING 1", {"w": window, "t": self.t, "s": self.s})
+
+    def compile(self, **options) -> dict:
+        return self.db.compile_context_bundle(self.t, self.s, None, **options)
+
+    def turn(self) -> int:
+        return self.db._call("SELECT turn_count FROM mnemo.sessions WHERE tenant_id = %(t)s"
+                             " AND session_id = %(s)s", {"t": self.t, "s": self.s})
+
+
+def text_of(bundle: dict) -> str:
+    return "\n".join(m["content"] if isinstance(m.get("content"), str) else json.dumps(m.get("content"))
+                     for m in bundle["messages"])
+
+
+def coding_session(db, tenant, files: int = 8) -> tuple[Session, list[int]]:
+    """The task, `files` file reads (each ~700 tokens, distinct), and a closing remark."""
+    s = Session(db, tenant)
+    s.say("user", "Refactor the billing module so that retries are bounded.")
+    reads = [s.read(f"src/billing/part_{k}.py") for k in range(files)]
+    s.say("assistant", "I have read the billing parts; next I will change the retry loop.")
+    return s, reads
+
+
+# --------------------------------------------------------------------------- segmentation
+def test_segmentation_types_tool_results_and_keeps_the_conversation_in_phases(db, tenant):
+    s = Session(db, tenant)
+    s.say("user", "Please fix the failing parser test.")
+    s.say("assistant", "Let me look at the code first.")
+    read_call, read_result = s.tool("Read", {"file_path": "src/parser.py", "offset": 10, "limit": 20}, source("parser"))
+    test_call, _ = s.tool("Bash", {"command": "pytest -q tests/test_parser.py"},
+                          "F\nFAILED tests/test_parser.py::test_split - ValueError: empty field\n1 failed")
+    ls_call, _ = s.tool("Bash", {"command": "ls src"}, "parser.py\nbilling/")
+    fetch_call, _ = s.tool("WebFetch", {"url": "https://docs.python.org/3/library/csv.html"}, "csv — CSV File Reading")
+    s.say("assistant", "The split fails on empty fields.")
+    objs = list(s.residency().values())
+    kinds = [o["kind"] for o in objs]
+    assert kinds == ["conversation_phase", "file_context", "error_context", "tool_result", "external_reference",
+                     "conversation_phase"]
+    # the user turn and the assistant's reply are one phase; a tool call closes it
+    first = db._call("SELECT message_ids FROM mnemo.semantic_objects WHERE object_id = %(o)s",
+                     {"o": objs[0]["object_id"]})
+    assert len(first) == 2
+    row = db._rows("SELECT source_key, lower(source_lines) AS a, upper(source_lines) - 1 AS b, message_ids"
+                   " FROM mnemo.semantic_objects WHERE object_id = %(o)s", {"o": s.object_of(read_call)})[0]
+    assert (row["source_key"], row["a"], row["b"]) == ("src/parser.py", 10, 29)
+    assert row["message_ids"] == [read_call, read_result]  # the call and its result, one object
+    assert s.object_of(test_call) != s.object_of(ls_call)
+    assert objs[4]["source_key"] == "https://docs.python.org/3/library/csv.html"
+    assert all(o["fidelity"] == "full" for o in objs)
+    assert s.object_of(fetch_call) == objs[4]["object_id"]
+
+
+def test_small_tool_results_merge_with_their_small_neighbour(db, tenant):
+    s = Session(db, tenant)
+    s.say("user", "Look around the repository.")
+    a, _ = s.tool("Bash", {"command": "ls"}, "src\ntests")
+    b, _ = s.tool("Bash", {"command": "git status"}, "On branch main\nnothing to commit")
+    big, _ = s.tool("Bash", {"command": "python -c 'print(1)'"}, "x " * 800)
+    assert s.object_of(a) == s.object_of(b)  # §12: under the minimum object size, merged
+    assert s.object_of(big) != s.object_of(b)
+
+
+# --------------------------------------------------------------------------- zones
+def pressure_moves(s: Session) -> list[dict]:
+    return [r for r in s.log() if r["trigger"] == "pressure"]
+
+
+def first_moves(s: Session) -> dict[int, tuple[str, str]]:
+    """Each object's first pressure move (from, to)."""
+    out: dict[int, tuple[str, str]] = {}
+    for m in pressure_moves(s):
+        out.setdefault(m["object_id"], (m["from_fidelity"], m["to_fidelity"]))
+    return out
+
+
+def test_normal_zone_observes_only(db, tenant):
+    s, _ = coding_session(db, tenant)
+    s.window_for(0.3)
+    b = s.compile()
+    assert b["report"]["paging"]["zone"] == "normal"
+    assert pressure_moves(s) == []
+    assert "[detail of" not in text_of(b) and "[stub of" not in text_of(b)
+
+
+def test_caution_degrades_the_oldest_full_objects_to_detail_and_then_holds(db, tenant):
+    s, reads = coding_session(db, tenant)
+    s.window_for(0.6)
+    first = s.compile()
+    assert first["report"]["paging"]["zone"] == "caution"
+    moves = pressure_moves(s)
+    assert moves and all((m["from_fidelity"], m["to_fidelity"], m["pressure_zone"]) == ("full", "detail", "caution")
+                         for m in moves)
+    # oldest first, and never the newest objects (the working set)
+    assert [m["object_id"] for m in moves] == reads[:len(moves)]
+    assert reads[-1] not in {m["object_id"] for m in moves}
+    assert first["report"]["paging"]["history_tokens"] <= 0.4 * first["report"]["budget"]["available"]
+    res = s.residency()
+    assert {o for o, r in res.items() if r["fidelity"] == "detail"} == {m["object_id"] for m in moves}
+    # nothing new: the same context, byte for byte, and no change (provider prompt caches)
+    second = s.compile()
+    assert second["messages"] == first["messages"]
+    assert second["report"]["paging"]["changes"] == 0 and len(pressure_moves(s)) == len(moves)
+
+
+def test_warning_steps_each_object_one_level_down_to_stub(db, tenant):
+    s, reads = coding_session(db, tenant)
+    s.set(reads[0], "compact")
+    s.set(reads[1], "detail")
+    s.window_for(0.8)
+    b = s.compile()
+    assert b["report"]["paging"]["zone"] == "warning"
+    moves = first_moves(s)
+    assert moves[reads[0]] == ("compact", "stub")
+    assert moves[reads[1]] == ("detail", "compact")
+    assert all(m["pressure_zone"] == "warning" for m in pressure_moves(s))
+    assert all(to in ("detail", "compact", "stub") for _, to in moves.values())
+
+
+def test_critical_stubs_and_evicts(db, tenant):
+    s, reads = coding_session(db, tenant)
+    s.set(reads[0], "stub")
+    s.window_for(0.9)
+    b = s.compile()
+    assert b["report"]["paging"]["zone"] == "critical"
+    moves = first_moves(s)
+    assert moves[reads[0]] == ("stub", "evicted")
+    assert moves[reads[1]] == ("full", "stub")
+    assert "part_0_step_1(" not in text_of(b)  # evicted: not in the context at all
+    assert b["report"]["paging"]["evicted_units"] >= 1
+
+
+def test_emergency_keeps_only_the_last_user_turns_the_newest_objects_and_pins(db, tenant):
+    s, reads = coding_session(db, tenant)
+    restored = s.db.memory_restore(s.t, s.s, f"obj:{reads[2]}")
+    s.window_for(1.5)
+    b = s.compile()
+    assert b["report"]["paging"]["zone"] == "emergency"
+    res = s.residency()
+    for oid in reads[:-1]:
+        assert res[oid]["fidelity"] == ("full" if oid == reads[2] else "evicted"), oid
+    assert res[reads[-1]]["fidelity"] == "full"  # the newest tool call
+    text = text_of(b)
+    assert "Refactor the billing module" in text  # the user turn
+    assert "part_2_step_3(" in text and "part_1_step_3(" not in text
+    assert restored["pinned_until_turn"] == s.turn() + PIN_TURNS - 0
+    assert b["report"]["tokens"]["total"] <= b["report"]["budget"]["available"]
+
+
+def test_a_budget_option_packs_this_call_only(db, tenant):
+    """Residency is the session's: a caller asking once for a small context changes none."""
+    s, _ = coding_session(db, tenant)
+    b = s.compile(budget=600)
+    assert b["report"]["paging"]["zone"] == "normal" and pressure_moves(s) == []
+    assert b["report"]["tokens"]["total"] <= 600
+
+
+def test_looking_without_logging_changes_nothing(db, tenant):
+    s, _ = coding_session(db, tenant)
+    s.window_for(0.9)
+    b = s.compile(log=False)
+    assert b["report"]["paging"]["changes"] > 0
+    assert s.log() == [] and all(r["fidelity"] == "full" for r in s.residency().values())
+
+
+# --------------------------------------------------------------------------- phantom tools
+def test_restore_brings_full_fidelity_and_pins_for_n_turns(db, tenant):
+    s, reads = coding_session(db, tenant)
+    s.set(reads[0], "evicted")
+    turn = s.turn()
+    got = db.memory_restore(tenant, s.s, f"obj:{reads[0]}", "need the exact code")
+    assert (got["from"], got["fidelity"], got["pinned_until_turn"]) == ("evicted", "full", turn + PIN_TURNS)
+    assert "part_0_step_7(value)" in got["content"]
+    assert s.residency()[reads[0]]["fidelity"] == "full"
+    assert s.faults()[-1]["fault_type"] == "restore" and s.faults()[-1]["fidelity"] == "evicted"
+    assert s.log()[-1]["trigger"] == "restore"
+    # msg:N names the object holding message N
+    msg = db._call("SELECT message_ids[2] FROM mnemo.semantic_objects WHERE object_id = %(o)s", {"o": reads[1]})
+    assert db.memory_restore(tenant, s.s, f"msg:{msg}")["id"] == f"obj:{reads[1]}"
+
+
+def test_release_sends_objects_to_stub(db, tenant):
+    s, reads = coding_session(db, tenant)
+    got = db.memory_release(tenant, s.s, [f"obj:{reads[0]}", f"obj:{reads[1]}"], "done with them")
+    assert got == {"zone": "normal", "released": [{"id": f"obj:{reads[0]}", "fidelity": "stub"},
+                                                  {"id": f"obj:{reads[1]}", "fidelity": "stub"}]}
+    assert [r["trigger"] for r in s.log()] == ["release", "release"]
+    text = text_of(s.compile())
+    assert "[stub of msg:" in text and "part_0_step_7(value)" not in text
+    assert "part_2_step_7(value)" in text
+
+
+def test_query_answers_from_evicted_content_offline_and_the_object_stays_evicted(db, tenant):
+    s, _ = coding_session(db, tenant)
+    oid = s.read("src/billing/settings.py", "import os\nRETRY_BUDGET_SECONDS = 4242\nMAX_INVOICES = 17\n"
+                 + source("settings", 30))
+    s.say("user", "Now look at the reports.")
+    s.set(oid, "evicted")
+    got = db.memory_query(tenant, s.s, "What is RETRY_BUDGET_SECONDS set to?", max_tokens=60)
+    assert "RETRY_BUDGET_SECONDS = 4242" in got["answer"]
+    assert got["sources"] == [f"obj:{oid}"] and got["method"] == "extractive"
+    assert got["tokens"] <= 60 < got["restore_tokens"]
+    assert s.residency()[oid]["fidelity"] == "evicted"
+    micro = s.faults()[-1]
+    assert (micro["fault_type"], micro["object_id"], micro["fidelity"]) == ("micro", oid, "evicted")
+    assert micro["avoided_tokens"] == got["restore_tokens"] and micro["answer_tokens"] == got["tokens"]
+
+
+def test_query_through_the_helper_llm_answers_over_the_full_content(db, tenant, fake_llm):
+    s, _ = coding_session(db, tenant, files=2)
+    oid = s.read("src/billing/settings.py", "RETRY_BUDGET_SECONDS = 4242\n" + source("settings", 30))
+    s.set(oid, "evicted")
+    srv = fake_llm("good", good={"answer": "The retry budget is 4242 seconds.", "sources": [f"obj:{oid}"]})
+    got = db.memory_query(tenant, s.s, "How long is the retry budget?", "RETRY_BUDGET_SECONDS", 80)
+    assert (got["answer"], got["sources"], got["method"]) == (
+        "The retry budget is 4242 seconds.", [f"obj:{oid}"], "helper_llm")
+    sent = json.dumps(srv.requests[-1]["body"]["messages"])
+    assert "RETRY_BUDGET_SECONDS = 4242" in sent and "settings_step_29" in sent  # the full content
+    assert s.residency()[oid]["fidelity"] == "evicted"
+    assert s.faults()[-1]["fault_type"] == "micro"
+
+
+def test_query_falls_back_to_extractive_when_the_helper_fails(db, tenant, fake_llm):
+    s, _ = coding_session(db, tenant, files=1)
+    oid = s.read("src/billing/settings.py", "RETRY_BUDGET_SECONDS = 4242\n")
+    fake_llm("malformed", retries=0)
+    got = db.memory_query(tenant, s.s, "RETRY_BUDGET_SECONDS?", max_tokens=40)
+    assert got["method"] == "extractive" and "4242" in got["answer"] and got["sources"] == [f"obj:{oid}"]
+
+
+def test_handle_tool_call_answers_each_phantom_tool(db, tenant):
+    s, reads = coding_session(db, tenant, files=2)
+
+    def call(name, args, cid="call_x"):
+        return db.handle_tool_call(tenant, s.s, {"id": cid, "type": "function",
+                                                 "function": {"name": name, "arguments": json.dumps(args)}})
+    out = call("memory_release", {"ids": [f"obj:{reads[0]}"]}, "r1")
+    assert out == {"role": "tool", "tool_call_id": "r1", "content": f"Released obj:{reads[0]} (now stub)."}
+    out = call("memory_query", {"question": "what does part_0_step_3 return?", "max_tokens": 50}, "q1")
+    assert out["tool_call_id"] == "q1" and "part_0_step_3" in out["content"] and f"obj:{reads[0]}" in out["content"]
+    out = call("memory_restore", {"id": f"obj:{reads[0]}", "reason": "edit it"}, "x1")
+    assert out["content"].startswith(f"obj:{reads[0]} (file_context") and "part_0_step_39(value)" in out["content"]
+
+
+@pytest.mark.parametrize(("tool_call", "exc"), [
+    ({"id": "c", "type": "function", "function": {"name": "rm_rf", "arguments": "{}"}}, InvalidParameter),
+    ({"id": "c", "type": "function", "function": {"name": "memory_query", "arguments": "{not json"}}, InvalidParameter),
+    ({"id": "c", "type": "function", "function": {"name": "memory_query", "arguments": "[1]"}}, InvalidParameter),
+    ({"id": "c", "type": "function", "function": {"name": "memory_query", "arguments": "{}"}}, InvalidParameter),
+    ({"id": "c", "type": "function", "function": {"name": "memory_query",
+                                                  "arguments": '{"question": "x", "max_tokens": 5}'}}, InvalidParameter),
+    ({"id": "c", "type": "function", "function": {"name": "memory_restore", "arguments": '{"id": 12}'}},
+     InvalidParameter),
+    ({"id": "c", "type": "function", "function": {"name": "memory_restore", "arguments": '{"id": "file:12"}'}},
+     InvalidParameter),
+    ({"id": "c", "type": "function", "function": {"name": "memory_restore", "arguments": '{"id": "obj:999999999"}'}},
+     NotFound),
+    ({"id": "c", "type": "function", "function": {"name": "memory_release", "arguments": '{"ids": []}'}},
+     InvalidParameter),
+    ({"id": "c", "type": "function", "function": {"name": "memory_release", "arguments": '{"ids": ["x"], "y": 1}'}},
+     InvalidParameter),
+    ({"type": "function", "function": {"name": "memory_query"}}, InvalidParameter),
+    ("memory_query", InvalidParameter),
+])
+def test_bad_tool_calls_raise_project_errors_and_write_nothing(db, tenant, tool_call, exc):
+    s, _ = coding_session(db, tenant, files=1)
+    before = (s.log(), s.faults(), s.residency())
+    with pytest.raises(exc):
+        db.handle_tool_call(tenant, s.s, tool_call)
+    assert (s.log(), s.faults(), s.residency()) == before
+
+
+def test_another_tenants_ids_and_sessions_are_unknown(db, tenant):
+    s, reads = coding_session(db, tenant, files=1)
+    other_tenant = tenant + "_b"
+    db.create_tenant(other_tenant)
+    other = Session(db, other_tenant)
+    other.say("user", "hello")
+    with pytest.raises(NotFound):
+        db.memory_restore(other_tenant, other.s, f"obj:{reads[0]}")
+    with pytest.raises(UnknownSession):
+        db.memory_restore(other_tenant, s.s, f"obj:{reads[0]}")
+    with pytest.raises(UnknownTenant):
+        db.memory_query("no_such_tenant_x", s.s, "anything")
+    assert s.residency()[reads[0]]["fidelity"] == "full"
+
+
+# --------------------------------------------------------------------------- faults
+def test_a_reread_after_eviction_is_a_fault_and_pins_the_new_read(db, tenant):
+    s, reads = coding_session(db, tenant, files=2)
+    db.memory_release(tenant, s.s, [f"obj:{reads[0]}"])
+    again = s.read("src/billing/part_0.py")
+    fault = s.faults()[-1]
+    assert (fault["fault_type"], fault["object_id"], fault["fidelity"]) == ("reread", reads[0], "stub")
+    res = s.residency()
+    assert res[again]["pinned_until_turn"] == fault["turn_index"] + PIN_TURNS
+    assert db._call("SELECT count(*) FROM mnemo.object_links WHERE tenant_id = %(t)s AND src_object_id = %(a)s"
+                    " AND relation = 'supersedes' AND dst_object_id = %(b)s",
+                    {"t": tenant, "a": again, "b": reads[0]}) == 1
+
+
+def test_rereads_that_are_not_faults(db, tenant):
+    s, reads = coding_session(db, tenant, files=3)
+    # a re-read of a resident read: waste, not a fault; the old read goes to stub
+    s.read("src/billing/part_0.py")
+    # a write in between: not a fault either, and the write made the old read stale
+    s.tool("Edit", {"file_path": "src/billing/part_1.py", "old_string": "a", "new_string": "b"}, "ok")
+    s.set(reads[2], "evicted")
+    assert s.residency()[reads[1]]["fidelity"] == "stub"
+    s.read("src/billing/part_1.py")
+    # another part of a file: no overlap, no fault
+    call, _ = s.tool("Read", {"file_path": "src/billing/other.py", "offset": 1, "limit": 20}, source("other", 10))
+    db.memory_release(tenant, s.s, [f"obj:{s.object_of(call)}"])
+    s.tool("Read", {"file_path": "src/billing/other.py", "offset": 500, "limit": 10}, "(no lines)")
+    assert s.faults() == []
+    waste = [r for r in s.log() if r["trigger"] == "waste"]
+    assert {(r["object_id"], r["to_fidelity"]) for r in waste} == {(reads[0], "stub"), (reads[1], "stub")}
+
+
+def test_duplicated_outputs_and_stale_tool_results_are_degraded(db, tenant):
+    s = Session(db, tenant)
+    s.say("user", "Run the tests until they pass.")
+    out = "collected 40 items\n" + "".join(f"tests/test_{i}.py ....\n" for i in range(60)) + "1 failed\n"
+    first, _ = s.tool("Bash", {"command": "pytest"}, out)
+    second, _ = s.tool("Bash", {"command": "pytest -x"}, out)
+    res = s.residency()
+    assert res[s.object_of(first)]["fidelity"] != "full" and res[s.object_of(second)]["fidelity"] == "full"
+    # a tool result older than 8 tool calls is stale: detail
+    for k in range(9):
+        s.tool("Bash", {"command": f"python step_{k}.py"}, f"step {k}\n" + "y " * 700)
+    assert s.residency()[s.object_of(second)]["fidelity"] == "detail"
+    triggers = {r["object_id"]: r["trigger"] for r in s.log()}
+    assert triggers[s.object_of(second)] == "waste"
+
+
+def test_the_thrash_guard_holds_a_faulted_object_under_pressure_for_n_turns(db, tenant):
+    s, reads = coding_session(db, tenant)
+    db.memory_release(tenant, s.s, [f"obj:{reads[0]}"])
+    again = s.read("src/billing/part_0.py")
+    s.window_for(1.5)
+    s.compile()
+    assert s.residency()[again]["fidelity"] == "full"  # pinned: stays, though everything else around went
+    assert s.residency()[reads[3]]["fidelity"] == "evicted"
+    for k in range(PIN_TURNS // 2):
+        s.tool("Bash", {"command": f"python step_{k}.py"}, f"step {k}\n" + "y " * 600)
+    s.window_for(1.5)
+    s.compile()
+    assert s.residency()[again]["fidelity"] == "evicted"  # the pin is over
+
+
+# --------------------------------------------------------------------------- cleanup tags
+def test_cleanup_tags_are_applied_and_never_sent_back(db, tenant):
+    s, reads = coding_session(db, tenant, files=4)
+    mid = s.say("assistant", f'Done with the first parts. <mnemo:drop ids="obj:{reads[0]}"/>\n'
+                f'<mnemo:summarize id="obj:{reads[1]}">part_1 holds the retry steps 0-39.</mnemo:summarize>'
+                f'<mnemo:anchor id="obj:{reads[2]}"/>'
+                f'<mnemo:declare_losses id="obj:{reads[1]}">exact multipliers</mnemo:declare_losses>'
+                f'<mnemo:collapse ids="obj:{reads[3]} obj:999999">gone</mnemo:collapse> Moving on.')
+    row = db._rows("SELECT content, metadata FROM mnemo.messages WHERE tenant_id = %(t)s AND message_id = %(m)s",
+                   {"t": tenant, "m": mid})[0]
+    assert row["content"] == "Done with the first parts.\n Moving on."
+    assert [t["action"] for t in row["metadata"]["cleanup_tags"]] == [
+        "drop", "summarize", "anchor", "declare_losses", "collapse"]
+    res = s.residency()
+    assert res[reads[0]]["fidelity"] == "evicted"
+    assert res[reads[1]]["fidelity"] == "compact" and res[reads[1]]["summary"] == "part_1 holds the retry steps 0-39."
+    assert res[reads[2]]["anchored"] and res[reads[2]]["fidelity"] == "full"
+    assert res[reads[3]]["fidelity"] == "compact"  # collapse: the first id carries the summary
+    assert {r["trigger"] for r in s.log()} == {"cleanup_tag"}
+    b = s.compile()
+    assert "<mnemo:" not in text_of(b)
+    # the summarised object is sent as the assistant's summary (in place of its largest message)
+    assert f"[summary of obj:{reads[1]}; memory_restore obj:{reads[1]} for the full text] part_1 holds" in text_of(b)
+    assert "part_1_step_7(value)" not in text_of(b)
+    s.window_for(1.5)
+    s.compile()
+    assert s.residency()[reads[2]]["fidelity"] == "full"  # anchored: pressure leaves it
+
+
+# --------------------------------------------------------------------------- metrics
+def test_metrics_on_a_crafted_session(db, tenant):
+    s = Session(db, tenant)
+    s.say("user", "Check the two billing modules.")
+    a = s.read("src/billing/alpha.py")
+    b = s.read("src/billing/beta.py", "ZETA_LIMIT = 99\n" + source("beta", 20))
+    h1 = s.history_tokens()
+    sent1 = s.compile()["report"]["tokens"]["total"]
+    db.memory_release(tenant, s.s, [f"obj:{a}"])          # an eviction
+    s.read("src/billing/alpha.py")                        # a re-read fault
+    db.memory_release(tenant, s.s, [f"obj:{b}"])          # an eviction
+    q = db.memory_query(tenant, s.s, "What is ZETA_LIMIT?", max_tokens=30)  # a micro-fault on beta
+    assert q["sources"] == [f"obj:{b}"]
+    db.memory_restore(tenant, s.s, f"obj:{b}")            # a restore fault, after the micro-fault
+    h2 = s.history_tokens()
+    sent2 = s.compile()["report"]["tokens"]["total"]
+    m = db.paging_metrics(tenant, s.s)
+    assert m["compiles"] == 2
+    assert (m["full_history_tokens"], m["sent_tokens"]) == (h1 + h2, sent1 + sent2)
+    assert m["context_reduction"] == round(1 - (sent1 + sent2) / (h1 + h2), 6)
+    assert (m["evictions"], m["faults"], m["reread_faults"], m["restore_faults"]) == (2, 2, 1, 1)
+    assert m["fault_rate"] == 1.0
+    assert (m["micro_faults"], m["micro_fault_success"]) == (1, 0.0)
+    assert m["micro_tokens_saved"] == q["restore_tokens"] - q["tokens"]
+    assert m["tokens_saved"] == (h1 + h2 - sent1 - sent2) + m["micro_tokens_saved"]
+    assert db.paging_metrics(tenant)["compiles"] == 2  # the tenant's sessions
+    with pytest.raises(InvalidParameter):
+        db.paging_metrics(tenant, s.s, since=__import__("datetime").datetime(2030, 1, 1),
+                          until=__import__("datetime").datetime(2029, 1, 1))
+
+
+# --------------------------------------------------------------------------- relationships, shifts
+def test_relationships_and_restore_brings_back_what_an_error_was_caused_by(db, tenant):
+    s, reads = coding_session(db, tenant, files=2)
+    call, _ = s.tool("Bash", {"command": "python -m pytest"},
+                     'Traceback (most recent call last):\n  File "src/billing/part_1.py", line 7\nValueError: bad')
+    err = s.object_of(call)
+    links = {(r["src"], r["relation"], r["dst"]) for r in db._rows(
+        "SELECT src_object_id AS src, relation, dst_object_id AS dst FROM mnemo.object_links"
+        " WHERE tenant_id = %(t)s", {"t": tenant})}
+    assert (err, "caused_by", reads[1]) in links and (err, "caused_by", reads[0]) not in links
+    phase = next(o for o, r in s.residency().items() if r["kind"] == "conversation_phase")
+    assert (phase, "parent_of", reads[0]) in links
+    s.set(err, "evicted")
+    s.set(reads[1], "evicted")
+    db.memory_restore(tenant, s.s, f"obj:{err}")
+    assert s.residency()[reads[1]]["fidelity"] == "detail"
+
+
+def test_topic_and_goal_shifts(db, tenant):
+    from conftest import drain_jobs
+    s = Session(db, tenant)
+    s.say("user", "Fix the SQL migration that adds the invoice_total column to the invoices table.")
+    s.say("assistant", "The migration " + "alters the invoices table and backfills invoice totals. " * 60)
+    read = s.read("migrations/0042_invoices.sql", "ALTER TABLE invoices ADD COLUMN invoice_total numeric;\n" * 30)
+    drain_jobs(db, tenant, worker=17)  # the messages' embeddings (the goal is matched against them)
+    s.say("user", "Write a short poem about autumn leaves falling in a quiet forest.")
+    phases = [o for o, r in s.residency().items() if r["kind"] == "conversation_phase"]
+    assert len(phases) == 2  # a new topic: a new phase
+    shift = [r for r in s.log() if r["trigger"] == "goal_shift"]
+    assert {(r["object_id"], r["from_fidelity"], r["to_fidelity"]) for r in shift} >= {(read, "full", "detail")}
+    assert all(r["to_fidelity"] in ("detail", "compact") for r in shift)
+    assert db._call("SELECT goal_turn FROM mnemo.paging_state WHERE tenant_id = %(t)s", {"t": tenant}) == s.turn() - 1
+    # another shift later never takes an object below compact (§12)
+    s.say("user", "Now explain how photosynthesis works in deciduous trees.")
+    s.say("user", "Which football team won the 1998 world cup final?")
+    assert {r["to_fidelity"] for r in s.log() if r["trigger"] == "goal_shift"} <= {"detail", "compact"}
+
+
+def test_agents_acting_in_text_are_segmented_like_tool_calls(db, tenant):
+    """SWE-agent and mini-swe-agent write their action as a shell block at the end of
+    their text; the environment answers in the next (user) message."""
+    s = Session(db, tenant)
+    s.say("user", "We're currently solving the following issue: the parser drops empty fields.")
+    opened = s.say("assistant", "Let's look at the parser.\n```\nopen src/parser.py\n```")
+    s.say("user", "[File: /repo/src/parser.py (80 lines total)]\n" + source("parser"))
+    run = s.say("assistant", "Now reproduce it.\n```bash\npython reproduce.py\n```")
+    s.say("user", "Traceback (most recent call last):\n  File \"reproduce.py\", line 3\nValueError: empty")
+    answer = s.say("assistant", "Here is the fix:\n```python\nprint(1)\n```\nIt handles the empty case.")
+    s.say("user", "Thanks, and what about quoted fields?")
+    res = s.residency()
+    kinds = {o: r["kind"] for o, r in res.items()}
+    assert kinds[s.object_of(opened)] == "file_context" and res[s.object_of(opened)]["source_key"] == "src/parser.py"
+    assert kinds[s.object_of(run)] == "error_context"
+    assert kinds[s.object_of(answer)] == "conversation_phase"  # a code answer in a chat is no action
+    # re-opening the file after it was released is a fault
+    db.memory_release(tenant, s.s, [f"obj:{s.object_of(opened)}"])
+    s.say("assistant", "Back to the parser.\n```\nopen src/parser.py 40\n```")
+    assert [f["fault_type"] for f in s.faults()] == ["reread"]
+
+
+def test_a_memory_restored_then_forgotten_leaves_no_object(db, tenant):
+    s, _ = coding_session(db, tenant, files=1)
+    mid = db.remember(tenant, "The staging database listens on port 6543", kind="fact")
+    got = db.memory_restore(tenant, s.s, f"mem:{mid}")
+    assert got["content"] == "The staging database listens on port 6543" and got["fidelity"] == "full"
+    from conftest import drain_jobs
+    drain_jobs(db, tenant, worker=17)  # its embedding: retrievable
+    bundle = db.compile_context_bundle(tenant, s.s, "staging database port")
+    items = {i["source"]: i for i in bundle["report"]["items"]}
+    assert items[f"mem:{mid}"]["pinned"] and items[f"mem:{mid}"]["fidelity"] == "full"  # while the pin lasts
+    assert db.forget(tenant, mid) == 1
+    assert db._call("SELECT count(*) FROM mnemo.semantic_objects WHERE tenant_id = %(t)s AND memory_id = %(m)s",
+                    {"t": tenant, "m": mid}) == 0
