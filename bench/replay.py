@@ -34,10 +34,14 @@ foresight). Figures (docs/replay.md says the same at length):
   ``absent`` counts the misses whose identifier is nowhere in the context text.
 - compile latency: wall time of the compile_context_bundle call, p50/p95.
 
-Usage: bench/replay.py DIR_OR_FILE... [--windows 32000,128000] [--sessions N]
-       [--max-calls N] [--jobs-every N] [--policies mnemo,stub8,oracle] [--per-session]
+Usage: bench/replay.py [DIR_OR_FILE...] [--generated N [--seed S]] [--windows 32000,128000]
+       [--sessions N] [--max-calls N] [--jobs-every N] [--policies mnemo,stub8,oracle]
+       [--per-session]
 Inputs: SWE-agent .traj files and the OpenAI-shaped JSONL that mnemosyne.importers
-reads (docs/replay.md); a directory is searched recursively. Ends with one JSON line.
+reads (docs/replay.md); a directory is searched recursively; none: the shared SWE-agent
+trajectories. --generated adds long sessions of bench/replay_gen.py (--sessions 0: those
+alone). Figures are summed
+per input (and 'generated'). Ends with one JSON line.
 """
 
 from __future__ import annotations
@@ -76,6 +80,7 @@ SWE_AGENT_DIR = SHARED / "bench" / "traj" / "swe-agent"
 # ------------------------------------------------------------------ sessions and text
 @dataclass
 class Recording:
+    group: str  # what the figures are summed by: the input it came from, or "generated"
     name: str
     system_prompt: str | None
     messages: list[dict]  # OpenAI chat messages, the system prompt left out
@@ -83,25 +88,50 @@ class Recording:
     params: dict[str, Any] = field(default_factory=dict)
 
 
-def load(paths: Iterable[Path]) -> list[Recording]:
+def load(paths: Iterable[Path], group: str | None = None) -> list[Recording]:
     """Every session of the given files and directories (searched recursively), in path
-    order, through mnemosyne.importers (its SWE-agent and OpenAI readers)."""
-    files: list[Path] = []
-    for p in paths:
-        if p.is_dir():
-            files += sorted(f for f in p.rglob("*") if f.suffix in INPUT_SUFFIXES and f.is_file())
-        else:
-            files.append(p)
+    order, through mnemosyne.importers (its SWE-agent and OpenAI readers). Each input
+    is a group of its own (its name), unless `group` is given."""
     out = []
-    for f in files:
-        parsed = importers.read(f)
-        for n, s in enumerate(parsed.sessions):
-            params = dict(s.params)
-            system = params.pop("system_prompt", None)
-            name = f.name if len(parsed.sessions) == 1 else f"{f.name}#{n}"
-            out.append(Recording(name, system, [e["message"] for e in s.messages], s.messages,
-                                 params))
+    for p in paths:
+        files = (sorted(f for f in p.rglob("*") if f.suffix in INPUT_SUFFIXES and f.is_file())
+                 if p.is_dir() else [p])
+        for f in files:
+            parsed = importers.read(f)
+            for n, s in enumerate(parsed.sessions):
+                params = dict(s.params)
+                system = params.pop("system_prompt", None)
+                name = f.name if len(parsed.sessions) == 1 else f"{f.name}#{n}"
+                out.append(Recording(group or p.name, name, system,
+                                     [e["message"] for e in s.messages], s.messages, params))
     return out
+
+
+def generated(n: int, seed: int, max_calls: int | None) -> list[Recording]:
+    """n sessions of bench/replay_gen.py (their first max_calls calls), read back through
+    the importer as any JSONL input is."""
+    import tempfile
+
+    import replay_gen
+    lines = replay_gen.generate(n, seed, 300, 2000, limit=max_calls)
+    with tempfile.TemporaryDirectory() as d:
+        f = Path(d) / f"generated-{seed}.jsonl"
+        f.write_text("".join(json.dumps(s) + "\n" for s in lines), encoding="utf-8")
+        return load([f], "generated")
+
+
+def truncated(rec: Recording, max_calls: int | None) -> Recording:
+    """The recording up to its first max_calls model calls and their results."""
+    if max_calls is None:
+        return rec
+    seen = 0
+    for i, m in enumerate(rec.messages):
+        if m.get("role") == "assistant":
+            seen += 1
+            if seen > max_calls:
+                return Recording(rec.group, rec.name, rec.system_prompt, rec.messages[:i],
+                                 rec.entries[:i], rec.params)
+    return rec
 
 
 def message_text(m: dict) -> str:
@@ -321,6 +351,7 @@ class Analysis:
         self.observations: dict[int, Observation] = {}
         self.text = [message_text(m) for m in msgs]
         self.tokens = [message_tokens(m) for m in msgs]
+        self._token_cache = dict(zip(self.text, self.tokens, strict=True))
         self.system_tokens = (tokens.count(rec.system_prompt) + MESSAGE_OVERHEAD
                               if rec.system_prompt else 0)
         self.system_identifiers = identifiers(rec.system_prompt or "")
@@ -387,6 +418,13 @@ class Analysis:
         opened = re.search(r"\(Open file: ([^)\n]+)\)", self.text[results[-1]]) if results else None
         if opened and opened.group(1) != "n/a":
             self.current_file = norm_path(opened.group(1))
+
+    def sent_tokens(self, m: dict) -> int:
+        """message_tokens of a sent message, counted once per distinct text."""
+        text = message_text(m)
+        if text not in self._token_cache:
+            self._token_cache[text] = tokens.count(text) + MESSAGE_OVERHEAD
+        return self._token_cache[text]
 
     def rereads(self, call: Call) -> list[list[int]]:
         """For each read/command action of the call that re-reads earlier observations
@@ -585,7 +623,7 @@ def evaluate_call(analysis: Analysis, call: Call, sent: list[dict], previous: se
     """One model call's figures, and the observations held in full (for evictions)."""
     t = Tally(calls=1)
     t.full_tokens = analysis.system_tokens + sum(analysis.tokens[:call.index])
-    t.sent_tokens = sum(message_tokens(m) for m in sent)
+    t.sent_tokens = sum(analysis.sent_tokens(m) for m in sent)
     t.over_window = int(t.sent_tokens > window)
     p = Presence(analysis, call, sent)
     offered = [i for i in analysis.observations if i < call.index]
@@ -623,9 +661,9 @@ class Lane:
 
     window: int
     policy: Policy
-    total: Tally = field(default_factory=Tally)
-    per_session: dict[str, Any] = field(default_factory=dict)
-    latencies_ms: list[float] = field(default_factory=list)
+    totals: dict[str, Tally] = field(default_factory=dict)  # per group
+    per_session: dict[str, dict[str, Any]] = field(default_factory=dict)  # per group
+    latencies_ms: dict[str, list[float]] = field(default_factory=dict)  # per group
 
 
 def replay(analysis: Analysis, lanes: list[Lane], max_calls: int | None,
@@ -651,10 +689,11 @@ def replay(analysis: Analysis, lanes: list[Lane], max_calls: int | None,
                 continue
             t, held[k] = evaluate_call(analysis, call, sent, held[k], lane.window)
             tallies[k].add(t)
+    group = analysis.rec.group
     for lane, t in zip(lanes, tallies, strict=True):
-        lane.total.add(t)
-        lane.per_session[analysis.rec.name] = f = t.figures()
-        lane.latencies_ms += lane.policy.latencies_ms
+        lane.totals.setdefault(group, Tally()).add(t)
+        lane.per_session.setdefault(group, {})[analysis.rec.name] = f = t.figures()
+        lane.latencies_ms.setdefault(group, []).extend(lane.policy.latencies_ms)
         log(f"[{lane.window}] {lane.policy.name:7} {analysis.rec.name[:60]:60} calls {t.calls:4} "
             f"reduction {f['reduction']:6.1%} faults {t.faults}/{t.evictions} "
             f"misses {t.misses}/{t.candidates}")
@@ -671,29 +710,33 @@ def percentile(values: list[float], q: float) -> float:
 def run(recordings: list[Recording], lanes: list[Lane], max_calls: int | None,
         between: Callable[[], None] | None = None, jobs_every: int = 1,
         log: Callable[[str], None] = print) -> dict[str, Any]:
-    """Every session through every lane; the figures per window and policy."""
-    result: dict[str, Any] = {"bench": "replay", "sessions": len(recordings), "windows": {}}
-    analyses = [Analysis(r) for r in recordings]
-    result["model_calls"] = sum(len([c for c in a.calls[:max_calls] if c.index > 0])
-                                for a in analyses)
+    """Every session through every lane; the figures per group of sessions, window and
+    policy: result["groups"][group][window][policy]."""
+    result: dict[str, Any] = {"bench": "replay", "groups": {}}
+    analyses = [Analysis(truncated(r, max_calls)) for r in recordings]
     for a in analyses:
+        g = result["groups"].setdefault(a.rec.group, {"sessions": 0, "model_calls": 0})
+        g["sessions"] += 1
+        g["model_calls"] += len([c for c in a.calls if c.index > 0])
         replay(a, lanes, max_calls, between, jobs_every, log)
     for lane in lanes:
-        figures = lane.total.figures()
-        if lane.latencies_ms:
-            figures["compile_ms_p50"] = percentile(lane.latencies_ms, 50)
-            figures["compile_ms_p95"] = percentile(lane.latencies_ms, 95)
-        figures["per_session"] = lane.per_session
-        result["windows"].setdefault(str(lane.window), {})[lane.policy.name] = figures
+        for group, total in lane.totals.items():
+            figures = total.figures()
+            if lane.latencies_ms.get(group):
+                figures["compile_ms_p50"] = percentile(lane.latencies_ms[group], 50)
+                figures["compile_ms_p95"] = percentile(lane.latencies_ms[group], 95)
+            figures["per_session"] = lane.per_session[group]
+            result["groups"][group].setdefault(str(lane.window), {})[lane.policy.name] = figures
     return result
 
 
 def summary_line(result: dict[str, Any]) -> dict[str, Any]:
-    """The JSON line: overall figures per window and policy, per-session ones left out."""
-    out = {k: v for k, v in result.items() if k != "windows"}
-    out["windows"] = {w: {p: {k: v for k, v in f.items() if k != "per_session"}
-                          for p, f in pols.items()} for w, pols in result["windows"].items()}
-    return out
+    """The JSON line: the figures per group, window and policy, per-session ones left out."""
+    def strip(v: Any) -> Any:
+        if isinstance(v, dict):
+            return {k: strip(x) for k, x in v.items() if k != "per_session"}
+        return v
+    return strip(result)
 
 
 def make_lanes(names: list[str], windows: list[int], db: Any, run_id: str) -> list[Lane]:
@@ -719,6 +762,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--sessions", type=int, help="the first N sessions only")
     ap.add_argument("--max-calls", type=int, help="the first N model calls of each session")
     ap.add_argument("--policies", default="mnemo,stub8,oracle")
+    ap.add_argument("--generated", type=int, default=0,
+                    help="also N long sessions of bench/replay_gen.py (group 'generated')")
+    ap.add_argument("--seed", type=int, default=22, help="the generator's seed")
     ap.add_argument("--jobs-every", type=int, default=1,
                     help="run the job queue every N calls (0: never)")
     ap.add_argument("--per-session", action="store_true", help="per-session figures in the JSON line")
@@ -727,6 +773,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = ap.parse_args(argv)
     args.inputs = args.inputs or [SWE_AGENT_DIR]
     recordings = load(args.inputs)[:args.sessions]
+    if args.generated:
+        recordings += generated(args.generated, args.seed, args.max_calls)
     windows = [int(w) for w in args.windows.split(",")]
     names = args.policies.split(",")
     db = connect(args.dsn) if "mnemo" in names else None
