@@ -66,6 +66,9 @@ from mnemosyne import connect, default_dsn, importers
 from mnemosyne.errors import MnemoError
 
 MESSAGE_OVERHEAD = 4  # tokens a chat message costs beyond its text (OpenAI's accounting)
+# The job queue runs every JOBS_EVERY calls: pg_cron runs it every minute, and an
+# agent's model call and tool take 5 to 30 s, so a few calls go by between two runs.
+JOBS_EVERY = 4
 STUB_AGE = 8  # the pichay-like baseline stubs tool results older than this many calls
 INPUT_SUFFIXES = (".traj", ".jsonl", ".json")
 ROOT = Path(__file__).resolve().parents[1]
@@ -101,7 +104,8 @@ def load(paths: Iterable[Path], group: str | None = None) -> list[Recording]:
             for n, s in enumerate(parsed.sessions):
                 params = dict(s.params)
                 system = params.pop("system_prompt", None)
-                name = f.name if len(parsed.sessions) == 1 else f"{f.name}#{n}"
+                name = str(f.relative_to(p)) if p.is_dir() else f.name
+                name = name if len(parsed.sessions) == 1 else f"{name}#{n}"
                 out.append(Recording(group or p.name, name, system,
                                      [e["message"] for e in s.messages], s.messages, params))
     return out
@@ -667,7 +671,7 @@ class Lane:
 
 
 def replay(analysis: Analysis, lanes: list[Lane], max_calls: int | None,
-           between: Callable[[], None] | None = None, jobs_every: int = 1,
+           between: Callable[[], None] | None = None, jobs_every: int = JOBS_EVERY,
            log: Callable[[str], None] = print) -> None:
     """Replays one session through every lane in lockstep: for each call, every lane
     takes in the messages before it, then `between` runs (the job queue, once for all
@@ -680,7 +684,7 @@ def replay(analysis: Analysis, lanes: list[Lane], max_calls: int | None,
     for n, call in enumerate(calls):
         for lane in lanes:
             lane.policy.record(analysis, call)
-        if between is not None and (n % jobs_every == 0 or n == len(calls) - 1):
+        if between is not None and n % jobs_every == 0:
             between()
         for k, lane in enumerate(lanes):
             sent = lane.policy.context(analysis, call)
@@ -708,7 +712,7 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def run(recordings: list[Recording], lanes: list[Lane], max_calls: int | None,
-        between: Callable[[], None] | None = None, jobs_every: int = 1,
+        between: Callable[[], None] | None = None, jobs_every: int = JOBS_EVERY,
         log: Callable[[str], None] = print) -> dict[str, Any]:
     """Every session through every lane; the figures per group of sessions, window and
     policy: result["groups"][group][window][policy]."""
@@ -765,8 +769,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--generated", type=int, default=0,
                     help="also N long sessions of bench/replay_gen.py (group 'generated')")
     ap.add_argument("--seed", type=int, default=22, help="the generator's seed")
-    ap.add_argument("--jobs-every", type=int, default=1,
-                    help="run the job queue every N calls (0: never)")
+    ap.add_argument("--jobs-every", type=int, default=JOBS_EVERY,
+                    help=f"run the job queue every N calls (0: never; default {JOBS_EVERY})")
     ap.add_argument("--per-session", action="store_true", help="per-session figures in the JSON line")
     ap.add_argument("--quiet", action="store_true")
     ap.add_argument("--dsn", default=default_dsn())
