@@ -693,6 +693,8 @@ def replay(analysis: Analysis, lanes: list[Lane], max_calls: int | None,
                 continue
             t, held[k] = evaluate_call(analysis, call, sent, held[k], lane.window)
             tallies[k].add(t)
+        if (n + 1) % 50 == 0:
+            log(f"[replay] {analysis.rec.name}: {n + 1}/{len(calls)} calls")
     group = analysis.rec.group
     for lane, t in zip(lanes, tallies, strict=True):
         lane.totals.setdefault(group, Tally()).add(t)
