@@ -36,7 +36,7 @@ foresight). Figures (docs/replay.md says the same at length):
 
 Usage: bench/replay.py [DIR_OR_FILE...] [--generated N [--seed S]] [--windows 32000,128000]
        [--sessions N] [--max-calls N] [--jobs-every N] [--policies mnemo,stub8,oracle]
-       [--per-session]
+       [--per-session] [--show-faults]
 Inputs: SWE-agent .traj files and the OpenAI-shaped JSONL that mnemosyne.importers
 reads (docs/replay.md); a directory is searched recursively; none: the shared SWE-agent
 trajectories. --generated adds long sessions of bench/replay_gen.py (--sessions 0: those
@@ -364,7 +364,7 @@ class Analysis:
         self.epoch = 0
         self.writes: list[tuple[str, int]] = []
         self.current_file: str | None = None
-        self._rereads: dict[int, list[list[int]]] = {}
+        self._rereads: dict[int, list[tuple[Action, list[int]]]] = {}
         last_assistant = -1
         for i, m in enumerate(msgs):
             if m.get("role") != "assistant":
@@ -430,14 +430,14 @@ class Analysis:
             self._token_cache[text] = tokens.count(text) + MESSAGE_OVERHEAD
         return self._token_cache[text]
 
-    def rereads(self, call: Call) -> list[list[int]]:
-        """For each read/command action of the call that re-reads earlier observations
-        (made before the call, still valid), the indices of those observations."""
+    def rereads(self, call: Call) -> list[tuple[Action, list[int]]]:
+        """Each read/command action of the call that re-reads earlier observations (made
+        before the call, still valid), with the indices of those observations."""
         if call.number not in self._rereads:
             self._rereads[call.number] = self._find_rereads(call)
         return self._rereads[call.number]
 
-    def _find_rereads(self, call: Call) -> list[list[int]]:
+    def _find_rereads(self, call: Call) -> list[tuple[Action, list[int]]]:
         out = []
         # the epochs at the time of this call: writes made by calls before it
         epoch_now = sum(1 for c in self.calls[:call.number] for a in c.actions
@@ -458,7 +458,7 @@ class Analysis:
                     if not later:
                         hits.append(obs.index)
             if hits:
-                out.append(hits)
+                out.append((a, hits))
         return out
 
 
@@ -520,7 +520,7 @@ class Oracle(Policy):
         super().start(analysis, window)
         self.reread: set[int] = set()
         for c in analysis.calls:
-            for hits in analysis.rereads(c):
+            for _, hits in analysis.rereads(c):
                 self.reread.update(hits)
 
     def context(self, analysis: Analysis, call: Call) -> list[dict]:
@@ -586,6 +586,7 @@ class Tally:
     absent: int = 0
     over_window: int = 0
     skipped: int = 0
+    fault_log: list[str] = field(default_factory=list)  # one line per fault (--show-faults)
 
     def add(self, other: Tally) -> None:
         for k in self.__dataclass_fields__:
@@ -593,7 +594,7 @@ class Tally:
 
     def figures(self) -> dict[str, Any]:
         return {
-            **{k: getattr(self, k) for k in self.__dataclass_fields__},
+            **{k: getattr(self, k) for k in self.__dataclass_fields__ if k != "fault_log"},
             "reduction": round(1 - self.sent_tokens / self.full_tokens, 4) if self.full_tokens else 0.0,
             "fault_rate": round(self.faults / self.evictions, 5) if self.evictions else 0.0,
             "faults_per_call": round(self.faults / self.calls, 5) if self.calls else 0.0,
@@ -635,10 +636,13 @@ def evaluate_call(analysis: Analysis, call: Call, sent: list[dict], previous: se
     previous = previous or set()
     # an observation leaves the context: it was held in full before, or is new and not held
     t.evictions = sum(1 for i in offered if i not in held and (i in previous or i >= _first_new(call)))
-    for hits in analysis.rereads(call):
+    for action, hits in analysis.rereads(call):
         t.rereads += 1
         if not any(p.full(i) for i in hits):
             t.faults += 1
+            t.fault_log.append(f"{analysis.rec.name} call {call.number}: {action.kind} "
+                               f"{action.key[:100]!r} {action.start}-{action.end}, read at call "
+                               f"{analysis.observations[hits[-1]].call}")
     new_input = set(call.new_input)
     excluded = analysis.system_identifiers.union(*(analysis.idents[i] for i in new_input))
     holders: dict[str, list[int]] = {}
@@ -672,7 +676,7 @@ class Lane:
 
 def replay(analysis: Analysis, lanes: list[Lane], max_calls: int | None,
            between: Callable[[], None] | None = None, jobs_every: int = JOBS_EVERY,
-           log: Callable[[str], None] = print) -> None:
+           log: Callable[[str], None] = print, show_faults: bool = False) -> None:
     """Replays one session through every lane in lockstep: for each call, every lane
     takes in the messages before it, then `between` runs (the job queue, once for all
     lanes, every `jobs_every` calls), then every lane compiles and is scored."""
@@ -700,6 +704,9 @@ def replay(analysis: Analysis, lanes: list[Lane], max_calls: int | None,
         lane.totals.setdefault(group, Tally()).add(t)
         lane.per_session.setdefault(group, {})[analysis.rec.name] = f = t.figures()
         lane.latencies_ms.setdefault(group, []).extend(lane.policy.latencies_ms)
+        if show_faults:
+            for line in t.fault_log:
+                log(f"[{lane.window}] {lane.policy.name:7} fault: {line}")
         log(f"[{lane.window}] {lane.policy.name:7} {analysis.rec.name[:60]:60} calls {t.calls:4} "
             f"reduction {f['reduction']:6.1%} faults {t.faults}/{t.evictions} "
             f"misses {t.misses}/{t.candidates}")
@@ -715,7 +722,7 @@ def percentile(values: list[float], q: float) -> float:
 
 def run(recordings: list[Recording], lanes: list[Lane], max_calls: int | None,
         between: Callable[[], None] | None = None, jobs_every: int = JOBS_EVERY,
-        log: Callable[[str], None] = print) -> dict[str, Any]:
+        log: Callable[[str], None] = print, show_faults: bool = False) -> dict[str, Any]:
     """Every session through every lane; the figures per group of sessions, window and
     policy: result["groups"][group][window][policy]."""
     result: dict[str, Any] = {"bench": "replay", "groups": {}}
@@ -724,7 +731,7 @@ def run(recordings: list[Recording], lanes: list[Lane], max_calls: int | None,
         g = result["groups"].setdefault(a.rec.group, {"sessions": 0, "model_calls": 0})
         g["sessions"] += 1
         g["model_calls"] += len([c for c in a.calls if c.index > 0])
-        replay(a, lanes, max_calls, between, jobs_every, log)
+        replay(a, lanes, max_calls, between, jobs_every, log, show_faults)
     for lane in lanes:
         for group, total in lane.totals.items():
             figures = total.figures()
@@ -774,6 +781,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--jobs-every", type=int, default=JOBS_EVERY,
                     help=f"run the job queue every N calls (0: never; default {JOBS_EVERY})")
     ap.add_argument("--per-session", action="store_true", help="per-session figures in the JSON line")
+    ap.add_argument("--show-faults", action="store_true", help="a line per fault on stderr")
     ap.add_argument("--quiet", action="store_true")
     ap.add_argument("--dsn", default=default_dsn())
     args = ap.parse_args(argv)
@@ -791,7 +799,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     between = db.run_jobs if db is not None and args.jobs_every > 0 else None
     t0 = time.time()
     result = run(recordings, lanes, args.max_calls, between, max(args.jobs_every, 1),
-                 log=(lambda s: None) if args.quiet else (lambda s: print(s, file=sys.stderr)))
+                 log=(lambda s: None) if args.quiet else (lambda s: print(s, file=sys.stderr)),
+                 show_faults=args.show_faults)
     result["inputs"] = [str(p) for p in args.inputs]
     result["jobs_every"] = args.jobs_every
     result["seconds"] = round(time.time() - t0, 1)

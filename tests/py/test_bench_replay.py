@@ -69,7 +69,7 @@ def test_a_reread_counts_only_without_a_write_in_between(tmp_path):
         read_a(1, 40), echo(1)])                  # after the write: neither is a re-read
     counts = [len(a.rereads(c)) for c in a.calls]
     assert counts == [0, 1, 0, 0, 1, 0, 0, 0, 0]
-    assert a.rereads(a.calls[1]) == [[a.calls[0].index + 1]]  # the first read's result
+    assert a.rereads(a.calls[1]) == [(a.calls[1].actions[0], [a.calls[0].index + 1])]
 
 
 def test_naive_baselines_on_known_numbers(tmp_path):
