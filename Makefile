@@ -113,9 +113,11 @@ bench-peers: deploy
 	@scripts/install-peers.sh
 	@.venv-peers/bin/python bench/peers.py $(ARGS)
 
-# Recorded agent sessions replayed as a proxy sees them (bench/replay.py; docs/replay.md).
+# Recorded agent sessions replayed as a proxy sees them (bench/replay.py; docs/replay.md):
+# the shared SWE-agent trajectories and one generated long session's first 100 calls.
+REPLAY_ARGS ?= --generated 1 --max-calls 100
 bench-replay: deploy
-	@$(PY) bench/replay.py $(ARGS)
+	@$(PY) bench/replay.py $(REPLAY_ARGS) $(ARGS)
 
 bench-proxy: deploy
 	@$(PY) bench/proxy.py $(ARGS)

@@ -32,11 +32,11 @@ import sys
 import time
 import uuid
 from collections import defaultdict
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 import psycopg
 
-from mnemosyne import connect, default_dsn
+from mnemosyne import connect, default_dsn, importers
 
 DSN = default_dsn()
 DATA = os.environ.get(
@@ -60,36 +60,17 @@ def norm_evidence(items: list[str]) -> list[str]:
     return out
 
 
-def parse_when(s: str) -> datetime:
-    return datetime.strptime(s.strip(), "%I:%M %p on %d %B, %Y")
-
-
-def sessions_of(conv: dict) -> list[tuple[datetime, list[dict]]]:
-    keys = sorted((k for k in conv if re.fullmatch(r"session_\d+", k)), key=lambda k: int(k[8:]))
-    return [(parse_when(conv[f"{k}_date_time"]), conv[k]) for k in keys]
-
-
-def turn_text(t: dict) -> str:
-    text = t["text"]
-    if t.get("blip_caption"):
-        text += f" [shares {t['blip_caption']}]"
-    return text
-
-
 def ingest(db, sample: dict, tenant: str) -> dict[int, str]:
     """Records the conversation; returns message_id -> dia_id."""
     conv = sample["conversation"]
-    a = conv["speaker_a"]
     ids: dict[int, str] = {}
     # Turns alone first: extraction runs later, in main(), after that evaluation.
     db.create_tenant(tenant, config={"formation": {"method": "off"}})
-    for when, turns in sessions_of(conv):
+    for _, when, turns in importers.locomo_sessions(conv):
         sid = db.start_session(tenant, agent_id="locomo", context_window=128000)
         for i, t in enumerate(turns):
-            role = "user" if t["speaker"] == a else "assistant"
-            name = re.sub(r"[^A-Za-z0-9_-]", "_", t["speaker"])[:64]
             mid = db.record_message(
-                tenant, sid, {"role": role, "name": name, "content": turn_text(t)},
+                tenant, sid, importers.locomo_message(conv, t),
                 created_at=when + timedelta(seconds=30 * i), metadata={"dia_id": t["dia_id"]})
             ids[mid] = t["dia_id"]
     return ids

@@ -48,6 +48,8 @@ sys.path.insert(0, str(ROOT / "plpy"))
 import locomo  # bench/locomo.py: data, ingest, questions, evidence, Scores
 from mnemo_db import tokens  # the o200k counting the project uses
 
+from mnemosyne import importers
+
 BUDGET = 2048
 TOP_K = 10
 PACK_POOL = 100  # results a peer is asked for to fill BUDGET (a LoCoMo turn is ~36 tokens)
@@ -63,7 +65,7 @@ QUERY_SETTINGS = {"hnsw.iterative_scan": "strict_order", "hnsw.ef_search": "40",
 
 def peer_line(speaker: str, turn: dict) -> str:
     """What a peer stores for a turn: the text Mnemosyne embeds for the same message."""
-    return f"{speaker}: {locomo.turn_text(turn)}"
+    return f"{speaker}: {importers.locomo_turn_text(turn)}"
 
 
 def recall_at(ranked: list[str], k: int) -> set[str]:
@@ -163,9 +165,9 @@ PEERS = (Mem0Peer, LangGraphPeer)
 def turns_of(sample: dict):
     """(dia_id, role, name, text) of every turn, in order, as bench-locomo records them."""
     conv = sample["conversation"]
-    for _, turns in locomo.sessions_of(conv):
+    for _, _, turns in importers.locomo_sessions(conv):
         for t in turns:
-            role = "user" if t["speaker"] == conv["speaker_a"] else "assistant"
+            role = importers.locomo_message(conv, t)["role"]
             yield t["dia_id"], role, t["speaker"], peer_line(t["speaker"], t)
 
 

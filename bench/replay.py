@@ -34,10 +34,14 @@ foresight). Figures (docs/replay.md says the same at length):
   ``absent`` counts the misses whose identifier is nowhere in the context text.
 - compile latency: wall time of the compile_context_bundle call, p50/p95.
 
-Usage: bench/replay.py DIR_OR_FILE... [--windows 32000,128000] [--sessions N]
-       [--max-calls N] [--jobs-every N] [--policies mnemo,stub8,oracle] [--per-session]
+Usage: bench/replay.py [DIR_OR_FILE...] [--generated N [--seed S]] [--windows 32000,128000]
+       [--sessions N] [--max-calls N] [--jobs-every N] [--policies mnemo,stub8,oracle]
+       [--per-session] [--show-faults]
 Inputs: SWE-agent .traj files and the OpenAI-shaped JSONL that mnemosyne.importers
-reads (docs/replay.md); a directory is searched recursively. Ends with one JSON line.
+reads (docs/replay.md); a directory is searched recursively; none: the shared SWE-agent
+trajectories. --generated adds long sessions of bench/replay_gen.py (--sessions 0: those
+alone). Figures are summed
+per input (and 'generated'). Ends with one JSON line.
 """
 
 from __future__ import annotations
@@ -62,6 +66,9 @@ from mnemosyne import connect, default_dsn, importers
 from mnemosyne.errors import MnemoError
 
 MESSAGE_OVERHEAD = 4  # tokens a chat message costs beyond its text (OpenAI's accounting)
+# The job queue runs every JOBS_EVERY calls: pg_cron runs it every minute, and an
+# agent's model call and tool take 5 to 30 s, so a few calls go by between two runs.
+JOBS_EVERY = 4
 STUB_AGE = 8  # the pichay-like baseline stubs tool results older than this many calls
 INPUT_SUFFIXES = (".traj", ".jsonl", ".json")
 ROOT = Path(__file__).resolve().parents[1]
@@ -76,6 +83,7 @@ SWE_AGENT_DIR = SHARED / "bench" / "traj" / "swe-agent"
 # ------------------------------------------------------------------ sessions and text
 @dataclass
 class Recording:
+    group: str  # what the figures are summed by: the input it came from, or "generated"
     name: str
     system_prompt: str | None
     messages: list[dict]  # OpenAI chat messages, the system prompt left out
@@ -83,25 +91,51 @@ class Recording:
     params: dict[str, Any] = field(default_factory=dict)
 
 
-def load(paths: Iterable[Path]) -> list[Recording]:
+def load(paths: Iterable[Path], group: str | None = None) -> list[Recording]:
     """Every session of the given files and directories (searched recursively), in path
-    order, through mnemosyne.importers (its SWE-agent and OpenAI readers)."""
-    files: list[Path] = []
-    for p in paths:
-        if p.is_dir():
-            files += sorted(f for f in p.rglob("*") if f.suffix in INPUT_SUFFIXES and f.is_file())
-        else:
-            files.append(p)
+    order, through mnemosyne.importers (its SWE-agent and OpenAI readers). Each input
+    is a group of its own (its name), unless `group` is given."""
     out = []
-    for f in files:
-        parsed = importers.read(f)
-        for n, s in enumerate(parsed.sessions):
-            params = dict(s.params)
-            system = params.pop("system_prompt", None)
-            name = f.name if len(parsed.sessions) == 1 else f"{f.name}#{n}"
-            out.append(Recording(name, system, [e["message"] for e in s.messages], s.messages,
-                                 params))
+    for p in paths:
+        files = (sorted(f for f in p.rglob("*") if f.suffix in INPUT_SUFFIXES and f.is_file())
+                 if p.is_dir() else [p])
+        for f in files:
+            parsed = importers.read(f)
+            for n, s in enumerate(parsed.sessions):
+                params = dict(s.params)
+                system = params.pop("system_prompt", None)
+                name = str(f.relative_to(p)) if p.is_dir() else f.name
+                name = name if len(parsed.sessions) == 1 else f"{name}#{n}"
+                out.append(Recording(group or p.name, name, system,
+                                     [e["message"] for e in s.messages], s.messages, params))
     return out
+
+
+def generated(n: int, seed: int, max_calls: int | None) -> list[Recording]:
+    """n sessions of bench/replay_gen.py (their first max_calls calls), read back through
+    the importer as any JSONL input is."""
+    import tempfile
+
+    import replay_gen
+    lines = replay_gen.generate(n, seed, 300, 2000, limit=max_calls)
+    with tempfile.TemporaryDirectory() as d:
+        f = Path(d) / f"generated-{seed}.jsonl"
+        f.write_text("".join(json.dumps(s) + "\n" for s in lines), encoding="utf-8")
+        return load([f], "generated")
+
+
+def truncated(rec: Recording, max_calls: int | None) -> Recording:
+    """The recording up to its first max_calls model calls and their results."""
+    if max_calls is None:
+        return rec
+    seen = 0
+    for i, m in enumerate(rec.messages):
+        if m.get("role") == "assistant":
+            seen += 1
+            if seen > max_calls:
+                return Recording(rec.group, rec.name, rec.system_prompt, rec.messages[:i],
+                                 rec.entries[:i], rec.params)
+    return rec
 
 
 def message_text(m: dict) -> str:
@@ -321,6 +355,7 @@ class Analysis:
         self.observations: dict[int, Observation] = {}
         self.text = [message_text(m) for m in msgs]
         self.tokens = [message_tokens(m) for m in msgs]
+        self._token_cache = dict(zip(self.text, self.tokens, strict=True))
         self.system_tokens = (tokens.count(rec.system_prompt) + MESSAGE_OVERHEAD
                               if rec.system_prompt else 0)
         self.system_identifiers = identifiers(rec.system_prompt or "")
@@ -329,7 +364,7 @@ class Analysis:
         self.epoch = 0
         self.writes: list[tuple[str, int]] = []
         self.current_file: str | None = None
-        self._rereads: dict[int, list[list[int]]] = {}
+        self._rereads: dict[int, list[tuple[Action, list[int]]]] = {}
         last_assistant = -1
         for i, m in enumerate(msgs):
             if m.get("role") != "assistant":
@@ -388,14 +423,21 @@ class Analysis:
         if opened and opened.group(1) != "n/a":
             self.current_file = norm_path(opened.group(1))
 
-    def rereads(self, call: Call) -> list[list[int]]:
-        """For each read/command action of the call that re-reads earlier observations
-        (made before the call, still valid), the indices of those observations."""
+    def sent_tokens(self, m: dict) -> int:
+        """message_tokens of a sent message, counted once per distinct text."""
+        text = message_text(m)
+        if text not in self._token_cache:
+            self._token_cache[text] = tokens.count(text) + MESSAGE_OVERHEAD
+        return self._token_cache[text]
+
+    def rereads(self, call: Call) -> list[tuple[Action, list[int]]]:
+        """Each read/command action of the call that re-reads earlier observations (made
+        before the call, still valid), with the indices of those observations."""
         if call.number not in self._rereads:
             self._rereads[call.number] = self._find_rereads(call)
         return self._rereads[call.number]
 
-    def _find_rereads(self, call: Call) -> list[list[int]]:
+    def _find_rereads(self, call: Call) -> list[tuple[Action, list[int]]]:
         out = []
         # the epochs at the time of this call: writes made by calls before it
         epoch_now = sum(1 for c in self.calls[:call.number] for a in c.actions
@@ -416,7 +458,7 @@ class Analysis:
                     if not later:
                         hits.append(obs.index)
             if hits:
-                out.append(hits)
+                out.append((a, hits))
         return out
 
 
@@ -478,7 +520,7 @@ class Oracle(Policy):
         super().start(analysis, window)
         self.reread: set[int] = set()
         for c in analysis.calls:
-            for hits in analysis.rereads(c):
+            for _, hits in analysis.rereads(c):
                 self.reread.update(hits)
 
     def context(self, analysis: Analysis, call: Call) -> list[dict]:
@@ -544,6 +586,7 @@ class Tally:
     absent: int = 0
     over_window: int = 0
     skipped: int = 0
+    fault_log: list[str] = field(default_factory=list)  # one line per fault (--show-faults)
 
     def add(self, other: Tally) -> None:
         for k in self.__dataclass_fields__:
@@ -551,7 +594,7 @@ class Tally:
 
     def figures(self) -> dict[str, Any]:
         return {
-            **{k: getattr(self, k) for k in self.__dataclass_fields__},
+            **{k: getattr(self, k) for k in self.__dataclass_fields__ if k != "fault_log"},
             "reduction": round(1 - self.sent_tokens / self.full_tokens, 4) if self.full_tokens else 0.0,
             "fault_rate": round(self.faults / self.evictions, 5) if self.evictions else 0.0,
             "faults_per_call": round(self.faults / self.calls, 5) if self.calls else 0.0,
@@ -585,7 +628,7 @@ def evaluate_call(analysis: Analysis, call: Call, sent: list[dict], previous: se
     """One model call's figures, and the observations held in full (for evictions)."""
     t = Tally(calls=1)
     t.full_tokens = analysis.system_tokens + sum(analysis.tokens[:call.index])
-    t.sent_tokens = sum(message_tokens(m) for m in sent)
+    t.sent_tokens = sum(analysis.sent_tokens(m) for m in sent)
     t.over_window = int(t.sent_tokens > window)
     p = Presence(analysis, call, sent)
     offered = [i for i in analysis.observations if i < call.index]
@@ -593,10 +636,13 @@ def evaluate_call(analysis: Analysis, call: Call, sent: list[dict], previous: se
     previous = previous or set()
     # an observation leaves the context: it was held in full before, or is new and not held
     t.evictions = sum(1 for i in offered if i not in held and (i in previous or i >= _first_new(call)))
-    for hits in analysis.rereads(call):
+    for action, hits in analysis.rereads(call):
         t.rereads += 1
         if not any(p.full(i) for i in hits):
             t.faults += 1
+            t.fault_log.append(f"{analysis.rec.name} call {call.number}: {action.kind} "
+                               f"{action.key[:100]!r} {action.start}-{action.end}, read at call "
+                               f"{analysis.observations[hits[-1]].call}")
     new_input = set(call.new_input)
     excluded = analysis.system_identifiers.union(*(analysis.idents[i] for i in new_input))
     holders: dict[str, list[int]] = {}
@@ -623,14 +669,14 @@ class Lane:
 
     window: int
     policy: Policy
-    total: Tally = field(default_factory=Tally)
-    per_session: dict[str, Any] = field(default_factory=dict)
-    latencies_ms: list[float] = field(default_factory=list)
+    totals: dict[str, Tally] = field(default_factory=dict)  # per group
+    per_session: dict[str, dict[str, Any]] = field(default_factory=dict)  # per group
+    latencies_ms: dict[str, list[float]] = field(default_factory=dict)  # per group
 
 
 def replay(analysis: Analysis, lanes: list[Lane], max_calls: int | None,
-           between: Callable[[], None] | None = None, jobs_every: int = 1,
-           log: Callable[[str], None] = print) -> None:
+           between: Callable[[], None] | None = None, jobs_every: int = JOBS_EVERY,
+           log: Callable[[str], None] = print, show_faults: bool = False) -> None:
     """Replays one session through every lane in lockstep: for each call, every lane
     takes in the messages before it, then `between` runs (the job queue, once for all
     lanes, every `jobs_every` calls), then every lane compiles and is scored."""
@@ -642,7 +688,7 @@ def replay(analysis: Analysis, lanes: list[Lane], max_calls: int | None,
     for n, call in enumerate(calls):
         for lane in lanes:
             lane.policy.record(analysis, call)
-        if between is not None and (n % jobs_every == 0 or n == len(calls) - 1):
+        if between is not None and n % jobs_every == 0:
             between()
         for k, lane in enumerate(lanes):
             sent = lane.policy.context(analysis, call)
@@ -651,10 +697,16 @@ def replay(analysis: Analysis, lanes: list[Lane], max_calls: int | None,
                 continue
             t, held[k] = evaluate_call(analysis, call, sent, held[k], lane.window)
             tallies[k].add(t)
+        if (n + 1) % 50 == 0:
+            log(f"[replay] {analysis.rec.name}: {n + 1}/{len(calls)} calls")
+    group = analysis.rec.group
     for lane, t in zip(lanes, tallies, strict=True):
-        lane.total.add(t)
-        lane.per_session[analysis.rec.name] = f = t.figures()
-        lane.latencies_ms += lane.policy.latencies_ms
+        lane.totals.setdefault(group, Tally()).add(t)
+        lane.per_session.setdefault(group, {})[analysis.rec.name] = f = t.figures()
+        lane.latencies_ms.setdefault(group, []).extend(lane.policy.latencies_ms)
+        if show_faults:
+            for line in t.fault_log:
+                log(f"[{lane.window}] {lane.policy.name:7} fault: {line}")
         log(f"[{lane.window}] {lane.policy.name:7} {analysis.rec.name[:60]:60} calls {t.calls:4} "
             f"reduction {f['reduction']:6.1%} faults {t.faults}/{t.evictions} "
             f"misses {t.misses}/{t.candidates}")
@@ -669,31 +721,35 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def run(recordings: list[Recording], lanes: list[Lane], max_calls: int | None,
-        between: Callable[[], None] | None = None, jobs_every: int = 1,
-        log: Callable[[str], None] = print) -> dict[str, Any]:
-    """Every session through every lane; the figures per window and policy."""
-    result: dict[str, Any] = {"bench": "replay", "sessions": len(recordings), "windows": {}}
-    analyses = [Analysis(r) for r in recordings]
-    result["model_calls"] = sum(len([c for c in a.calls[:max_calls] if c.index > 0])
-                                for a in analyses)
+        between: Callable[[], None] | None = None, jobs_every: int = JOBS_EVERY,
+        log: Callable[[str], None] = print, show_faults: bool = False) -> dict[str, Any]:
+    """Every session through every lane; the figures per group of sessions, window and
+    policy: result["groups"][group][window][policy]."""
+    result: dict[str, Any] = {"bench": "replay", "groups": {}}
+    analyses = [Analysis(truncated(r, max_calls)) for r in recordings]
     for a in analyses:
-        replay(a, lanes, max_calls, between, jobs_every, log)
+        g = result["groups"].setdefault(a.rec.group, {"sessions": 0, "model_calls": 0})
+        g["sessions"] += 1
+        g["model_calls"] += len([c for c in a.calls if c.index > 0])
+        replay(a, lanes, max_calls, between, jobs_every, log, show_faults)
     for lane in lanes:
-        figures = lane.total.figures()
-        if lane.latencies_ms:
-            figures["compile_ms_p50"] = percentile(lane.latencies_ms, 50)
-            figures["compile_ms_p95"] = percentile(lane.latencies_ms, 95)
-        figures["per_session"] = lane.per_session
-        result["windows"].setdefault(str(lane.window), {})[lane.policy.name] = figures
+        for group, total in lane.totals.items():
+            figures = total.figures()
+            if lane.latencies_ms.get(group):
+                figures["compile_ms_p50"] = percentile(lane.latencies_ms[group], 50)
+                figures["compile_ms_p95"] = percentile(lane.latencies_ms[group], 95)
+            figures["per_session"] = lane.per_session[group]
+            result["groups"][group].setdefault(str(lane.window), {})[lane.policy.name] = figures
     return result
 
 
 def summary_line(result: dict[str, Any]) -> dict[str, Any]:
-    """The JSON line: overall figures per window and policy, per-session ones left out."""
-    out = {k: v for k, v in result.items() if k != "windows"}
-    out["windows"] = {w: {p: {k: v for k, v in f.items() if k != "per_session"}
-                          for p, f in pols.items()} for w, pols in result["windows"].items()}
-    return out
+    """The JSON line: the figures per group, window and policy, per-session ones left out."""
+    def strip(v: Any) -> Any:
+        if isinstance(v, dict):
+            return {k: strip(x) for k, x in v.items() if k != "per_session"}
+        return v
+    return strip(result)
 
 
 def make_lanes(names: list[str], windows: list[int], db: Any, run_id: str) -> list[Lane]:
@@ -719,14 +775,20 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--sessions", type=int, help="the first N sessions only")
     ap.add_argument("--max-calls", type=int, help="the first N model calls of each session")
     ap.add_argument("--policies", default="mnemo,stub8,oracle")
-    ap.add_argument("--jobs-every", type=int, default=1,
-                    help="run the job queue every N calls (0: never)")
+    ap.add_argument("--generated", type=int, default=0,
+                    help="also N long sessions of bench/replay_gen.py (group 'generated')")
+    ap.add_argument("--seed", type=int, default=22, help="the generator's seed")
+    ap.add_argument("--jobs-every", type=int, default=JOBS_EVERY,
+                    help=f"run the job queue every N calls (0: never; default {JOBS_EVERY})")
     ap.add_argument("--per-session", action="store_true", help="per-session figures in the JSON line")
+    ap.add_argument("--show-faults", action="store_true", help="a line per fault on stderr")
     ap.add_argument("--quiet", action="store_true")
     ap.add_argument("--dsn", default=default_dsn())
     args = ap.parse_args(argv)
     args.inputs = args.inputs or [SWE_AGENT_DIR]
     recordings = load(args.inputs)[:args.sessions]
+    if args.generated:
+        recordings += generated(args.generated, args.seed, args.max_calls)
     windows = [int(w) for w in args.windows.split(",")]
     names = args.policies.split(",")
     db = connect(args.dsn) if "mnemo" in names else None
@@ -737,7 +799,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     between = db.run_jobs if db is not None and args.jobs_every > 0 else None
     t0 = time.time()
     result = run(recordings, lanes, args.max_calls, between, max(args.jobs_every, 1),
-                 log=(lambda s: None) if args.quiet else (lambda s: print(s, file=sys.stderr)))
+                 log=(lambda s: None) if args.quiet else (lambda s: print(s, file=sys.stderr)),
+                 show_faults=args.show_faults)
     result["inputs"] = [str(p) for p in args.inputs]
     result["jobs_every"] = args.jobs_every
     result["seconds"] = round(time.time() - t0, 1)

@@ -477,8 +477,8 @@ def mcp(transport: Annotated[str, typer.Option(help="stdio or http (streamable H
         session: Annotated[str | None, typer.Option(envvar="MNEMO_SESSION", help="default session")] = None,
         agent: Annotated[str, typer.Option(envvar="MNEMO_AGENT", help="default agent id")] = "mcp",
         channel: Annotated[str, typer.Option(envvar="MNEMO_CHANNEL", help="default channel")] = "private") -> None:
-    """Serve Mnemosyne's MCP tools (memory.record_event, memory.build_acb,
-    memory.get_artifact, memory.query_decisions, memory_stats) over stdio or
+    """Serve Mnemosyne's MCP tools (memory_record_event, memory_build_acb,
+    memory_get_artifact, memory_query_decisions, memory_stats) over stdio or
     streamable HTTP. Tenant, session, agent and channel come from here or from each
     call's arguments."""
     from .mcp_server import Identity, serve

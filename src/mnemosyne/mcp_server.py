@@ -178,12 +178,14 @@ class MemoryTools:
 
 
 # The registry: (tool name, method of MemoryTools). Paging adds memory_query,
-# memory_restore, memory_release and memory_objects here.
+# memory_restore, memory_release and memory_objects here. Names match
+# ^[a-zA-Z0-9_-]{1,64}$: clients pass them to the model's API, and Anthropic's refuses
+# any other (a dot included), so no dotted alias either.
 TOOLS: list[tuple[str, str]] = [
-    ("memory.record_event", "record_event"),
-    ("memory.build_acb", "build_acb"),
-    ("memory.get_artifact", "get_artifact"),
-    ("memory.query_decisions", "query_decisions"),
+    ("memory_record_event", "record_event"),
+    ("memory_build_acb", "build_acb"),
+    ("memory_get_artifact", "get_artifact"),
+    ("memory_query_decisions", "query_decisions"),
     ("memory_stats", "memory_stats"),
 ]
 
@@ -200,9 +202,9 @@ def build_server(dsn: str, identity: Identity) -> MCPServer:
             await tools.close()
 
     server = MCPServer("mnemosyne", instructions=(
-        "Long-term memory for this agent: record events as they happen (memory.record_event), "
-        "build the context for the next model call (memory.build_acb), fetch a truncated tool "
-        "output in full (memory.get_artifact), look up past decisions (memory.query_decisions)."),
+        "Long-term memory for this agent: record events as they happen (memory_record_event), "
+        "build the context for the next model call (memory_build_acb), fetch a truncated tool "
+        "output in full (memory_get_artifact), look up past decisions (memory_query_decisions)."),
         lifespan=lifespan, log_level="WARNING")
     for name, method in TOOLS:
         server.add_tool(getattr(tools, method), name=name, structured_output=True)

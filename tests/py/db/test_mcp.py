@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -19,7 +20,7 @@ from mcp import Client, StdioServerParameters
 
 from mnemosyne.mcp_server import TOOLS
 
-NAMES = {"memory.record_event", "memory.build_acb", "memory.get_artifact", "memory.query_decisions",
+NAMES = {"memory_record_event", "memory_build_acb", "memory_get_artifact", "memory_query_decisions",
          "memory_stats"}
 
 
@@ -42,33 +43,39 @@ def test_the_registry_is_the_tool_list():
     assert {name for name, _ in TOOLS} == NAMES
 
 
+def test_tool_names_are_valid_anthropic_tool_names():
+    """MCP clients hand the tool names to the model's API: Anthropic's Messages API
+    refuses a tools list with a name outside ^[a-zA-Z0-9_-]{1,64}$ (a dot included)."""
+    assert all(re.fullmatch(r"[a-zA-Z0-9_-]{1,64}", name) for name, _ in TOOLS)
+
+
 def test_tools_over_stdio(db, tenant):
     async def run():
         async with Client(stdio("--tenant", tenant, "--agent", "tester")) as c:
             tools = {t.name: t for t in (await c.list_tools()).tools}
             assert set(tools) == NAMES
             assert {"tenant_id", "session_id", "agent_id", "channel"} <= set(
-                tools["memory.record_event"].input_schema["properties"])
-            assert tools["memory.record_event"].input_schema["required"] == ["kind", "content"]
+                tools["memory_record_event"].input_schema["properties"])
+            assert tools["memory_record_event"].input_schema["required"] == ["kind", "content"]
 
-            said = body(await c.call_tool("memory.record_event", {
+            said = body(await c.call_tool("memory_record_event", {
                 "kind": "message", "content": {"text": "Our staging host is stg-4."},
                 "actor": {"type": "human", "id": "ana"}}))
             assert said["event_id"].startswith("msg_")
             session = said["session_id"]
-            call = body(await c.call_tool("memory.record_event", {
+            call = body(await c.call_tool("memory_record_event", {
                 "kind": "tool_call", "content": {"tool": "fs.read_file", "id": "c1",
                                                  "arguments": {"path": "deploy.log"}}}))
             big = "deploy step ok\n" * 6000
-            result = body(await c.call_tool("memory.record_event", {
+            result = body(await c.call_tool("memory_record_event", {
                 "kind": "tool_result", "content": {"tool": "fs.read_file", "tool_call_id": "c1", "text": big}}))
             assert result["session_id"] == call["session_id"] == session  # one session per agent + channel
-            decided = body(await c.call_tool("memory.record_event", {
+            decided = body(await c.call_tool("memory_record_event", {
                 "kind": "decision", "content": {"decision": "Deploy staging from main",
                                                 "rationale": ["main is always green"]}}))
             assert decided["memory_id"]
 
-            acb = body(await c.call_tool("memory.build_acb", {"query_text": "staging host", "max_tokens": 3000,
+            acb = body(await c.call_tool("memory_build_acb", {"query_text": "staging host", "max_tokens": 3000,
                                                               "intent": "repo_onboarding"}))
             assert acb["acb_id"].startswith("acb_") and acb["budget_tokens"] == 3000
             names = [s["name"] for s in acb["sections"]]
@@ -80,12 +87,12 @@ def test_tools_over_stdio(db, tenant):
 
             artifact_id = db._call("SELECT max(artifact_id) FROM mnemo.artifacts WHERE tenant_id = %(t)s",
                                    {"t": tenant})
-            art = body(await c.call_tool("memory.get_artifact", {"artifact_id": artifact_id}))
+            art = body(await c.call_tool("memory_get_artifact", {"artifact_id": artifact_id}))
             assert art["text"] == big and art["bytes"] == len(big)
 
-            found = body(await c.call_tool("memory.query_decisions", {"query": "deploy staging"}))
+            found = body(await c.call_tool("memory_query_decisions", {"query": "deploy staging"}))
             assert found["decisions"][0]["rationale"] == ["main is always green"]
-            scoped = body(await c.call_tool("memory.query_decisions", {"session_id": str(uuid.UUID(int=1))}))
+            scoped = body(await c.call_tool("memory_query_decisions", {"session_id": str(uuid.UUID(int=1))}))
             assert scoped["decisions"] == []
 
             stats = body(await c.call_tool("memory_stats", {}))
@@ -102,15 +109,15 @@ def test_errors_over_stdio(tenant):
     async def run():
         async with Client(stdio("--tenant", tenant)) as c:
             assert "[MN002] unknown tenant" in error(await c.call_tool("memory_stats", {"tenant_id": "t_nobody_x"}))
-            assert "[MN001]" in error(await c.call_tool("memory.build_acb", {"session_id": "not-a-uuid"}))
+            assert "[MN001]" in error(await c.call_tool("memory_build_acb", {"session_id": "not-a-uuid"}))
             assert "[MN003]" in error(await c.call_tool("memory_stats", {"session_id": str(uuid.UUID(int=5))}))
-            assert "[MN010]" in error(await c.call_tool("memory.get_artifact", {"artifact_id": -1}))
-            assert "MN00" in error(await c.call_tool("memory.record_event", {"kind": "gossip", "content": {}}))
-            assert "[MN004]" in error(await c.call_tool("memory.record_event",
+            assert "[MN010]" in error(await c.call_tool("memory_get_artifact", {"artifact_id": -1}))
+            assert "MN00" in error(await c.call_tool("memory_record_event", {"kind": "gossip", "content": {}}))
+            assert "[MN004]" in error(await c.call_tool("memory_record_event",
                                                         {"kind": "tool_call", "content": {"arguments": {}}}))
-            assert "[MN001]" in error(await c.call_tool("memory.build_acb", {"max_tokens": -5}))
-            assert "kind" in error(await c.call_tool("memory.record_event", {"content": {"text": "x"}}))
-            assert error(await c.call_tool("memory.forget_everything", {}))
+            assert "[MN001]" in error(await c.call_tool("memory_build_acb", {"max_tokens": -5}))
+            assert "kind" in error(await c.call_tool("memory_record_event", {"content": {"text": "x"}}))
+            assert error(await c.call_tool("memory_forget_everything", {}))
         async with Client(stdio()) as c:  # no tenant configured and none given
             assert "tenant_id is required" in error(await c.call_tool("memory_stats", {}))
     asyncio.run(run())
@@ -124,11 +131,11 @@ def test_identity_from_configuration_and_per_call(db, tenant):
 
     async def run():
         async with Client(stdio("--tenant", tenant, "--session", str(configured), "--channel", "team")) as c:
-            body(await c.call_tool("memory.record_event", {"kind": "message", "content": {"text": "configured"}}))
-            body(await c.call_tool("memory.record_event", {
+            body(await c.call_tool("memory_record_event", {"kind": "message", "content": {"text": "configured"}}))
+            body(await c.call_tool("memory_record_event", {
                 "kind": "message", "content": {"text": "per call"}, "tenant_id": other_tenant,
                 "session_id": str(explicit), "agent_id": "coder"}))
-            acb = body(await c.call_tool("memory.build_acb", {"query_text": "configured"}))
+            acb = body(await c.call_tool("memory_build_acb", {"query_text": "configured"}))
             assert acb["provenance"]["channel"] == "team"
     asyncio.run(run())
     assert [s["messages"] for s in db.list_sessions(tenant)] == [1]
@@ -157,7 +164,7 @@ def test_tools_over_streamable_http(tenant):
         async def run():
             async with Client(f"http://127.0.0.1:{port}/mcp") as c:
                 assert {t.name for t in (await c.list_tools()).tools} == NAMES
-                said = body(await c.call_tool("memory.record_event", {"kind": "message", "content": {"text": "hi"}}))
+                said = body(await c.call_tool("memory_record_event", {"kind": "message", "content": {"text": "hi"}}))
                 stats = body(await c.call_tool("memory_stats", {"session_id": said["session_id"]}))
                 assert stats["messages"]["count"] == 1
                 assert "[MN002]" in error(await c.call_tool("memory_stats", {"tenant_id": "t_nobody_y"}))
