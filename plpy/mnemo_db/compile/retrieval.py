@@ -246,9 +246,9 @@ def message_pool(parts: list[MessagePart], idf, avgdl: float, allowed: tuple[str
 
 def fuse_candidates(pool: CandidatePool, cosine: np.ndarray, w: dict, room: int,
                     date_ranges: list | tuple = ()) -> list[dict]:
-    """The candidates worth fetching, with their fused relevance in [0, 1 + neighbour]:
-        min(1, (1 - lexical) * cosine + lexical * BM25 / best BM25 + tag bonus
-               + dated bonus + date range bonus)
+    """The candidates worth fetching, with their fused relevance:
+        min(1, (1 - lexical) * cosine + lexical * BM25 / best BM25 + tag bonus)
+            + dated bonus + date range bonus
     plus, for a message, `neighbour` times the better of the turns just before and
     after it in its session (a reply means little without the turn it answers),
     less the diversity discount (diversify). The dated bonus goes to a member whose
@@ -268,12 +268,14 @@ def fuse_candidates(pool: CandidatePool, cosine: np.ndarray, w: dict, room: int,
     best_bm25 = pool.bm25.max()
     lexical = pool.bm25 / best_bm25 if best_bm25 > 0 else np.zeros(n)
     # fmax: a member without an embedding (NaN) counts as cosine 0
-    bonus = np.where(pool.tag_match, w["tag_bonus"], 0.0)
+    rel0 = np.minimum(1.0, (1 - w["lexical"]) * np.fmax(cosine, 0.0) + w["lexical"] * lexical
+                      + np.where(pool.tag_match, w["tag_bonus"], 0.0))
+    # the date signals above the cap: a close match that does not say when must not
+    # tie with one that does
     if pool.dated is not None:
-        bonus += np.where(pool.dated, w["dated_bonus"], 0.0)
+        rel0 += np.where(pool.dated, w["dated_bonus"], 0.0)
     if date_ranges and pool.event_epoch is not None:
-        bonus += np.where(in_date_ranges(pool.event_epoch, list(date_ranges)), w["date_range_bonus"], 0.0)
-    rel0 = np.minimum(1.0, (1 - w["lexical"]) * np.fmax(cosine, 0.0) + w["lexical"] * lexical + bonus)
+        rel0 += np.where(in_date_ranges(pool.event_epoch, list(date_ranges)), w["date_range_bonus"], 0.0)
     turn = rel0[n_mem:]
     before = np.zeros_like(turn)
     after = np.zeros_like(turn)
