@@ -284,11 +284,10 @@ def fuse_candidates(pool: CandidatePool, cosine: np.ndarray, w: dict, room: int,
         after[:-1] = np.where(pool.same_session[1:], turn[1:], 0.0)
     relevance = rel0.copy()
     relevance[n_mem:] += w["neighbour"] * np.maximum(before, after)
-    relevance = diversify(pool, relevance, w["diversity"])
-
     ids = np.concatenate([pool.memory_ids, pool.message_ids])
     # one tie-breaking key: memories (0) before messages (1), then the lower id
     tie = np.concatenate([pool.memory_ids, pool.message_ids + (1 << 62)])
+    relevance = diversify(pool, relevance, w["diversity"], tie)
     by_relevance = np.lexsort((tie, -relevance))
     lines = np.cumsum(pool.floor_tokens[by_relevance] + LINE_OVERHEAD)
     limit = int(np.searchsorted(lines, OVERFILL * room)) + 1
@@ -331,15 +330,15 @@ def fuse_candidates(pool: CandidatePool, cosine: np.ndarray, w: dict, room: int,
 DIVERSIFIED = 100
 
 
-def diversify(pool: CandidatePool, relevance: np.ndarray, discount: float) -> np.ndarray:
+def diversify(pool: CandidatePool, relevance: np.ndarray, discount: float, tie: np.ndarray) -> np.ndarray:
     """Relevance less `discount` times each member's greatest cosine to a member
     ranked above it (maximal marginal relevance over the DIVERSIFIED most relevant,
     picked greedily): the evidence for a question is often spread over sessions, each
     piece a weak match, and a near-copy of a line already ranked adds little, so
-    the next distinct one moves up. The others keep theirs."""
+    the next distinct one moves up. The others keep theirs. Ties go by `tie`."""
     if discount <= 0 or len(relevance) < 2:
         return relevance
-    top = np.lexsort((np.arange(len(relevance)), -relevance))[:DIVERSIFIED]
+    top = np.lexsort((tie, -relevance))[:DIVERSIFIED]
     vectors = pool.unit_vectors(top)
     similar = vectors @ vectors.T
     base = relevance[top]
@@ -347,7 +346,7 @@ def diversify(pool: CandidatePool, relevance: np.ndarray, discount: float) -> np
     open_ = np.ones(len(top), dtype=bool)
     out = relevance.copy()
     for _ in range(len(top)):
-        k = int(np.argmax(np.where(open_, base - discount * closest, -np.inf)))
+        k = int(np.argmax(np.where(open_, base - discount * closest, -np.inf)))  # equals: the first in tie order
         out[top[k]] = base[k] - discount * closest[k]
         open_[k] = False
         closest = np.maximum(closest, similar[k])
