@@ -370,8 +370,8 @@ def run_import(client: Any, tenant: str, parsed: Parsed,
         if not held:
             params = {k: v for k, v in s.params.items() if v is not None}
             # a conversation from the past keeps its time: its first message's, unless
-            # the file says when the session started
-            if "started_at" not in params and s.messages and s.messages[0].get("created_at"):
+            # the file says when the session started (an export: None for a live one)
+            if "started_at" not in s.params and s.messages and s.messages[0].get("created_at"):
                 params["started_at"] = s.messages[0]["created_at"]
             client.start_session(tenant, session_id=s.session_id, **params)
             summary.sessions_new += 1
