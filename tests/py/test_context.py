@@ -353,7 +353,8 @@ def test_stored_line_tokens_give_the_context_counting_gives(db, tenant):
     # one clock for both compiles: freshness moves with now(), and on a loaded machine
     # seconds pass between them
     now = db._call("SELECT to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')", {})
-    opts = {"budget": 400, "task_type": "knowledge", "log": False, "as_of": now}
+    # a budget the long decision cannot fill at full fidelity beside a recalled turn
+    opts = {"budget": 300, "task_type": "knowledge", "log": False, "as_of": now}
     with_stored = db.compile_context_bundle(tenant, s, **opts)
     recalled = {i["source"].split(":")[0] for i in with_stored["report"]["items"] if i["section"] == "memory"}
     assert recalled == {"mem", "msg"}  # both kinds of stored count were used
