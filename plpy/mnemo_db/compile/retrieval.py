@@ -340,7 +340,6 @@ def diversify(pool: CandidatePool, relevance: np.ndarray, discount: float, tie: 
         return relevance
     top = np.lexsort((tie, -relevance))[:DIVERSIFIED]
     vectors = pool.unit_vectors(top)
-    similar = vectors @ vectors.T
     base = relevance[top]
     closest = np.zeros(len(top))
     open_ = np.ones(len(top), dtype=bool)
@@ -349,7 +348,9 @@ def diversify(pool: CandidatePool, relevance: np.ndarray, discount: float, tie: 
         k = int(np.argmax(np.where(open_, base - discount * closest, -np.inf)))  # equals: the first in tie order
         out[top[k]] = base[k] - discount * closest[k]
         open_[k] = False
-        closest = np.maximum(closest, similar[k])
+        # a row at a time: the whole similarity matrix in one product ran on BLAS's
+        # threads, whose start cost ~10 ms on a loaded machine, ten times the rest
+        closest = np.maximum(closest, vectors @ vectors[k])
     return out
 
 
