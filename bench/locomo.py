@@ -5,7 +5,8 @@ order as messages with their timestamps (speaker as the message name, speaker A 
 `user`, speaker B as `assistant`); the job runner embeds them. Then each question
 gets a fresh session and one compile per budget (512 ... 8k tokens); a question's
 evidence turn counts as recalled when it is in the context at full or detail
-fidelity. recall@k uses the k best-scored items of one compile with a large budget.
+fidelity. recall@k uses the k best-ranked items (the report's rank: the order packing
+values them in) of one compile with a large budget.
 
 Baselines, on the same rows in the same run: the last turns that fit the budget,
 pure vector top-k (cosine on the same embeddings), pure full-text top-k (ts_rank
@@ -67,7 +68,7 @@ def ingest(db, sample: dict, tenant: str) -> dict[int, str]:
     # Turns alone first: extraction runs later, in main(), after that evaluation.
     db.create_tenant(tenant, config={"formation": {"method": "off"}})
     for _, when, turns in importers.locomo_sessions(conv):
-        sid = db.start_session(tenant, agent_id="locomo", context_window=128000)
+        sid = db.start_session(tenant, agent_id="locomo", context_window=128000, started_at=when)
         for i, t in enumerate(turns):
             mid = db.record_message(
                 tenant, sid, importers.locomo_message(conv, t),
@@ -214,7 +215,7 @@ def evaluate(db, conn, sample, tenant, ids, scores, latencies, limit) -> None:
         bundle = db.compile_context_bundle(tenant, sid, question, budget=1_000_000,
                                            caps={"items": max(KS)}, log=False)
         ranked = sorted((i for i in bundle["report"]["items"] if i["section"] == "memory"),
-                        key=lambda i: -i["score"])
+                        key=lambda i: i["rank"])
         ranked_ids = [dia_of.get(int(i["source"][4:])) for i in ranked if i["source"].startswith("msg:")]
         for k in KS:
             scores.add("mnemosyne", f"@{k}", cat, evidence, set(ranked_ids[:k]))

@@ -29,10 +29,13 @@ BEGIN
         OR coalesce(jsonb_typeof(p_config -> 'scoring'), 'object') <> 'object'
         OR jsonb_path_exists(p_config, 'strict $.scoring.* ? (@.type() != "number")', '{}', true)
         OR coalesce(jsonb_typeof(p_config -> 'formation'), 'object') <> 'object'
-        OR coalesce(p_config #>> '{formation,method}', 'auto') NOT IN ('auto', 'offline', 'helper_llm', 'off') THEN
+        OR coalesce(p_config #>> '{formation,method}', 'auto') NOT IN ('auto', 'offline', 'helper_llm', 'off')
+        OR coalesce(jsonb_typeof(p_config -> 'recall_scope'), 'string') <> 'string'
+        OR coalesce(p_config ->> 'recall_scope', 'tenant') NOT IN ('tenant', 'agent') THEN
         RAISE EXCEPTION USING ERRCODE = 'MN001', MESSAGE = 'invalid tenant config',
             HINT = 'redaction: {"enabled": boolean}, scoring: {name: number}, '
-                'formation: {"method": "auto" | "offline" | "helper_llm" | "off"}';
+                'formation: {"method": "auto" | "offline" | "helper_llm" | "off"}, '
+                'recall_scope: "tenant" | "agent"';
     END IF;
     IF mnemo_internal.bound_tenant_id() IS NOT NULL THEN
         RAISE EXCEPTION USING ERRCODE = 'MN008',

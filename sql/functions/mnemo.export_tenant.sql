@@ -3,7 +3,7 @@
 --   {"type": "tenant", "format": "mnemosyne.export", "version": 1, tenant_id,
 --    display_name, config}
 --   {"type": "session", session_id, agent_id, channel, model, context_window,
---    response_reserve, system_prompt, config, parent_session_id, metadata}
+--    response_reserve, system_prompt, config, parent_session_id, metadata, started_at}
 --     (parents before children)
 --   {"type": "message", session_id, message (OpenAI shape; a large tool output in
 --    full, from its artifact), sensitivity, tags, metadata, created_at}
@@ -41,7 +41,7 @@ BEGIN
     SELECT jsonb_build_object('type', 'session', 'session_id', s.session_id, 'agent_id', s.agent_id,
         'channel', s.channel, 'model', s.model, 'context_window', s.context_window,
         'response_reserve', s.response_reserve, 'system_prompt', sp.content, 'config', s.config,
-        'parent_session_id', s.parent_session_id, 'metadata', s.metadata)
+        'parent_session_id', s.parent_session_id, 'metadata', s.metadata, 'started_at', s.started_at)
     FROM mnemo.sessions AS s
     JOIN tree ON tree.session_id = s.session_id
     LEFT JOIN mnemo.system_prompts AS sp

@@ -1,10 +1,26 @@
+-- The signature grew p_started_at after release: the old version is dropped once
+-- (keeping both would make every call without p_started_at ambiguous); calls written
+-- for it still work, the new argument having a default.
+DO $$
+BEGIN
+    IF to_regprocedure(
+        'mnemo.start_session(text, text, text, text, integer, integer, text, jsonb, uuid, uuid, jsonb)'
+    ) IS NOT NULL THEN
+        DROP FUNCTION mnemo.start_session(text, text, text, text, integer, integer, text, jsonb, uuid, uuid, jsonb);
+    END IF;
+END
+$$;
+
 -- mnemo.start_session(...) -> uuid
 -- Opens a conversation session for a tenant: agent, channel (private | team | public |
 -- agent, which drives privacy filtering), model, context window, response reserve,
 -- system prompt (stored once per tenant by SHA-256 in mnemo.system_prompts, with its
 -- token count), config. Returns the session id (p_session_id if given). Secrets in the
 -- agent id, model, system prompt, config and metadata are redacted before they are
--- stored (as record_message).
+-- stored (as record_message). p_started_at: when the session took place, for a
+-- conversation imported from the past (the importers pass it); compile_context then
+-- takes the session's own time as "now" (freshness, "last Tuesday"): the newer of
+-- p_started_at and its newest message. NULL: a live session, on the real clock.
 -- Raises MN001 (bad argument), MN002 (unknown tenant), MN003 (unknown parent session),
 -- MN012 (session id already used). Writes: sessions, system_prompts.
 CREATE OR REPLACE FUNCTION mnemo.start_session(
@@ -18,7 +34,8 @@ CREATE OR REPLACE FUNCTION mnemo.start_session(
     p_config jsonb DEFAULT '{}',
     p_session_id uuid DEFAULT NULL,
     p_parent_session_id uuid DEFAULT NULL,
-    p_metadata jsonb DEFAULT '{}'
+    p_metadata jsonb DEFAULT '{}',
+    p_started_at timestamptz DEFAULT NULL
 ) RETURNS uuid
 LANGUAGE plpgsql
 VOLATILE
@@ -54,6 +71,7 @@ BEGIN
         OR p_metadata IS NULL OR jsonb_typeof(p_metadata) <> 'object' THEN
         RAISE EXCEPTION USING ERRCODE = 'MN001', MESSAGE = 'config and metadata must be JSON objects';
     END IF;
+    PERFORM mnemo_internal.checked_timestamp(p_started_at, 'started_at');
     PERFORM mnemo_internal.check_json_depth(p_config, 'config');
     PERFORM mnemo_internal.check_json_depth(p_metadata, 'metadata');
     IF p_parent_session_id IS NOT NULL AND NOT EXISTS (
@@ -90,11 +108,11 @@ BEGIN
     BEGIN
         INSERT INTO mnemo.sessions (
             tenant_id, session_id, agent_id, channel, model, context_window, response_reserve,
-            system_prompt_hash, system_prompt_tokens, config, parent_session_id, metadata)
+            system_prompt_hash, system_prompt_tokens, config, parent_session_id, metadata, started_at)
         VALUES (
             p_tenant_id, v_session_id, p_agent_id, p_channel, p_model, p_context_window,
             p_response_reserve, v_prompt_hash, v_prompt_tokens, p_config, p_parent_session_id,
-            p_metadata);
+            p_metadata, p_started_at);
     EXCEPTION WHEN unique_violation THEN
         RAISE EXCEPTION USING ERRCODE = 'MN012',
             MESSAGE = format('session %s already exists', v_session_id);
@@ -103,5 +121,7 @@ BEGIN
 END;
 $$;
 
-COMMENT ON FUNCTION mnemo.start_session(text, text, text, text, integer, integer, text, jsonb, uuid, uuid, jsonb) IS
+COMMENT ON FUNCTION mnemo.start_session(
+    text, text, text, text, integer, integer, text, jsonb, uuid, uuid, jsonb, timestamptz
+) IS
 'Opens a session for a tenant and returns its id.';

@@ -97,15 +97,19 @@ class SqlApi:
                       system_prompt: str | None = None, config: dict | None = None,
                       session_id: uuid.UUID | str | None = None,
                       parent_session_id: uuid.UUID | str | None = None,
-                      metadata: dict | None = None) -> uuid.UUID:
+                      metadata: dict | None = None, started_at: datetime | None = None) -> uuid.UUID:
+        """started_at: when the session took place, for a conversation from the past
+        (compile_context then takes the session's own time as "now")."""
         return self._call(
             "SELECT mnemo.start_session(p_tenant_id => %(t)s, p_agent_id => %(a)s,"
             " p_channel => %(ch)s, p_model => %(m)s, p_context_window => %(cw)s,"
             " p_response_reserve => %(rr)s, p_system_prompt => %(sp)s, p_config => %(cfg)s,"
-            " p_session_id => %(sid)s, p_parent_session_id => %(psid)s, p_metadata => %(md)s)",
+            " p_session_id => %(sid)s, p_parent_session_id => %(psid)s, p_metadata => %(md)s,"
+            " p_started_at => %(at)s)",
             {"t": tenant_id, "a": agent_id, "ch": channel, "m": model, "cw": context_window,
              "rr": response_reserve, "sp": system_prompt, "cfg": Jsonb(config or {}),
-             "sid": session_id, "psid": parent_session_id, "md": Jsonb(metadata or {})},
+             "sid": session_id, "psid": parent_session_id, "md": Jsonb(metadata or {}),
+             "at": started_at},
         )
 
     def open_session(self, tenant_id: str, session_key: str, *, agent_id: str = "default",

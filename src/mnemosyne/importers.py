@@ -184,6 +184,7 @@ def read_export(path: Path) -> Parsed:
             params = {k: row.get(k) for k in ("agent_id", "channel", "model", "context_window",
                                               "response_reserve", "system_prompt", "config",
                                               "parent_session_id", "metadata")}
+            params["started_at"] = _when(row.get("started_at"))
             s = by_id[row["session_id"]] = Session(uuid.UUID(row["session_id"]), params)
             out.sessions.append(s)
         elif kind == "message":
@@ -336,7 +337,7 @@ def read_locomo(path: Path) -> Parsed:
         conv = sample["conversation"]
         for number, when, turns in locomo_sessions(conv):
             sid = derived_id("locomo", f"{sample['sample_id']}:{number}")
-            s = Session(sid, {"agent_id": "locomo", "metadata": {
+            s = Session(sid, {"agent_id": "locomo", "started_at": when, "metadata": {
                 "source": "locomo", "sample_id": sample["sample_id"], "session": number}})
             s.messages = [_entry(locomo_message(conv, t), when + timedelta(seconds=30 * i),
                                  {"dia_id": t["dia_id"]}) for i, t in enumerate(turns)]
@@ -370,6 +371,10 @@ def run_import(client: Any, tenant: str, parsed: Parsed,
         done = held[0]["messages"] if held else 0
         if not held:
             params = {k: v for k, v in s.params.items() if v is not None}
+            # a conversation from the past keeps its time: its first message's, unless
+            # the file says when the session started (an export: None for a live one)
+            if "started_at" not in s.params and s.messages and s.messages[0].get("created_at"):
+                params["started_at"] = s.messages[0]["created_at"]
             client.start_session(tenant, session_id=s.session_id, **params)
             summary.sessions_new += 1
         elif done >= len(s.messages):

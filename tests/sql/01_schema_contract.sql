@@ -2,7 +2,7 @@
 -- the API's signatures, volatility and privileges, and the hygiene of every routine.
 -- Catalog checks only; nothing is written (and the transaction is rolled back).
 BEGIN;
-SELECT plan(229);
+SELECT plan(231);
 
 -- The tenant tables of 0001_schema.sql (21) and 0003_lifecycle.sql (2), all
 -- hash-partitioned by tenant_id.
@@ -211,14 +211,17 @@ SELECT is_empty($$
         AND has_table_privilege('mnemo_app', c.oid, 'SELECT, INSERT, UPDATE, DELETE')
 $$, 'mnemo_app has no privilege on any partition');
 
--- Public API: signatures, return types, volatility ----------------------------- 27
+-- Public API: signatures, return types, volatility ----------------------------- 29
 SELECT has_function('mnemo', 'create_tenant', ARRAY['text', 'text', 'jsonb']::name [],
     'mnemo.create_tenant(text, text, jsonb)');
 SELECT function_returns('mnemo', 'create_tenant', ARRAY['text', 'text', 'jsonb']::name [], 'text');
 SELECT has_function('mnemo', 'start_session', ARRAY['text', 'text', 'text', 'text', 'integer', 'integer',
-    'text', 'jsonb', 'uuid', 'uuid', 'jsonb']::name [], 'mnemo.start_session(...)');
+    'text', 'jsonb', 'uuid', 'uuid', 'jsonb', 'timestamp with time zone']::name [], 'mnemo.start_session(...)');
 SELECT function_returns('mnemo', 'start_session', ARRAY['text', 'text', 'text', 'text', 'integer', 'integer',
-    'text', 'jsonb', 'uuid', 'uuid', 'jsonb']::name [], 'uuid');
+    'text', 'jsonb', 'uuid', 'uuid', 'jsonb', 'timestamp with time zone']::name [], 'uuid');
+SELECT hasnt_function('mnemo', 'start_session', ARRAY['text', 'text', 'text', 'text', 'integer', 'integer',
+    'text', 'jsonb', 'uuid', 'uuid', 'jsonb']::name [], 'the old start_session signature is gone (no ambiguity)');
+SELECT has_column('mnemo', 'sessions', 'started_at', 'sessions.started_at (migration 0021)');
 SELECT has_function('mnemo', 'record_message', ARRAY['text', 'uuid', 'jsonb', 'text', 'text[]',
     'timestamp with time zone', 'jsonb']::name [], 'mnemo.record_message(...)');
 SELECT function_returns('mnemo', 'record_message', ARRAY['text', 'uuid', 'jsonb', 'text', 'text[]',

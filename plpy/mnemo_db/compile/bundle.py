@@ -63,15 +63,18 @@ def visible_candidates(candidates: list[dict], channel: str) -> tuple[list[dict]
 def candidate_items(visible: list[dict], weights: dict, now: datetime, previous_fidelity: dict[str, str],
                     line_counter: Callable[[list[str]], list[int]]) -> list[Item]:
     """Every visible candidate as an Item with all its fidelity options (packing then
-    only chooses), best score first."""
+    only chooses), most valuable first: the one scoring that packs (Item.value),
+    caps the items and ranks them in the report, so the ranked list and the context
+    agree."""
     max_access = max((c.get("access_count") or 0 for c in visible), default=0)
     relevance = [relevance_of(c, weights) for c in visible]
     scored = sorted(((score(c, weights, now, max_access, r), r, c) for c, r in zip(visible, relevance)),
                     key=lambda src: (-src[0], src[2]["source"]))
     best = max(relevance, default=0.0)
     fulls, label_n = full_options([c for _, _, c in scored], line_counter)
-    return [candidate_item(c, s, r, weights, best, o, n, previous_fidelity.get(c["source"]))
-            for (s, r, c), o, n in zip(scored, fulls, label_n)]
+    items = [candidate_item(c, s, r, weights, best, o, n, previous_fidelity.get(c["source"]))
+             for (s, r, c), o, n in zip(scored, fulls, label_n)]
+    return sorted(items, key=lambda i: (-i.value, i.source))
 
 
 def restored_memories(items: list[Item], restored: frozenset[str]) -> None:
@@ -184,11 +187,13 @@ def omissions_after(items: list[Item], chosen: list[Item], in_history: set[str],
     return out
 
 
-def report_items(chosen: list[Item], pick: HistoryPick) -> list[dict]:
+def report_items(chosen: list[Item], pick: HistoryPick, rank: dict[str, int]) -> list[dict]:
+    """The report's items; a memory item's rank is its place by value among the
+    candidates (1: the most valuable), its score the seed 003 §6.2 score."""
     return (
         [{"section": "memory", "source": i.source, "kind": i.kind,
           "fidelity": i.options[i.chosen].fidelity, "tokens": i.options[i.chosen].tokens,
-          "score": round(i.score, 6), "pinned": i.pinned} for i in chosen]
+          "score": round(i.score, 6), "rank": rank[i.source], "pinned": i.pinned} for i in chosen]
         + [{"section": "history", "source": f"msg:{mid}", "fidelity": fid, "tokens": t}
            for mid, fid, t in pick.fidelities]
     )
@@ -271,7 +276,7 @@ def decide(session: Session, history: list[dict], plan: Plan, candidates: list[d
                 "total": used,
                 "prompt": budget.system_tokens + used + budget.tool_tokens,
             },
-            "items": report_items(chosen, pick),
+            "items": report_items(chosen, pick, {i.source: k + 1 for k, i in enumerate(all_items)}),
             "omissions": hidden + omissions_after(items, chosen, in_history, pick, summary, history,
                                                        plan.prepared.floors),
             "provenance": {

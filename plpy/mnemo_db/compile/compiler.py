@@ -111,6 +111,7 @@ class Compiler:
         bundle = decide(session, history, plan, candidates, previous, query, self.count_lines)
         watch.lap("pack")
         report = bundle["report"]
+        report["provenance"]["recall_scope"] = phases.recall_scope(session, pool)
         latency = watch.elapsed_ms()
         context_id = phases.log(db, session, query, report, latency)
         phases.write_paging(db, session, plan)

@@ -5,10 +5,16 @@ from __future__ import annotations
 
 import json
 
-from .policy import BUDGET_SPLIT, CHANNEL_SENSITIVITY, TASK_TYPES
+from .policy import (
+    BUDGET_SPLIT,
+    CHANNEL_SENSITIVITY,
+    DEFAULT_RECALL_SCOPE,
+    RECALL_SCOPES,
+    TASK_TYPES,
+)
 
 OPTION_KEYS = {"budget", "task_type", "channel", "caps", "as_of", "phantom_tools",
-               "tool_tokens", "max_items", "log"}
+               "tool_tokens", "max_items", "log", "recall_scope"}
 CAP_KEYS = {"memory", "history", "items"}
 
 
@@ -48,9 +54,10 @@ def _int_option(opts: dict, key: str, lo: int, hi: int) -> int | None:
     return v
 
 
-def parse_options(opts: dict, session_channel: str) -> dict:
+def parse_options(opts: dict, session_channel: str, tenant_scope: str | None = None) -> dict:
     """An options_object's values, checked, with their defaults (the channel: the
-    session's). as_of is checked apart (as_of_text, then by the database)."""
+    session's; the recall scope: the tenant's, tenant_scope, if it names one).
+    as_of is checked apart (as_of_text, then by the database)."""
     unknown = sorted(set(opts) - OPTION_KEYS)
     if unknown:
         raise OptionError(f"unknown option {unknown[0]!r}; known: {', '.join(sorted(OPTION_KEYS))}")
@@ -69,6 +76,11 @@ def parse_options(opts: dict, session_channel: str) -> dict:
     log = opts.get("log", True)
     if not isinstance(log, bool):
         raise OptionError("option log must be true or false")
+    scope = opts.get("recall_scope")
+    if scope is None:  # the tenant's (a config written to the table directly may name none)
+        scope = tenant_scope if tenant_scope in RECALL_SCOPES else DEFAULT_RECALL_SCOPE
+    elif not isinstance(scope, str) or scope not in RECALL_SCOPES:
+        raise OptionError(f"recall_scope must be one of {', '.join(RECALL_SCOPES)}, got {scope!r}")
     return {
         "budget": _int_option(opts, "budget", 0, 10_000_000),
         "task_type": task,
@@ -80,4 +92,5 @@ def parse_options(opts: dict, session_channel: str) -> dict:
         "phantom_tools": phantom,
         "tool_tokens": _int_option(opts, "tool_tokens", 0, 10_000_000) or 0,
         "log": log,
+        "recall_scope": scope,
     }

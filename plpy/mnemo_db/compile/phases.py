@@ -44,6 +44,7 @@ from .policy import (
     weights_for,
 )
 from .retrieval import CandidatePool, fuse_candidates, query_words
+from .temporal import TIME_WORDS, date_ranges, temporal_intent
 
 
 class Database(Protocol):
@@ -71,7 +72,7 @@ class Session:
     summary_text: str | None
     options: dict  # options.parse_options: checked, with defaults (task_type: the caller's)
     as_of: Any  # the as_of option as the database read it, or None
-    now: datetime  # as_of, else the transaction's time
+    now: datetime  # as_of, else the session's own time (statements.SESSION)
     now_epoch: float
     redacting: bool  # the tenant redacts secrets (the query is logged)
     weights: dict
@@ -97,6 +98,8 @@ class Plan:
     room: int  # tokens the memory block can get at most: what the pool must fill
     # residency of the session's semantic objects (None: no paging; see mnemo_db.paging)
     paging: residency.PagingPlan | None = None
+    asks_when: bool = False  # the query asks when (temporal.temporal_intent)
+    date_ranges: tuple = ()  # the date ranges it names, against the session's time
 
 
 def search_query(query: str | None, redacting: bool) -> str | None:
@@ -122,7 +125,7 @@ def read_session(db: Database, tenant_id: str, session_id: str, options_json: st
         fail(db, f"unknown session {session_id}", "MN003")
     s = found[0]
     try:
-        opts = parse_options(raw, s["channel"])
+        opts = parse_options(raw, s["channel"], s["recall_scope"])
     except OptionError as e:
         fail(db, str(e), hint=e.hint)
     window = {"context_window": s["context_window"], "response_reserve": s["response_reserve"],
@@ -178,7 +181,8 @@ def plan(session: Session, history: list[dict], query: str | None, db: Database 
         room = min(room, opts["cap_memory"])
     return Plan(task=task, memory_share=memory_share(available, task, opts["cap_memory"]),
                 history_share=b_hist, exclude=verbatim_message_ids(history, b_hist),
-                prepared=prepared, room=room, paging=paging)
+                prepared=prepared, room=room, paging=paging, asks_when=temporal_intent(query),
+                date_ranges=tuple(date_ranges(query, session.now)))
 
 
 def write_paging(db: Database, session: Session, plan: Plan) -> None:
@@ -194,9 +198,11 @@ def read_pool(db: Database, session: Session, plan: Plan, query: str | None
     fidelity) in their order."""
     words = query_words(query)
     lexical = db.run("candidate_pool", statements.pool_args(
-        session.tenant_id, session.session_id, query, words, session.as_of, session.channel))[0]
+        session.tenant_id, session.session_id, query, words, session.as_of, session.channel,
+        TIME_WORDS if plan.asks_when else None))[0]
     segments = db.run("message_segments", statements.segments_args(
-        session.tenant_id, session.session_id, lexical["lexemes"], session.channel, session.agent_id))
+        session.tenant_id, session.session_id, lexical["lexemes"], session.channel, session.agent_id,
+        session.options["recall_scope"]))
     pool = rows.candidate_pool(lexical, segments, session.channel,
                                session.now_epoch if session.as_of else None, plan.exclude, words)
     return pool, rows.previous_items(lexical)
@@ -207,10 +213,16 @@ def cosines(pool: CandidatePool, query_vector: np.ndarray | None) -> np.ndarray:
     return pool.cosine(query_vector) if query_vector is not None else np.full(pool.size, np.nan)
 
 
+def recall_scope(session: Session, pool: CandidatePool) -> dict:
+    """The report's account of the recall scope: whose sessions were recalled, and how
+    many messages it hid (other agents' sessions the channel would otherwise recall)."""
+    return {"scope": session.options["recall_scope"], "hidden_messages": pool.scope_hidden}
+
+
 def read_candidates(db: Database, session: Session, plan: Plan, pool: CandidatePool,
                     cosine: np.ndarray) -> list[dict]:
     """The fused candidates with their rows, as decide takes them."""
-    fused = fuse_candidates(pool, cosine, session.weights, plan.room)
+    fused = fuse_candidates(pool, cosine, session.weights, plan.room, plan.date_ranges)
     if not fused:
         return []
     return rows.candidates(db.run("candidate_rows", statements.rows_args(session.tenant_id, fused))[0], fused)

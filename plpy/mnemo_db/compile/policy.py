@@ -39,8 +39,16 @@ DEFAULT_WEIGHTS = {
     # Measured on LoCoMo recall@10: cosine alone 0.45, BM25 alone 0.57, fused 0.63,
     # with neighbours 0.69.
     "lexical": 0.30,
-    "tag_bonus": 0.10,
+    "tag_bonus": 0.25,
     "neighbour": 0.50,
+    # For a question that asks when, a line that dates something ("yesterday", "last
+    # week", "in May": temporal.TIME_WORDS) earns this; a line said within a date
+    # range the query names ("in June", "two weeks ago") earns date_range_bonus.
+    "dated_bonus": 0.20,
+    "date_range_bonus": 0.20,
+    # Each candidate's relevance less this much times its greatest cosine to a more
+    # relevant one (retrieval.diversify).
+    "diversity": 0.10,
     # Items in the previous context of the session score this much more (hysteresis:
     # stable contexts keep provider prompt caches warm).
     "stickiness": 0.10,
@@ -56,15 +64,27 @@ CHANNEL_SENSITIVITY = {
 }
 # Which kinds of memory a channel must not see (public: no personal preferences).
 CHANNEL_EXCLUDED_KINDS = {"public": ("preference",)}
-# Which other sessions' history a channel may recall: private and agent sessions see
-# their own agent's private/agent sessions; everyone sees team and public ones as the
-# channel allows.
+# Which other sessions' history a channel may recall (the sessions of other agents
+# within them: RECALL_SCOPES).
 CHANNEL_SOURCES = {
     "private": ("private", "team", "public", "agent"),
     "agent": ("agent", "public"),
     "team": ("team", "public"),
     "public": ("public",),
 }
+# Whose sessions a session recalls messages from, within what its channel may recall
+# (CHANNEL_SOURCES): the tenant's, or its own agent's alone. Team and public sessions
+# are everyone's, and an `agent` session is its own agent's alone, either way; the
+# scope decides the other agents' private sessions. A tenant sets it in
+# tenants.config->'recall_scope', a compile in its recall_scope option.
+# The default is the tenant: the tenant is the isolation boundary (a user or a
+# workspace, row-level security), the memories formed from any of its sessions are
+# seen by all its agents already, and one person using two agents (two MCP clients,
+# a planner and a coder) expects the second to recall what the first was told. An
+# agent that must keep its history to itself uses the `agent` channel, or the tenant
+# the `agent` scope.
+RECALL_SCOPES = ("tenant", "agent")
+DEFAULT_RECALL_SCOPE = "tenant"
 # Share of the history budget for each fidelity zone, newest zone first; what a zone
 # leaves unused flows to the next one. Degrade before dropping (DESIGN.md step 2).
 HISTORY_ZONES = (("full", 0.60), ("detail", 0.20), ("compact", 0.12), ("stub", 0.08))

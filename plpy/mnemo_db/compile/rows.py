@@ -12,7 +12,7 @@ import orjson
 from .. import embedding
 from ..timestamps import utc_datetime
 from .policy import CHANNEL_SENSITIVITY
-from .retrieval import CandidatePool, MessagePart, bm25, message_pool
+from .retrieval import CandidatePool, MessagePart, bm25, holding, message_pool
 
 
 def _ints(values) -> np.ndarray:
@@ -39,20 +39,37 @@ def message_part(r: dict) -> MessagePart:
         sensitivities=list(r["sensitivities"]), sensitivity_pos=_sent(r["sensitivity_pos"], "i4"),
         speakers=list(r["speakers"]), speaker_pos=_sent(r["speaker_pos"], "i4"),
         embedded=embedded, norms=norms, vectors=embedding.from_int8_codes(r["embeddings"], len(norms)),
-        hit_rows=_ints(r["hit_rows"]), hit_terms=_ints(r["hit_terms"]))
+        hit_rows=_ints(r["hit_rows"]), hit_terms=_ints(r["hit_terms"]),
+        session_scoped_out=np.asarray(r["session_scoped_out"], dtype=bool))
 
 
 def candidate_pool(r: dict, segments: list[dict], channel: str, as_of_epoch: float | None,
                    exclude: list[int], words: list[str]) -> CandidatePool:
     """The CANDIDATE_POOL row (memories) and the MESSAGE_SEGMENTS rows as a
-    CandidatePool (words: the query's, query_words)."""
-    idf, avgdl = r["idf"] or [], r["avgdl"]
+    CandidatePool (words: the query's, query_words).
+
+    Two kinds of looked-up lexeme count for no BM25: the time words' (not the
+    query's own: they only mark the lines that date something, `dated`), and, in a
+    message, the name of a speaker the query names. A message's speaker is who said
+    it (the tag match); a name in its text is mostly the person it is said to
+    ("Thanks, Melanie!"), so counting it ranked the replies to that person over
+    what the person said (LoCoMo recall@10: +1.3 points)."""
+    avgdl = r["avgdl"]
+    lexemes = list(r["lexemes"] or ())
+    own = set(r["query_lexemes"] or ())
+    idf = np.asarray(r["idf"] or [], dtype=np.float64)
+    time_terms = np.array([k for k, x in enumerate(lexemes) if x not in own], dtype=np.int64)
+    idf[time_terms] = 0.0
+    parts = [message_part(x) for x in segments]
+    speakers = {s for p in parts for s in p.speakers} - {""}
+    names = {x for w, lx in zip(words, r["word_lexemes"] or ()) if w in speakers for x in (lx or "").split()}
+    message_idf = np.where([x in names for x in lexemes], 0.0, idf) if names else idf
     mem_ids = _ints(r["mem_ids"])
     n_mem = len(mem_ids)
     mem_embedded = np.asarray(r["mem_embedded"] or [], dtype=bool)
     n_mem_vectors = int(mem_embedded.sum())
-    msg = message_pool([message_part(x) for x in segments], idf, avgdl,
-                      CHANNEL_SENSITIVITY[channel], as_of_epoch, exclude, words)
+    msg = message_pool(parts, message_idf, avgdl, CHANNEL_SENSITIVITY[channel], as_of_epoch, exclude, words,
+                       time_terms)
     n_msg = len(msg["message_ids"])
 
     def arr(name: str, dtype, messages=None) -> np.ndarray:
@@ -70,7 +87,11 @@ def candidate_pool(r: dict, segments: list[dict], channel: str, as_of_epoch: flo
         embedded=np.concatenate([np.flatnonzero(mem_embedded), n_mem + msg["embedded"]]),
         vectors=[embedding.from_pgvector_bytes(r["mem_embeddings"], n_mem_vectors)] + msg["vectors"],
         vector_rows=np.concatenate([np.arange(n_mem_vectors), n_mem_vectors + msg["vector_rows"]]),
-        norms=np.concatenate([np.asarray(r["mem_norm"] or [], dtype=np.float64)[mem_embedded], msg["norms"]]))
+        norms=np.concatenate([np.asarray(r["mem_norm"] or [], dtype=np.float64)[mem_embedded], msg["norms"]]),
+        scope_hidden=msg["scope_hidden"],
+        dated=np.concatenate([holding(n_mem, r["mem_hit_rows"], r["mem_hit_terms"], time_terms), msg["dated"]]),
+        event_epoch=np.concatenate([np.asarray(r["mem_valid_from"] or [], dtype=np.float64),
+                                    msg["message_created"]]))
 
 
 def dumps(value) -> str:

@@ -10,10 +10,17 @@ from .retrieval import trigram_query
 
 ENTER = "SELECT mnemo_internal.enter_tenant($1)"
 
+# The session and its time, "now" for freshness and relative dates: the as_of option
+# ($3) when given; else, for a session started in the past (start_session's
+# p_started_at: an imported conversation), its own time, the newer of its start and
+# its newest message; else the real clock.
 SESSION = """
 SELECT s.channel, s.agent_id, s.status, s.context_window, s.response_reserve, s.summary_text,
     sp.content AS system_prompt, sp.token_count AS system_prompt_tokens, t.config -> 'scoring' AS scoring,
-    extract(epoch FROM coalesce($3, now()))::float8 AS now_epoch,
+    t.config ->> 'recall_scope' AS recall_scope,
+    extract(epoch FROM coalesce($3, CASE WHEN s.started_at IS NULL THEN now() ELSE greatest(s.started_at, (
+        SELECT m.created_at FROM mnemo.messages AS m WHERE m.tenant_id = $1 AND m.session_id = $2
+        ORDER BY m.turn_index DESC LIMIT 1)) END))::float8 AS now_epoch,
     mnemo_internal.redaction_enabled($1) AS redact
 FROM mnemo.sessions AS s
 JOIN mnemo.tenants AS t ON t.tenant_id = s.tenant_id
@@ -87,8 +94,12 @@ ORDER BY m.turn_index DESC LIMIT 1
 #    document length and the query lexemes it contains (BM25 is computed from these
 #    by retrieval.bm25), the tag match (a memory's tag, key entity or linked entity
 #    named in the query, $8), trigram word similarity ($3, a short query only: a
-#    misspelt name or identifier still reaches a memory). Also the memory items of
-#    the session's previous context.
+#    misspelt name or identifier still reaches a memory), each memory's valid_from
+#    (when what it says was said: a date range the query names). The lexemes of the
+#    time words ($9, a question that asks when) are looked up with the query's
+#    (query_lexemes: the query's own), and each query word's lexemes (word_lexemes:
+#    a speaker's name is matched as the speaker, retrieval.message_pool). Also the
+#    memory items of the session's previous context.
 # 2. MESSAGE_SEGMENTS: the tenant's messages as sealed segments (mnemo.message_segments,
 #    migration 0007) plus the live tail after them (mnemo_internal.message_segment),
 #    each with which of its sessions this reader may see and the postings of the
@@ -104,7 +115,8 @@ ORDER BY m.turn_index DESC LIMIT 1
 CANDIDATE_POOL = """
 WITH lexemes AS (
     SELECT x.lexeme, (row_number() OVER (ORDER BY x.lexeme))::integer - 1 AS k
-    FROM unnest(tsvector_to_array(to_tsvector('english', coalesce($4, '')))) AS x (lexeme)
+    FROM unnest(tsvector_to_array(to_tsvector('english', coalesce($4, ''))
+        || to_tsvector('english', coalesce($9, '')))) AS x (lexeme)
 ),
 totals AS MATERIALIZED (
     -- the tenant's document count and total length ('' row of the lexicon)
@@ -129,7 +141,7 @@ mem AS MATERIALIZED (
         CASE WHEN coalesce($3, '') <> '' THEN word_similarity($3, left(mm.content_full, 256)) ELSE 0 END AS trgm,
         mm.is_pinned, coalesce(ma.access_count, 0) AS access_count, mm.scope = 'global' AS is_global,
         coalesce(least(mm.tokens_full, mm.tokens_detail, mm.tokens_compact, mm.tokens_stub), 0) AS floor_tokens,
-        mm.embedding
+        mm.valid_from, mm.embedding
     FROM mnemo.memories AS mm
     LEFT JOIN mnemo.memory_access AS ma ON ma.tenant_id = $1 AND ma.memory_id = mm.memory_id
     WHERE mm.tenant_id = $1 AND mm.sensitivity = ANY($6) AND mm.kind <> ALL($7)
@@ -143,6 +155,10 @@ mem AS MATERIALIZED (
 )
 SELECT a.*, h.*,
     (SELECT array_agg(t.lexeme ORDER BY t.k) FROM terms AS t) AS lexemes,
+    tsvector_to_array(to_tsvector('english', coalesce($4, ''))) AS query_lexemes,
+    -- each query word's lexemes, space-separated ('' for a stop word)
+    (SELECT array_agg(array_to_string(tsvector_to_array(to_tsvector('english', w.word)), ' ')
+        ORDER BY w.i) FROM unnest($8) WITH ORDINALITY AS w (word, i)) AS word_lexemes,
     (SELECT array_agg(t.idf::float8 ORDER BY t.k) FROM terms AS t) AS idf,
     (SELECT CASE WHEN tot.total_length > 0 THEN tot.total_length / tot.n_docs ELSE 8.0 END
         FROM totals AS tot) AS avgdl,
@@ -161,6 +177,7 @@ FROM
         array_agg(mem.access_count) AS mem_access,
         array_agg(mem.is_global) AS mem_global,
         array_agg(mem.floor_tokens) AS mem_floor,
+        array_agg(extract(epoch FROM mem.valid_from)::float8) AS mem_valid_from,
         array_agg(mem.embedding IS NOT NULL) AS mem_embedded,
         array_agg(coalesce(vector_norm(mem.embedding), 0)) AS mem_norm,
         string_agg(substring(vector_send(mem.embedding) FROM 5), ''::bytea) AS mem_embeddings
@@ -170,13 +187,16 @@ FROM
         array_agg(t.k ORDER BY mem.pos, t.k) AS mem_hit_terms
     FROM mem JOIN terms AS t ON mem.search_tsv @@ t.tq) AS h
 """
-CANDIDATE_POOL_TYPES = ["text", "uuid", "text", "text", "timestamptz", "text[]", "text[]", "text[]"]
+CANDIDATE_POOL_TYPES = ["text", "uuid", "text", "text", "timestamptz", "text[]", "text[]", "text[]", "text"]
 
 # One row per sealed segment, then the tail after the last one ($1 tenant, $2
 # session, $3 the query's lexemes, $4 the channels this reader may recall from, $5
-# its agent). session_visible: per segment session, whether this reader may see it
-# (its own session, or a session of a recallable channel: a private or agent session
-# only of the same agent). hit_terms / hit_rows: the query lexemes' postings.
+# its agent, $6 the recall scope, policy.RECALL_SCOPES). session_visible: per segment
+# session, whether this reader may see it: its own session, or a session of a
+# recallable channel, where another agent's session is seen only if it is a private
+# one and the scope is the tenant (an `agent` session is its agent's alone).
+# session_scoped_out: whether it is hidden for belonging to another agent alone (the
+# report counts what that hid). hit_terms / hit_rows: the query lexemes' postings.
 MESSAGE_SEGMENTS = """
 WITH seg AS (
     SELECT s.n_messages, s.message_ids, s.session_ids, s.session_pos, s.turn_index, s.created_epoch,
@@ -202,16 +222,23 @@ WITH seg AS (
 SELECT seg.n_messages, seg.message_ids, seg.session_ids, seg.session_pos, seg.turn_index,
     seg.created_epoch, seg.token_count, seg.stub_tokens, seg.doc_length, seg.sensitivities,
     seg.sensitivity_pos, seg.speakers, seg.speaker_pos, seg.embedded, seg.embedding_norm, seg.embeddings,
-    seg.embedding_scale, ARRAY(SELECT coalesce(ss.session_id = $2 OR ss.channel = ANY($4)
-            AND (ss.channel NOT IN ('private', 'agent') OR ss.agent_id = $5), false)
-        FROM unnest(seg.session_ids) WITH ORDINALITY AS u (session_id, k)
-        LEFT JOIN mnemo.sessions AS ss ON ss.tenant_id = $1 AND ss.session_id = u.session_id
-        ORDER BY u.k) AS session_visible,
+    seg.embedding_scale, vis.session_visible, vis.session_scoped_out,
     h.hit_terms, h.hit_rows
 FROM seg CROSS JOIN LATERAL mnemo_internal.segment_hits(seg.lexemes, seg.posting_offsets, seg.postings, $3) AS h
+CROSS JOIN LATERAL (
+    SELECT array_agg(coalesce(v.own OR v.recallable AND NOT v.agents_only, false) ORDER BY u.k)
+            AS session_visible,
+        array_agg(coalesce(NOT v.own AND v.recallable AND v.agents_only, false) ORDER BY u.k)
+            AS session_scoped_out
+    FROM unnest(seg.session_ids) WITH ORDINALITY AS u (session_id, k)
+    LEFT JOIN mnemo.sessions AS ss ON ss.tenant_id = $1 AND ss.session_id = u.session_id
+    CROSS JOIN LATERAL (SELECT ss.session_id = $2 AS own, ss.channel = ANY($4) AS recallable,
+        ss.agent_id <> $5 AND (ss.channel = 'agent' OR ss.channel = 'private' AND $6 = 'agent')
+            AS agents_only) AS v
+) AS vis
 WHERE seg.n_messages > 0
 """
-MESSAGE_SEGMENTS_TYPES = ["text", "uuid", "text[]", "text[]", "text"]
+MESSAGE_SEGMENTS_TYPES = ["text", "uuid", "text[]", "text[]", "text", "text"]
 
 # One row of aligned arrays (as HISTORY, and for the same reason); no row found: NULLs.
 CANDIDATE_ROWS = """
@@ -278,17 +305,19 @@ def history_args(tenant_id: str, session_id: str, as_of, available: int, channel
 
 
 def pool_args(tenant_id: str, session_id: str, query: str | None, words: list[str], as_of,
-              channel: str) -> list:
-    """The CANDIDATE_POOL statement's arguments (words: query_words(query))."""
+              channel: str, time_words: str | None = None) -> list:
+    """The CANDIDATE_POOL statement's arguments (words: query_words(query); time_words:
+    the words whose lexemes are looked up besides the query's, to tell the lines
+    that date something, temporal.TIME_WORDS for a question that asks when)."""
     return [tenant_id, session_id, trigram_query(query, words), query, as_of,
             list(CHANNEL_SENSITIVITY[channel]), list(CHANNEL_EXCLUDED_KINDS.get(channel, ())),
-            words]
+            words, time_words]
 
 
 def segments_args(tenant_id: str, session_id: str, lexemes: list[str] | None, channel: str,
-                  agent_id: str | None) -> list:
+                  agent_id: str | None, recall_scope: str) -> list:
     """The MESSAGE_SEGMENTS statement's arguments."""
-    return [tenant_id, session_id, lexemes or [], list(CHANNEL_SOURCES[channel]), agent_id]
+    return [tenant_id, session_id, lexemes or [], list(CHANNEL_SOURCES[channel]), agent_id, recall_scope]
 
 
 def rows_args(tenant_id: str, fused: list[dict]) -> list:

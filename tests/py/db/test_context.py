@@ -305,7 +305,8 @@ def test_stored_line_tokens_give_the_context_counting_gives(db, tenant):
     # one clock for both compiles: freshness moves with now(), and on a loaded machine
     # seconds pass between them
     now = db._call("SELECT to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')", {})
-    opts = {"budget": 400, "task_type": "knowledge", "log": False, "as_of": now}
+    # a budget the long decision cannot fill at full fidelity beside a recalled turn
+    opts = {"budget": 300, "task_type": "knowledge", "log": False, "as_of": now}
     with_stored = db.compile_context_bundle(tenant, s, **opts)
     recalled = {i["source"].split(":")[0] for i in with_stored["report"]["items"] if i["section"] == "memory"}
     assert recalled == {"mem", "msg"}  # both kinds of stored count were used
@@ -610,12 +611,18 @@ def test_channel_policy(db, tenant):
     # a private session compiled for the public channel sees what the public channel sees
     as_public = json.dumps(db.compile_context_bundle(tenant, p2, query, channel="public", **opts))
     assert high_priv not in as_public and high_pub not in as_public and low_pub in as_public
-    # another agent's private session is not recalled, even on a private channel
+    # another agent's private session is recalled under the tenant scope (the
+    # default), not under the agent scope, and the report says how much that hid
     other_agent = db.start_session(tenant, channel="private", agent_id="other",
                                    context_window=128000)
     say(db, tenant, other_agent, "user", "What do we know about the vault passphrase?")
-    foreign = text_of(db.compile_context(tenant, other_agent, query, **opts))
-    assert high_priv not in foreign and high_pub in foreign
+    shared = db.compile_context_bundle(tenant, other_agent, query, **opts)
+    assert high_priv in text_of(shared["messages"]) and high_pub in text_of(shared["messages"])
+    assert shared["report"]["provenance"]["recall_scope"] == {"scope": "tenant", "hidden_messages": 0}
+    own = db.compile_context_bundle(tenant, other_agent, query, recall_scope="agent", **opts)
+    assert high_priv not in text_of(own["messages"]) and high_pub in text_of(own["messages"])
+    # the default agent's private sessions p1 and p2 (a message each) are what it hid
+    assert own["report"]["provenance"]["recall_scope"] == {"scope": "agent", "hidden_messages": 2}
 
 
 # --------------------------------------------------------------------------- 7. tenants
