@@ -7,10 +7,18 @@ helper_llm.py; both produce the same candidate dicts). Each message is segmented
   typed candidates: facts (subject / predicate / object; `functional` predicates such
   as lives_in hold one value at a time, so a newer one supersedes), preferences,
   instructions, decisions (rationale, alternatives), tasks and open loops (due and
-  expiry). A statement with nothing typed but real content becomes an `event` fact,
-  rewritten in the third person with the day it was said, so a question that names
-  the speaker or the date finds it. A turn with no candidate at all is offered as a
-  `note` (admission control usually rejects those: "Sure, I'll do that").
+  expiry). An imperative to the assistant is a request (a task). An instruction is
+  durable only when it is addressed to the assistant about its behaviour from now on,
+  and not part of a request's prompt scaffolding or role-play. A turn's informative
+  statements without a type become one `event` fact, rewritten in the third person
+  (speaker and addressee named, verbs in agreement) with the day it was said, so a
+  question that names the speaker or the date finds it; reactions to the other
+  speaker, thanks, platitudes and passing remarks are not written down.
+- the assistant, when it is the AI (a message without a name), speaks for the work:
+  its decisions, commitments and what it reports having done are kept, its opinions,
+  hedges, advice and small talk are not. A named assistant is a participant (a person
+  in an imported conversation) whose statements about themselves count. A turn with
+  no candidate at all is offered as a `note`, which admission control rejects.
 - tool results become `file_context` (a file read, keyed by path: a re-read
   supersedes), `error_context` (tracebacks, failures) or `tool_result`; routine
   commands (ls, git status, pwd ...) are flagged so admission rejects them.
@@ -107,7 +115,7 @@ _INSTR = re.compile(
     r"|from here on|by default|for (?:all|every) (?:future )?\w+|whenever \w[^,]*),? )?"
     r"(?:please |you should |you must |i (?:want|need|would like|'d like) you to )?"
     r"(?:always|never|don't|do not|make sure|remember to|be sure to|avoid|use|prefer|stop|keep|call me|refer to|"
-    r"address me|answer|reply|respond|write|format|speak|talk|use|include|add|put|give|show|explain|ask)\b")
+    r"address me|answer|reply|respond|write|format|speak|talk|include|add|put|give|show|explain|ask)\b")
 _STANDING = re.compile(
     r"(?i)\b(?:from now on|in (?:the )?future|going forward|from here on|by default|always|never|whenever|every time"
     r"|each time|any ?time|from today|for (?:all|every) (?:future )?\w+|(?:don't|do not) ever|remember to"
@@ -347,7 +355,7 @@ _STOP = frozenset([
     "i", "me", "my", "myself", "mine", "we", "our", "us", "you", "your", "yours", "it", "its", "this",
     "that", "these", "those", "a", "an", "the", "and", "or", "but", "so", "to", "of", "in", "on", "at",
     "for", "with", "from", "by", "as", "is", "am", "are", "was", "were", "be", "been", "being", "have",
-    "has", "had", "do", "does", "did", "not", "no", "yes", "just", "really", "so", "very", "too",
+    "has", "had", "do", "does", "did", "not", "no", "yes", "just", "really", "very", "too",
     "also", "all", "some", "any", "much", "many", "more", "most", "can", "could", "will", "would",
     "should", "it's", "that's", "i'm", "i've", "i'd", "i'll", "there", "here", "what", "when", "how",
     "why", "who", "which", "then", "than", "up", "out", "about", "get", "got", "like", "lol", "haha",
@@ -373,9 +381,9 @@ _GENERIC = frozenset([
     "inspiring", "inspired", "inspire", "strength", "courage", "rewarding", "worth", "enjoy",
     "enjoys", "tough", "challenging", "challenge", "challenges", "together", "others", "quit", "give",
     "up", "right", "well", "still", "ever", "never", "always", "even", "every", "back", "lately",
-    "today", "day", "days", "awesome", "beautiful", "cute", "sweet", "wow", "yay", "sounds",
+    "today", "day", "days", "beautiful", "cute", "sweet", "wow", "yay", "sounds",
     "agree", "agrees", "vibe", "vibes", "joy", "peace", "happiness", "helps", "help", "care",
-    "loved", "ones", "closer", "amazed", "forward", "looking", "hear", "heard", "share", "sharing",
+    "ones", "closer", "amazed", "forward", "looking", "hear", "heard", "share", "sharing",
     "chat", "chatting", "talk", "talking", "catch", "touch",
 ])
 
