@@ -28,7 +28,8 @@ sits between the two, so a match says the same thing, not only the same topic.
 
 Runs offline (the tenant's formation method set to offline); with a helper LLM
 configured (or --llm-url given: configured for the run, removed afterwards) it runs
-again with the helper LLM, on fresh tenants. Ends with one JSON line.
+again with the helper LLM, on fresh tenants (xbench_RUN_METHOD_SAMPLE; --rescore RUN
+scores them again, for instance with changed rules). Ends with one JSON line.
 """
 
 from __future__ import annotations
@@ -278,13 +279,15 @@ def main() -> int:
     ap.add_argument("--sessions", type=int, default=0, help="sessions per conversation (0: all)")
     ap.add_argument("--llm-url", help="an OpenAI-compatible endpoint to configure as the helper LLM for the run")
     ap.add_argument("--llm-model", default="gpt-4o-mini")
+    ap.add_argument("--rescore", metavar="RUN",
+                    help="score the memories an earlier run (its id: xbench_RUN_...) left, extracting nothing")
     ap.add_argument("--examples", help="append every malformed, missed and unsupported item to this file (JSON)")
     ap.add_argument("--calibrate", action="store_true", help="print the cosine figures behind MATCH_COSINE")
     args = ap.parse_args()
     path = Path(args.data)
     raw = {s["sample_id"]: s for s in json.loads(path.read_text(encoding="utf-8"))}
     parts = select(importers.read_locomo(path), args.conversations, args.sessions)
-    run = uuid.uuid4().hex[:6]
+    run = args.rescore or uuid.uuid4().hex[:6]
     line: dict = {"match_cosine": MATCH_COSINE, "conversations": len(parts),
                   "sessions": sum(len(p.sessions) for p in parts.values())}
     with connect(DSN) as db, psycopg.connect(DSN, autocommit=True) as conn:
@@ -302,7 +305,8 @@ def main() -> int:
                 results, seconds = [], 0.0
                 for sample_id, part in parts.items():
                     tenant = f"xbench_{run}_{method}_{sample_id}"
-                    seconds += extract_tenant(db, conn, tenant, part, method)
+                    if not args.rescore:
+                        seconds += extract_tenant(db, conn, tenant, part, method)
                     results.append(score(conn, embed, tenant, raw[sample_id], part))
                     print(f"{method} {sample_id}: {results[-1]['memories']} memories,"
                           f" {results[-1]['recalled']}/{results[-1]['observations']} observations", flush=True)
