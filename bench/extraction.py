@@ -79,7 +79,9 @@ NOT_SUBJECT_BEFORE = frozenset([
 INFLECTIONS = ("s", "es", "ed", "d", "ing", "'s", "’s", "n't", "ly", "er", "est")
 REWRITE_WORDS = frozenset([
     "the", "user", "assistant", "is", "has", "was", "does", "their", "them", "themselves", "they",
-    "said", "on", "task", "open", "loop", "instruction", "decision", "request", "from", "asked",
+    "said", "on", "task", "open", "loop", "instruction", "decision", "request", "from", "asked", "due",
+    "january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
+    "november", "december",
 ])
 _WORD = re.compile(r"[A-Za-z][A-Za-z'’]*")
 
@@ -197,9 +199,11 @@ def score(conn, embed: Embedder, tenant: str, sample: dict, part: importers.Pars
         "SELECT message_id, metadata ->> 'dia_id', content FROM mnemo.messages WHERE tenant_id = %s",
         (tenant,))}
     text_of = {dia: text for dia, text in turns.values()}
+    # Every memory the extraction left current, active or not: the expiry sweep soon
+    # retires a conversation from 2023 as inactive, which says nothing of its extraction.
     mems = [(kind, content, {turns[i][0] for i in src if i in turns}) for kind, content, src in conn.execute(
         "SELECT kind, content_full, source_message_ids FROM mnemo.memories WHERE tenant_id = %s"
-        " AND is_active AND superseded_by IS NULL ORDER BY memory_id", (tenant,))]
+        " AND superseded_by IS NULL ORDER BY memory_id", (tenant,))]
     obs = observations(sample, {s.params["metadata"]["session"] for s in part.sessions})
     names = sorted({sample["conversation"]["speaker_a"], sample["conversation"]["speaker_b"]})
     mv, ov = embed([m[1] for m in mems]), embed([o[1] for o in obs])

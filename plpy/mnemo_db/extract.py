@@ -147,7 +147,10 @@ _TASK = re.compile(
     r"(?P<t2>(?:finish|fix|write|send|call|email|review|deploy|ship|update|add|remove|book|buy|pay|"
     r"submit|prepare|schedule|check|test|migrate|refactor|document|clean|renew|file|order|set up|"
     r"follow up|get back|look into|find out|pick up|sign up|apply|register|cancel|return|move|fill out)\b.+)")
-_LOOP = re.compile(r"(?i)\b(?:remind me|follow up|get back to (?:you|me)|let me (?:check|find out)|"
+# "remind me" only as a request ("Remind me to ...", "can you remind me"): "these
+# moments remind me to slow down" is not an open loop.
+_LOOP = re.compile(r"(?i)(?:^|\b(?:please|can you|could you|will you|would you|to)\s+)remind me\b|"
+                   r"\b(?:follow up|get back to (?:you|me)|let me (?:check|find out)|"
                    r"i'll find out|we'll revisit|revisit this|open question|tbd|to be decided)\b")
 _DUE = re.compile(
     r"(?i)\b(?:by|on|before|until|due|next)\s+(?P<d>today|tonight|tomorrow|monday|tuesday|wednesday|thursday|"

@@ -83,3 +83,8 @@ def test_a_helper_llm_run_is_reported_beside_the_offline_one():
 def test_well_formedness_rules(content, source, rules):
     got = extraction.malformations(content, source, ["Ana", "Bo"])
     assert sorted({r.split(":")[0] for r in got}) == rules, got
+
+
+def test_the_date_a_memory_was_said_is_not_a_broken_word():
+    assert extraction.malformations("Maybe Nate will write a screenplay. (said 12 May 2022)",
+                                    "Maybe I will write a screenplay", ["Nate"]) == []

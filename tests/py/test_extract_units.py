@@ -153,3 +153,9 @@ def test_a_turn_with_nothing_to_note_is_not_admitted():
     notes = [c for c in extract.extract(reaction) if c["kind"] == "note"]
     assert notes
     assert not admission.score(notes[0], None, SAID)["admitted"]
+
+
+def test_remind_me_is_an_open_loop_only_as_a_request():
+    assert [k for k, _ in kept(chat(("user", "Remind me to renew the TLS certificate on Friday.")))] == ["open_loop"]
+    got = kept(chat(("user", "These long walks by the river remind me to slow down and enjoy the little things.")))
+    assert not [k for k, _ in got if k == "open_loop"], got
