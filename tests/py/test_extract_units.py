@@ -148,8 +148,8 @@ def test_a_turn_with_nothing_to_note_is_not_admitted():
     """The turn stays in the history; a note of it is not a memory (it used to be
     admitted when long and recent: 1.24 memories per turn)."""
     from mnemo_db import admission
-    reaction = chat(("user", "Wow, that is a really detailed comparison of Postgres 15, MySQL 8 "
-                              "and SQLite across the 12 TPC-H queries and the JSON workloads!"))
+    reaction = chat(("user", ("Wow, that is a really detailed comparison of Postgres 15, MySQL 8 "
+                              "and SQLite across the 12 TPC-H queries and the JSON workloads!")))
     notes = [c for c in extract.extract(reaction) if c["kind"] == "note"]
     assert notes
     assert not admission.score(notes[0], None, SAID)["admitted"]
