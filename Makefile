@@ -18,8 +18,8 @@ VENV := .venv
 PY := $(VENV)/bin/python
 
 .PHONY: help up down psql test deploy setup system python cluster sample \
-        test-sql test-py test-unit lint test-docker bench-embed bench-locomo bench-context bench-ab bench-trust bench-peers \
-        bench-replay bench-proxy clean
+        test-sql test-py test-unit lint test-docker bench-embed bench-locomo bench-extraction bench-context bench-ab bench-trust \
+        bench-peers bench-replay bench-proxy clean
 
 help:
 	@echo "make up          install what is missing, start the local cluster, deploy, show a sample"
@@ -28,6 +28,7 @@ help:
 	@echo "make test-docker build the image, run it, make test against it, restart, redeploy (~20 min)"
 	@echo "make bench-embed embedding benchmark"
 	@echo "make bench-locomo LoCoMo evidence recall vs last-n, vector and full-text baselines"
+	@echo "make bench-extraction extraction vs LoCoMo's human observations: recall, precision, memories/turn"
 	@echo "make bench-context compile_context latency at scale (1,000 tenants, 1M messages)"
 	@echo "make bench-ab ARGS='main=/tmp/main/plpy new=plpy'  same output? faster? (on the bench-context corpus)"
 	@echo "make bench-trust reliability suite: isolation, fuzz, secrets, load, crash (one JSON line)"
@@ -95,6 +96,10 @@ bench-embed: deploy
 
 bench-locomo: deploy
 	@$(PY) bench/locomo.py
+
+# ARGS: --conversations N --sessions N --llm-url URL --calibrate (see bench/extraction.py)
+bench-extraction: deploy
+	@$(PY) bench/extraction.py $(ARGS)
 
 # First run builds the corpus (resumable); later runs only measure. ARGS=--small: 50 tenants.
 bench-context: deploy

@@ -5,7 +5,7 @@
 TypePrior ranks kinds (a decision is worth more than a tool listing); Novelty is
 1 - the best cosine to an existing memory of the tenant; Utility estimates future
 use from the content (identifiers, names, numbers, rationale; zero for routine
-command output and acknowledgements); Recency decays with the age of the source
+command output, acknowledgements and notes); Recency decays with the age of the source
 message. Below the threshold a candidate stays only in the history. Every decision
 is recorded in mnemo.admission_log with its four scores.
 """
@@ -30,8 +30,11 @@ _WORD = re.compile(r"[A-Za-z0-9']+")
 
 
 def utility(c: dict) -> float:
-    """Estimated future usefulness in [0, 1] (offline; the helper LLM may supply one)."""
-    if c.get("routine") or c.get("filler"):
+    """Estimated future usefulness in [0, 1] (offline; the helper LLM may supply one).
+    A `note` is a turn in which the extractor found nothing a person would write down
+    (a question, a reaction, small talk): it stays in the history, where retrieval
+    still finds it, and is worth nothing more as a memory."""
+    if c.get("routine") or c.get("filler") or c["kind"] == "note":
         return 0.0
     if c.get("utility") is not None:
         return max(0.0, min(1.0, float(c["utility"])))

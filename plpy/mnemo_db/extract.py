@@ -7,10 +7,18 @@ helper_llm.py; both produce the same candidate dicts). Each message is segmented
   typed candidates: facts (subject / predicate / object; `functional` predicates such
   as lives_in hold one value at a time, so a newer one supersedes), preferences,
   instructions, decisions (rationale, alternatives), tasks and open loops (due and
-  expiry). A statement with nothing typed but real content becomes an `event` fact,
-  rewritten in the third person with the day it was said, so a question that names
-  the speaker or the date finds it. A turn with no candidate at all is offered as a
-  `note` (admission control usually rejects those: "Sure, I'll do that").
+  expiry). An imperative to the assistant is a request (a task). An instruction is
+  durable only when it is addressed to the assistant about its behaviour from now on,
+  and not part of a request's prompt scaffolding or role-play. A turn's informative
+  statements without a type become one `event` fact, rewritten in the third person
+  (speaker and addressee named, verbs in agreement) with the day it was said, so a
+  question that names the speaker or the date finds it; reactions to the other
+  speaker, thanks, platitudes and passing remarks are not written down.
+- the assistant, when it is the AI (a message without a name), speaks for the work:
+  its decisions, commitments and what it reports having done are kept, its opinions,
+  hedges, advice and small talk are not. A named assistant is a participant (a person
+  in an imported conversation) whose statements about themselves count. A turn with
+  no candidate at all is offered as a `note`, which admission control rejects.
 - tool results become `file_context` (a file read, keyed by path: a re-read
   supersedes), `error_context` (tracebacks, failures) or `tool_result`; routine
   commands (ls, git status, pwd ...) are flagged so admission rejects them.
@@ -38,10 +46,33 @@ _PROPER = re.compile(r"\b[A-Z][a-zA-Z'’-]+(?:\s+(?:of\s+|de\s+|the\s+)?[A-Z][a
 _NOT_ENTITY = frozenset(["I", "I'm", "I've", "I'd", "I'll", "Im", "Ive", "The", "A", "An", "And", "But", "So", "Or", "Yes", "No", "Ok", "Okay", "Hey", "Hi", "Hello", "Wow", "Thanks", "Thank", "Oh", "Ah", "Well", "Sure", "Great", "Nice", "Cool", "Awesome", "That", "This", "These", "Those", "It", "It's", "Its", "What", "When", "Where", "Why", "How", "Who", "Which", "We", "You", "Your", "My", "Me", "He", "She", "They", "Our", "Their", "There", "Here", "Let", "Let's", "Also", "Just", "Really", "Sounds", "Good", "Yeah", "Yep", "Nope", "Please", "Maybe", "Definitely", "Absolutely", "Totally", "Congrats", "Congratulations", "Love", "Today", "Tomorrow", "Yesterday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday", "January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December", "Do", "Did", "Does", "Have", "Has", "Had", "Is", "Are", "Was", "Were", "Will", "Would", "Can", "Could", "Should", "Shall", "Must", "Might", "Being", "Been", "If", "Then", "Once", "After", "Before", "Since", "As", "For", "From", "With", "Without", "About", "Into", "Over", "Under", "Always", "Never", "Don't", "Remember", "Make", "Use", "TODO", "Note", "Big", "News", "Task", "Open", "Loop", "Instruction", "File", "Output", "Error"])
 _MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December"]
 
-# "I" -> third person: the commonest verbs get their -s; the rest read well enough.
-_VERB_S = {"have": "has", "do": "does", "go": "goes", "am": "is", "was": "was"}
-_BASE_VERBS = frozenset(["live", "work", "like", "love", "prefer", "want", "need", "think", "enjoy", "hate", "know", "feel", "plan", "hope", "use", "study", "teach", "play", "write", "read", "paint", "run", "cook", "own", "believe", "find", "keep", "try", "miss", "wish", "agree", "visit", "volunteer", "collect", "practice", "practise", "ride", "swim", "dance", "sing", "draw", "mean", "remember", "usually", "always", "often", "still", "really"])
-
+# Present-tense agreement for a third-person subject: irregular forms, then words that
+# never take an -s (modals, past tenses, contractions), adverbs that sit between the
+# subject and its verb.
+_VERB_S = {"have": "has", "do": "does", "go": "goes", "am": "is", "are": "is", "were": "was",
+           "don't": "doesn't", "haven't": "hasn't", "aren't": "isn't", "weren't": "wasn't"}
+_NO_S = frozenset([
+    "was", "is", "has", "does", "can", "could", "will", "would", "shall", "should", "may", "might",
+    "must", "ought", "can't", "couldn't", "won't", "wouldn't", "shouldn't", "didn't", "doesn't",
+    "hasn't", "isn't", "wasn't", "mustn't", "needn't", "cannot", "had", "did", "said", "went", "got",
+    "made", "took", "saw", "came", "gave", "found", "felt", "thought", "knew", "left", "met", "ran",
+    "bought", "brought", "built", "caught", "chose", "drew", "drove", "ate", "fell", "flew", "forgot",
+    "grew", "heard", "held", "kept", "lost", "paid", "put", "sat", "sent", "set", "sold", "spent",
+    "stood", "taught", "told", "understood", "won", "wrote", "began", "became", "broke", "hurt", "let",
+    "cut", "quit", "read", "hit", "spoke", "woke", "wore", "threw", "swam", "sang", "rode", "shot",
+    "slept", "fought", "led", "lit", "meant", "dealt", "dug", "hung", "fed", "bent", "lent", "burnt",
+    "learnt", "dreamt", "wanna", "gonna", "gotta",
+])
+_ADVERB = frozenset([
+    "still", "really", "just", "also", "usually", "always", "never", "often", "sometimes", "now",
+    "only", "even", "actually", "definitely", "truly", "totally", "kinda", "mostly", "finally",
+    "currently", "recently", "already", "probably", "certainly", "honestly", "seriously", "personally",
+    "literally", "absolutely", "sort", "kind", "of", "not"
+])
+_FUNCTION_WORDS = frozenset([
+    "and", "or", "but", "so", "to", "too", "the", "a", "an", "in", "on", "at", "for", "with", "of",
+    "from", "by", "as", "than", "then", "that", "this", "it"
+])
 _FUNCTIONAL = frozenset({"lives_in", "from", "works_at", "occupation", "name", "age", "email",
                          "phone", "birthday", "partner", "wife", "husband", "uses"})
 
@@ -74,28 +105,52 @@ _FACT_RULES: list[tuple[str, re.Pattern]] = [
         r"|moved to|migrated to) )(?P<obj>[A-Z][\w.+#-]*(?: [A-Z0-9][\w.+#-]*)?)(?= for |[,.!?;]|$)")),
 ]
 _PREF = re.compile(
-    r"(?i)\b(?:I|we) (?:really |much |strongly |definitely |do(?:n't| not) )?"
-    r"(?P<verb>prefer|like|love|enjoy|hate|dislike|can't stand|cannot stand|would rather|'d rather)"
+    r"(?i)\b(?:I|we)(?: (?:really |much |strongly |definitely |do(?:n't| not) )?"
+    r"(?P<verb>prefer|like|love|enjoy|hate|dislike|can't stand|cannot stand|would rather)|(?P<rather>'d|’d) rather)"
     r" (?P<obj>[^.!?;]{3,120})")
+# A durable instruction: addressed to the assistant (an imperative, or "I want you to
+# ...") and about its behaviour from now on (a standing marker), not one request's.
 _INSTR = re.compile(
-    r"(?i)^(?:please |from now on,? |in the future,? |going forward,? )?(?:always|never|do not|don't|"
-    r"make sure|remember to|be sure to|avoid|use|prefer|stop|keep)\b")
-_INSTR_STRONG = re.compile(r"(?i)^(?:always|never|from now on|in the future|going forward|please always|"
-                           r"please never|make sure|remember to|don't ever)\b")
+    r"(?i)^(?:(?:please|so|and|also|ok(?:ay)?|one more thing)[,:]? )*(?:(?:from now on|in (?:the )?future|going forward"
+    r"|from here on|by default|for (?:all|every) (?:future )?\w+|whenever \w[^,]*),? )?"
+    r"(?:please |you should |you must |i (?:want|need|would like|'d like) you to )?"
+    r"(?:always|never|don't|do not|make sure|remember to|be sure to|avoid|use|prefer|stop|keep|call me|refer to|"
+    r"address me|answer|reply|respond|write|format|speak|talk|include|add|put|give|show|explain|ask)\b")
+_STANDING = re.compile(
+    r"(?i)\b(?:from now on|in (?:the )?future|going forward|from here on|by default|always|never|whenever|every time"
+    r"|each time|any ?time|from today|for (?:all|every) (?:future )?\w+|(?:don't|do not) ever|remember to"
+    r"|call me|refer to me|address me)\b")
+# Prompt scaffolding and role-play: the rules inside it belong to that one request.
+_SCAFFOLD = re.compile(
+    r"(?im)^\s*(?:you are (?:an?|the|my)\b|act as\b|pretend\b|imagine (?:you|that you)\b|role-?play\b|let's play\b"
+    r"|your (?:task|job|role|goal) is\b|system:|instructions?:|#{1,6}\s|```)|\{\s*\"|<\w+>")
+# A request to the assistant: an imperative (optionally after "please"), or "can you ...?".
+_REQUEST = re.compile(
+    r"(?i)^(?:please,? |(?:can|could|would|will) you (?:please )?|i (?:want|need|would like|'d like) you to )"
+    r"(?P<what>\w.+)|^(?P<verb>help|write|create|make|add|fix|show|tell|give|explain|find|list|generate|summari[sz]e"
+    r"|translate|draft|review|check|update|remove|delete|rename|refactor|implement|build|run|deploy|send|book|set up"
+    r"|change|convert|describe|compare|suggest|recommend|plan|install|move|draw|design|debug|test|look up|search"
+    r"|calculate|analy[sz]e|organi[sz]e|prepare|schedule|rewrite|format|proofread|edit|outline)\b(?P<rest>.*)")
 _DECISION = re.compile(
     r"(?i)\b(?:we|i|the team)(?:'ve| have)? (?:decided|agreed|chose|have chosen|opted|settled on|"
-    r"will go with|'ll go with|are going with|'re going with|went with|picked)\b|^decision:|"
-    r"^let's (?:use|go with|switch to|adopt|keep)\b|\bthe decision is\b")
+    r"will go with|are going with|went with|picked)\b|\b(?:we|i)(?:'ll|’ll) go with\b|\b(?:we|i)(?:'re|’re) going with\b"
+    r"|^decision:|^let's (?:use|go with|switch to|adopt|keep using|stick with)\b|\bthe decision is\b")
 _RATIONALE = re.compile(r"(?i)\b(?:because|since|as it|so that|due to|given that|the reason is)\b\s*(?P<why>.+)")
 _ALTERNATIVE = re.compile(
     r"(?i)\b(?:instead of|rather than|over|not|and not)\s+(?P<alt>[^,.;]{2,60}?)(?=\s+(?:because|since|as|so|due)\b|[,.;]|$)")
+# Task markers end with a colon or a dash ("TODO: ...", "Task - ..."), so "Todoist" or
+# "Tasks are ..." are not tasks; commitments name a first-person subject and an action.
 _TASK = re.compile(
-    r"(?i)^(?:todo:?|to-do:?|action item:?|next step:?|task:?)\s*(?P<t>.+)|"
-    r"\b(?:I|we) (?:need to|have to|must|should|will|'ll|am going to|'m going to|are going to) "
+    r"(?i)^(?:todo|to-do|action item|next step|task)\s*[:–—-]\s*(?P<t>\S.+)|^TODO\b\s*(?P<t3>\S.+)|"
+    r"\b(?:I|we)(?:'ll|’ll|'m going to|’m going to|'re going to|’re going to| (?:need to|have to|must|should|will"
+    r"|am going to|are going to)) (?:(?:still|also|really|definitely|first) )?"
     r"(?P<t2>(?:finish|fix|write|send|call|email|review|deploy|ship|update|add|remove|book|buy|pay|"
     r"submit|prepare|schedule|check|test|migrate|refactor|document|clean|renew|file|order|set up|"
-    r"follow up|get back|look into|find out)\b.+)")
-_LOOP = re.compile(r"(?i)\b(?:remind me|follow up|get back to (?:you|me)|let me (?:check|find out)|"
+    r"follow up|get back|look into|find out|pick up|sign up|apply|register|cancel|return|move|fill out)\b.+)")
+# "remind me" only as a request ("Remind me to ...", "can you remind me"): "these
+# moments remind me to slow down" is not an open loop.
+_LOOP = re.compile(r"(?i)(?:^|\b(?:please|can you|could you|will you|would you|to)\s+)remind me\b|"
+                   r"\b(?:follow up|get back to (?:you|me)|let me (?:check|find out)|"
                    r"i'll find out|we'll revisit|revisit this|open question|tbd|to be decided)\b")
 _DUE = re.compile(
     r"(?i)\b(?:by|on|before|until|due|next)\s+(?P<d>today|tonight|tomorrow|monday|tuesday|wednesday|thursday|"
@@ -128,27 +183,82 @@ def speaker_of(m: dict) -> str:
     return {"user": "The user", "assistant": "The assistant"}.get(m["role"], m["role"])
 
 
-def third_person(sentence: str, speaker: str) -> str:
-    """'I moved to Berlin and my dog loves it' -> 'Ana moved to Berlin and Ana's dog ...'."""
-    poss = speaker + "'s"
+def mid_sentence(name: str) -> str:
+    """A speaker as written inside a sentence: 'The user' -> 'the user', 'Ana' -> 'Ana'."""
+    return name[:1].lower() + name[1:] if name.startswith("The ") else name
+
+
+def third_singular(verb: str) -> str:
+    """'need' -> 'needs', 'go' -> 'goes', 'try' -> 'tries', 'have' -> 'has'."""
+    low = verb.lower()
+    if low in _VERB_S:
+        return _VERB_S[low]
+    if low.endswith(("s", "sh", "ch", "x", "z", "o")):
+        return verb + "es"
+    if len(low) > 2 and low.endswith("y") and low[-2] not in "aeiou":
+        return verb[:-1] + "ies"
+    return verb + "s"
+
+
+def _agree(rest: str) -> str:
+    """The words after a rewritten singular subject, its verb put in agreement: adverbs
+    are skipped ('still need' -> 'still needs'), a past tense, a modal or a word that is
+    not a verb is left alone."""
+    m = re.match(r"((?:\s+(?:{}))*)\s+([A-Za-z]+(?:n't)?)\b(?!['’-])".format("|".join(sorted(_ADVERB, key=len, reverse=True))),
+                 rest, re.IGNORECASE)
+    if not m:
+        return rest
+    verb = m.group(2)
+    low = verb.lower()
+    past = low.endswith("ed") and not low.endswith("eed") and low not in ("embed", "shed", "shred", "wed")
+    if (past or low in _NO_S or low in _FUNCTION_WORDS or low.endswith(("ly", "ing")) or not verb.islower()
+            or low in _NOT_VERB):
+        return rest
+    return rest[:m.start(2)] + third_singular(verb) + rest[m.end(2):]
+
+
+# Verbs after which a "you" in the middle of a clause is the subject ("I'm sure you feel").
+_SUBJECT_VERBS = ("are|were|have|had|feel|felt|look|looked|know|knew|need|want|like|love|make|made|do|did|go|went"
+                  "|get|got|seem|think|deserve|can|could|will|would|should|must|might|may|always|never|really|still")
+# Words that follow "I" / "you" without being a present-tense verb ("I too", "you guys").
+_NOT_VERB = frozenset([
+    "guys", "all", "both", "two", "three", "alone", "yourself", "myself"
+])
+
+
+def third_person(sentence: str, speaker: str, addressee: str | None = None) -> str:
+    """'I still need to call my mom' -> 'Ana still needs to call Ana's mom': first person
+    becomes the speaker and second person the addressee, named in the third person with
+    the verb in agreement; 'the user' / 'the assistant' are capitalised only where they
+    start the sentence. Without an addressee, 'you' is left alone."""
+    people = [("I", mid_sentence(speaker))]
+    if addressee:
+        people.append(("you", mid_sentence(addressee)))
     s = sentence
-    for pat, rep in ((r"\bI'm\b|\bI am\b", f"{speaker} is"), (r"\bI've\b", f"{speaker} has"),
-                     (r"\bI'd\b", f"{speaker} would"), (r"\bI'll\b", f"{speaker} will"),
-                     (r"\bmyself\b", speaker), (r"\b[Mm]y\b", poss), (r"\bmine\b", poss),
-                     (r"\bme\b", speaker)):
-        s = re.sub(pat, rep, s)
-
-    def verb(m: re.Match) -> str:
-        w = m.group(1)
-        lw = w.lower()
-        if lw in _VERB_S:
-            return f"{speaker} {_VERB_S[lw]}"
-        if lw in _BASE_VERBS and not lw.endswith("ly") and lw not in ("still", "really"):
-            return f"{speaker} {w}{'es' if lw.endswith(('s', 'sh', 'ch')) else 's'}"
-        return f"{speaker} {w}"
-
-    s = re.sub(r"\bI (\w+)", verb, s)
-    s = re.sub(r"\bI\b", speaker, s)
+    for pron, name in people:
+        first = pron == "I"
+        subj = r"\bI" if first else r"(?i:\byou)"
+        # contractions and auxiliaries of the subject
+        for pat, rep in ((r"(?:'m|’m| am)\b" if first else r"(?:'re|’re| are)\b", " is"),
+                         (r"(?:'ve|’ve) got\b", " has"), (r"(?:'ve|’ve)\b", " has"), (r"(?:'d|’d)\b", " would"),
+                         (r"(?:'ll|’ll)\b", " will"), ((r" was\b" if first else r" were\b"), " was")):
+            s = re.sub(subj + pat, lambda m, rep=rep, name=name: name + rep, s)
+        if first:
+            s = re.sub(r"\bmyself\b", "themselves", s, flags=re.IGNORECASE)
+            s = re.sub(r"\b(?:[Mm]y|[Mm]ine)\b(?!-)", name + "'s", s)
+            s = re.sub(r"\b[Mm]e\b(?!-)", name, s)
+            while (i := re.search(r"\bI\b(?!['’])", s)) is not None:
+                s = s[:i.start()] + name + _agree(s[i.end():])
+        else:
+            s = re.sub(r"(?i)\byourself\b", "themselves", s)
+            s = re.sub(r"(?i)\byours?\b(?!-)", name + "'s", s)
+            # "you" as the subject: at the start of a clause or before a verb; else an object
+            while (y := re.search(r"(?i)(?:^|[,;:–—-]\s*|\b(?:and|but|so|if|when|because|that|as|sure|think|hope"
+                                  r"|know|bet|guess|glad|seems?)\s+)(you)\b(?!['’])"
+                                  rf"|\b(you)(?=\s+(?:{_SUBJECT_VERBS})\b)", s)) is not None:
+                g = 1 if y.group(1) else 2
+                s = s[:y.start(g)] + name + _agree(s[y.end(g):])
+            s = re.sub(r"(?i)\byou\b(?!['’])", name, s)
     return s[:1].upper() + s[1:]
 
 
@@ -216,38 +326,157 @@ def _cand(kind: str, content: str, m: dict, **kw) -> dict:
     return c
 
 
-def _sentence_candidates(s: str, m: dict, speaker: str) -> list[dict]:
-    """Typed candidates of one sentence (first match per family)."""
-    out: list[dict] = []
-    said = m.get("created_at")
-    low = s.lower()
-    subj = speaker
-    when = f" (said {day(said)})" if said else ""
+_LEAD = re.compile(
+    r"(?i)^(?:(?:hey|hi|hello|wow|whoa|yeah|yes|yep|yup|oh|ah|aw+|well|haha|lol|omg|hmm+|ok(?:ay)?|sure"
+    r"|great|cool|nice|awesome|congrats|congratulations)\b(?:,? [A-Z]\w+)?(?: \w+)?\s*[,!.]+\s*)+")
+# A sentence that opens with a verb in the imperative addresses the listener ("Check out
+# this piece I made"): not a statement about the speaker.
+_IMPERATIVE = re.compile(
+    r"(?i)^(?:please |just |do )?(?:check|look|see|take|let's|let me|imagine|guess|keep|go|try|come|have a look|enjoy"
+    r"|remember|don't|stay|hang|tell|give|show|send|make sure|be sure|get|feel free)\b")
+_THANKS = re.compile(r"(?i)^(?:thanks|thank you|thx|ty)\b")
+_SINGULAR = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|I’m|I’ve|I’d|I’ll|my|me|myself|mine)\b(?!-)", re.IGNORECASE)
+_PLURAL = re.compile(r"(?i)\b(?:we|we're|we've|we'd|we'll|our|us)\b")
+_SECOND = re.compile(r"(?i)\b(?:you|your|yours|yourself|you're|you've|you'll|you'd)\b")
+# A first person reacting to the other speaker ("I'm so proud of you", "I hope you ..."):
+# about the addressee, not a note about the speaker.
+_REACTION = re.compile(
+    r"(?i)\bI(?:'m|’m| am)? (?:(?:so|really|very|super|just|totally|truly|too|also) )*(?:proud|happy|glad|sorry|thrilled"
+    r"|excited|thankful|grateful|jealous|impressed|amazed|stoked|hope|bet|wish|admire|appreciate|agree|understand"
+    r"|know|think|believe|guess|can tell|can't wait|cannot wait|love (?:that|how|the way|your|you|it)|like (?:that|how"
+    r"|your)|mean|miss you|feel you|get (?:it|you|that))\b")
+_PAST_OR_PLAN = re.compile(
+    r"(?i)\b(?:\w+ed|went|got|made|took|saw|came|gave|found|felt|had|did|bought|built|ran|wrote|began|met|won"
+    r"|going to|planning|plan to|thinking (?:about|of)|want to|hope to|next|last|yesterday|tomorrow|tonight"
+    r"|ago|since|this (?:week|month|year|weekend))\b")
+# A statement of the AI assistant about the work it did ("I updated settings.py"):
+# assertions about the work stay, its opinions, hedges and pleasantries do not.
+_WORK_DONE = re.compile(
+    r"(?i)\bI(?:'ve|’ve| have)? (?:just |now |also |already )?(?:\w+ed|made|wrote|ran|set|put|built|found|rewrote"
+    r"|split|moved|kept|left|broke|chose|took)\b")
+_STOP = frozenset([
+    "i", "me", "my", "myself", "mine", "we", "our", "us", "you", "your", "yours", "it", "its", "this",
+    "that", "these", "those", "a", "an", "the", "and", "or", "but", "so", "to", "of", "in", "on", "at",
+    "for", "with", "from", "by", "as", "is", "am", "are", "was", "were", "be", "been", "being", "have",
+    "has", "had", "do", "does", "did", "not", "no", "yes", "just", "really", "very", "too",
+    "also", "all", "some", "any", "much", "many", "more", "most", "can", "could", "will", "would",
+    "should", "it's", "that's", "i'm", "i've", "i'd", "i'll", "there", "here", "what", "when", "how",
+    "why", "who", "which", "then", "than", "up", "out", "about", "get", "got", "like", "lol", "haha",
+    "oh", "wow", "yeah"
+])
 
-    if _DECISION.search(s):
+
+# Words of affect, evaluation and platitude: a statement made only of these ("Jon will
+# keep going and never quit", "Life's unpredictable, but moments like these remind us
+# how important our loved ones are") says nothing a note would keep.
+_GENERIC = frozenset([
+    "love", "loved", "loves", "lovely", "great", "good", "nice", "awesome", "amazing", "incredible",
+    "wonderful", "fantastic", "cool", "fun", "happy", "glad", "proud", "grateful", "thankful",
+    "excited", "thrilled", "lucky", "blessed", "special", "moment", "moments", "life", "time", "times",
+    "thing", "things", "stuff", "lot", "lots", "way", "ways", "super", "best", "better", "hard",
+    "keep", "keeps", "keeping", "going", "gonna", "wanna", "gotta", "feel", "feels", "felt", "feeling",
+    "make", "makes", "made", "mean", "means", "meant", "remind", "reminds", "important", "true",
+    "totally", "definitely", "everything", "something", "anything", "someone", "everyone", "people",
+    "kind", "sort", "bit", "little", "big", "whole", "sure", "hope", "hopefully", "wish", "want",
+    "wants", "need", "needs", "know", "knows", "think", "thinks", "believe", "believes", "guess",
+    "appreciate", "appreciates", "support", "supportive", "motivated", "motivate", "motivates",
+    "optimistic", "positive", "journey", "dream", "dreams", "passion", "world", "difference",
+    "inspiring", "inspired", "inspire", "strength", "courage", "rewarding", "worth", "enjoy",
+    "enjoys", "tough", "challenging", "challenge", "challenges", "together", "others", "quit", "give",
+    "up", "right", "well", "still", "ever", "never", "always", "even", "every", "back", "lately",
+    "today", "day", "days", "beautiful", "cute", "sweet", "wow", "yay", "sounds",
+    "agree", "agrees", "vibe", "vibes", "joy", "peace", "happiness", "helps", "help", "care",
+    "ones", "closer", "amazed", "forward", "looking", "hear", "heard", "share", "sharing",
+    "chat", "chatting", "talk", "talking", "catch", "touch",
+])
+
+
+# The specific words (see _specific_words) a turn's plain statements need to be noted:
+# about one clause with its details ("ran a charity race for mental health").
+NOTE_MIN_WORDS = 4
+
+
+class Turn:
+    """Who says one message, to whom, and in what kind of conversation."""
+
+    def __init__(self, m: dict, addressee: str, ai_present: bool):
+        self.m = m
+        self.speaker = speaker_of(m)
+        self.addressee = addressee
+        # An unnamed assistant is the AI; a named one is a participant (a person in an
+        # imported two-party conversation) whose statements about themselves count.
+        self.ai = m["role"] == "assistant" and not m.get("name")
+        self.to_ai = m["role"] == "user" and ai_present
+        self.scaffold = bool(self.to_ai and (_SCAFFOLD.search(m["content"] or "")
+                                             or len((m["content"] or "").split()) > 150))
+
+
+def _specific_words(s: str) -> list[str]:
+    """The words that carry what a statement is about (not pronouns, function words,
+    affect or platitude)."""
+    return [w for w in re.findall(r"[a-z][a-z'’]+", s.lower())
+            if w not in _STOP and w not in _GENERIC and len(w) > 2]
+
+
+def _request(s: str, t: Turn) -> str | None:
+    """'Please help me onboard' -> 'help them onboard' (a request to the assistant)."""
+    r = _REQUEST.match(s)
+    if not r or not t.to_ai or t.scaffold:
+        return None
+    what = (r.group("what") or (r.group("verb") + r.group("rest"))).rstrip(" ?.!")
+    for pat, rep in ((r"\bmyself\b", "themselves"), (r"\b[Mm]y\b", "their"), (r"\b[Mm]ine\b", "theirs"),
+                     (r"\b[Mm]e\b(?!-)", "them"), (r"\bI(?:'m|’m| am)\b", "they are"), (r"\bI\b", "they")):
+        what = re.sub(pat, rep, what)
+    return what[:1].lower() + what[1:] if not what[:2].isupper() else what
+
+
+def _sentence_candidates(s: str, t: Turn) -> list[dict]:
+    """Typed candidates of one sentence (first match per family)."""
+    m, speaker = t.m, t.speaker
+    said = m.get("created_at")
+    when = f" (said {day(said)})" if said else ""
+    question = s.rstrip().endswith("?")
+
+    def rewrite(x: str) -> str:
+        return third_person(x, speaker, t.addressee)
+
+    if _DECISION.search(s) and not question:
         why = _RATIONALE.search(s)
         alts = [a.group("alt").strip() for a in _ALTERNATIVE.finditer(s)]
-        out.append(_cand("decision", third_person(s, speaker), m, speaker=speaker,
-                         decision=clean(s), rationale=[clean(why.group("why"))] if why else [],
-                         alternatives=alts, confidence=0.8))
-        return out
-    if m["role"] == "user" and (_INSTR_STRONG.match(s) or (
-            _INSTR.match(s) and len(s.split()) <= 25 and not s.endswith("?")
-            and low.startswith(("please", "use ", "prefer ", "avoid ", "do not", "don't")))):
-        out.append(_cand("instruction", f"Instruction from {speaker}: {s}", m, speaker=speaker,
-                         provenance_type="instruction", confidence=0.8))
-        return out
+        return [_cand("decision", rewrite(s), m, speaker=speaker,
+                      decision=clean(s), rationale=[clean(why.group("why"))] if why else [],
+                      alternatives=alts, confidence=0.8)]
+    if t.to_ai and not t.scaffold and not question and _INSTR.match(s) and _STANDING.search(s):
+        return [_cand("instruction", f"Instruction from {mid_sentence(speaker)}: {s}",
+                      m, speaker=speaker, provenance_type="instruction", confidence=0.8)]
     loop = _LOOP.search(s)
     task = _TASK.search(s)
-    if task or loop:
-        title = clean((task.group("t") or task.group("t2")) if task else s).rstrip(".!")
+    if (task or loop) and not (t.scaffold and not task):
+        title = clean((task.group("t") or task.group("t3") or task.group("t2")) if task else s).rstrip(".!")
+        title = _request(title, t) or third_person(title, speaker, t.addressee) if not task or not task.group("t2") \
+            else title
         due = parse_due(s, said)
         kind = "open_loop" if loop else "task"
         expires = (due or said) + timedelta(days=7 if due else 30) if (due or said) else None
-        out.append(_cand(kind, f"{'Open loop' if loop else 'Task'} ({speaker}): {title}"
-                         + (f" (due {day(due)})" if due else "") + when, m, speaker=speaker,
-                         title=title, status="open", due_at=due, expires_at=expires, confidence=0.7))
-        return out
+        label = "Open loop" if loop else "Task"
+        body = rewrite(s) if task and task.group("t2") or loop else title
+        return [_cand(kind, f"{label} ({speaker}): {body.rstrip('.!')}" + (f" (due {day(due)})" if due else "") + when,
+                      m, speaker=speaker, title=title, status="open", due_at=due, expires_at=expires, confidence=0.7)]
+    request = _request(s, t)
+    if request:
+        title = request[:1].upper() + request[1:]
+        return [_cand("task", f"Request: {mid_sentence(speaker)} asked {mid_sentence(t.addressee)} to {request}{when}",
+                      m, speaker=speaker,
+                      title=title, status="open", due_at=parse_due(s, said),
+                      expires_at=said + timedelta(days=7) if said else None, confidence=0.6)]
+    if t.ai:
+        # The AI's own statements: only what it reports having done in the work.
+        if (_WORK_DONE.search(s) and not question
+                and any(("/" in e or "." in e or "_" in e or "(" in e or any(ch.isdigit() for ch in e))
+                        for e in summarize.entities(s))):
+            return [_cand("fact", rewrite(s) + when, m, speaker=speaker, subject=speaker, predicate="reported",
+                          object=clean(s), functional=False, confidence=0.6)]
+        return []
 
     for pred, rx in _FACT_RULES:
         f = rx.search(s)
@@ -260,29 +489,51 @@ def _sentence_candidates(s: str, m: dict, speaker: str) -> list[dict]:
         if pred in ("favorite", "my"):
             predicate = ("favorite_" if pred == "favorite" else "") + re.sub(r"\W+", "_", f.group("what").lower())
         functional = pred in _FUNCTIONAL or pred in ("favorite", "my")
-        content = third_person(s, speaker) + when
-        out.append(_cand("fact", content, m, speaker=speaker, subject=subj, predicate=predicate,
-                         object=obj, functional=functional, confidence=0.8))
-        return out
+        return [_cand("fact", rewrite(s) + when, m, speaker=speaker, subject=speaker, predicate=predicate,
+                      object=obj, functional=functional, confidence=0.8)]
     p = _PREF.search(s)
-    if p and not s.endswith("?"):
-        verb = p.group("verb").lower()
+    if p and not question and not _REACTION.search(s) and _specific_words(p.group("obj")):
+        verb = (p.group("verb") or "would rather").lower()
+        low = s.lower()
         neg = "n't" in low[p.start():p.end()] or " not " in low[p.start():p.end()] or verb in (
             "hate", "dislike", "can't stand", "cannot stand")
-        out.append(_cand("preference", third_person(s, speaker) + when, m, speaker=speaker,
-                         subject=subj, predicate="dislikes" if neg else "likes",
-                         object=clean(p.group("obj")), functional=False,
-                         provenance_type="preference" if m["role"] == "user" else "fact",
-                         confidence=0.75))
-        return out
-    # An informative first-person statement: an event or a fact about the speaker.
-    words = re.findall(r"[A-Za-z0-9']+", s)
-    if (_FIRST_PERSON.search(s) and len(words) >= 6 and not s.rstrip().endswith("?")
-            and not _FILLER.match(s)):
-        content = third_person(s, speaker) + when
-        out.append(_cand("fact", content, m, speaker=speaker, subject=subj, predicate="stated",
-                         object=clean(s), functional=False, confidence=0.6))
-    return out
+        return [_cand("preference", rewrite(s) + when, m, speaker=speaker,
+                      subject=speaker, predicate="dislikes" if neg else "likes",
+                      object=clean(p.group("obj")), functional=False,
+                      provenance_type="preference" if m["role"] == "user" else "fact", confidence=0.75)]
+    # An informative statement about the speaker: an event or a fact, as a note-taker
+    # would write it. Not: questions, small talk, reactions to the other speaker, a
+    # "we" that is only a sentiment, a line with little content.
+    singular = bool(_SINGULAR.search(s))
+    if (question or _FILLER.match(s) or _THANKS.match(s) or _IMPERATIVE.match(s)
+            or not (singular or _PLURAL.search(s))):
+        return []
+    if (_SECOND.search(s) or len(s.split()) < 8) and (_REACTION.search(s) or not singular):
+        return []
+    if not singular and not _PAST_OR_PLAN.search(s):
+        return []
+    if len(_specific_words(s)) < 2:
+        return []
+    return [_cand("fact", rewrite(s), m, speaker=speaker, subject=speaker, predicate="stated",
+                  object=clean(s), functional=False, confidence=0.6)]
+
+
+def _merge_statements(found: list[dict], when: str) -> list[dict]:
+    """A turn's plain statements become one note, the way a person writes down what
+    someone said, when together they carry NOTE_MIN_WORDS specific words (a passing
+    remark does not); typed candidates (facts with a predicate, preferences, tasks ...)
+    stay apart."""
+    stated = [c for c in found if c["kind"] == "fact" and c.get("predicate") == "stated"]
+    if not stated:
+        return found
+    rest = [c for c in found if c not in stated]
+    if len(_specific_words(" ".join(c["object"] for c in stated))) < NOTE_MIN_WORDS:
+        return rest  # a passing remark
+    first = stated[0]
+    text = " ".join(c["content"].rstrip(" .!") + "." for c in stated)
+    merged = {**first, "content": clean(text + when), "object": clean(" ".join(c["object"] for c in stated)),
+              "entities": list(dict.fromkeys(e for c in stated for e in c["entities"]))[:12]}
+    return rest + [merged]
 
 
 def _tool_candidates(m: dict) -> list[dict]:
@@ -319,24 +570,38 @@ def extract(messages: list[dict]) -> list[dict]:
     """Candidates from messages ({message_id, role, name, content, created_at,
     session_id, tool_name, tool_args}) in order."""
     out: list[dict] = []
+    chat = [m for m in messages if m["role"] in ("user", "assistant")]
+    ai_present = not any(m.get("name") for m in chat if m["role"] == "assistant")
     for m in messages:
         if m["role"] == "tool":
             out.extend(_tool_candidates(m))
             continue
         if m["role"] not in ("user", "assistant") or not (m.get("content") or "").strip():
             continue
-        speaker = speaker_of(m)
+        t = Turn(m, _addressee(m, chat), ai_present)
         found: list[dict] = []
         units = [u for s in _SENT_RE.split(m["content"]) for u in _CLAUSE_RE.split(s)]
         for s in units:
-            s = clean(s)
+            s = _LEAD.sub("", clean(s))
             if len(s) < 8:
                 continue
-            found.extend(_sentence_candidates(s, m, speaker))
+            found.extend(_sentence_candidates(s, t))
+        said = m.get("created_at")
+        found = _merge_statements(found, f" (said {day(said)})" if said else "")
         if not found:
             text = clean(m["content"])
-            filler = bool(_FILLER.match(text)) or len(text.split()) < 4
-            found.append(_cand("note", f"{speaker}: {text}", m, speaker=speaker,
+            filler = bool(_FILLER.match(text)) or len(text.split()) < 4 or t.ai
+            found.append(_cand("note", f"{t.speaker}: {text}", m, speaker=t.speaker,
                                confidence=0.5, filler=filler))
         out.extend(found)
     return out
+
+
+def _addressee(m: dict, chat: list[dict]) -> str:
+    """Who a message speaks to: the nearest message of the other role (before it,
+    else after it), or the user / the assistant."""
+    i = next(i for i, x in enumerate(chat) if x is m)
+    for x in list(reversed(chat[:i])) + chat[i + 1:]:
+        if x["role"] != m["role"]:
+            return speaker_of(x)
+    return "The assistant" if m["role"] == "user" else "The user"

@@ -1,0 +1,161 @@
+"""The offline extractor (plpy/mnemo_db/extract.py), outside the server: what a careful
+note-taker would write down, in sentences that read well (issue 26 §1)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+from mnemo_db import extract
+
+SAID = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)
+
+
+def chat(*turns, name_of=None) -> list[dict]:
+    """Messages from (role, content) pairs; name_of gives a role's name (a named
+    participant) when set."""
+    return [{"message_id": i + 1, "role": role, "name": (name_of or {}).get(role), "content": text,
+             "created_at": SAID, "session_id": "s"} for i, (role, text) in enumerate(turns)]
+
+
+def kept(messages: list[dict]) -> list[tuple[str, str]]:
+    """(kind, content) of the candidates admission would consider (notes aside)."""
+    return [(c["kind"], c["content"]) for c in extract.extract(messages) if c["kind"] != "note"]
+
+
+# ------------------------------------------------------------------ word boundaries
+@pytest.mark.parametrize("text", [
+    "Todoist and Trello are both excellent choices for a small team.",
+    "Tasks are piling up faster than I can finish them, honestly.",
+    "Next steps matter less than the direction we pick, in my view.",
+])
+def test_task_markers_never_cut_a_word(text):
+    got = kept(chat(("user", "Which tool?"), ("assistant", text)) + chat(("user", text)))
+    assert not [c for k, c in got if k == "task"], got
+    assert not [c for _, c in got if "ist and Trello" in c or c.startswith("Task (")], got
+
+
+def test_task_markers_with_a_colon_still_make_tasks():
+    got = kept(chat(("user", "TODO: write the migration guide for v2")))
+    assert [k for k, _ in got] == ["task"]
+    assert "write the migration guide for v2" in got[0][1]
+
+
+def test_first_person_commitments_with_contractions_are_tasks():
+    got = kept(chat(("user", "I'll send the invoice to Dana by Friday.")))
+    assert [k for k, _ in got] == ["task"]
+    assert "The user will send the invoice to Dana by Friday" in got[0][1]
+
+
+# ------------------------------------------------------------------ third person
+@pytest.mark.parametrize("said, speaker, note", [
+    ("I still need to pick up the kids", "The user", "The user still needs to pick up the kids"),
+    ("I would like to get through my commute faster", "The user",
+     "The user would like to get through the user's commute faster"),
+    ("When I look after myself, I have more energy for my family", "Ana",
+     "When Ana looks after themselves, Ana has more energy for Ana's family"),
+    ("I go running and I try to cook", "Ana", "Ana goes running and Ana tries to cook"),
+    ("I don't drink coffee and I'm not a morning person", "Ana",
+     "Ana doesn't drink coffee and Ana is not a morning person"),
+    ("I went there and I was happy", "Ana", "Ana went there and Ana was happy"),
+    ("Honestly I am as tired as I was", "Ana", "Honestly Ana is as tired as Ana was"),
+    ("I carve out some me-time", "Ana", "Ana carves out some me-time"),
+])
+def test_third_person_conjugates_and_keeps_possessives_in_lower_case(said, speaker, note):
+    assert extract.third_person(said, speaker) == note
+
+
+def test_second_person_becomes_the_addressee_in_agreement():
+    assert (extract.third_person("You are right and you look great in your photo", "Bo", "Ana")
+            == "Ana is right and Ana looks great in Ana's photo")
+
+
+# ------------------------------------------------------------------ requests, not facts
+def test_an_imperative_request_is_a_task_not_a_fact():
+    got = kept(chat(("user", "Please help me onboard onto the acme-billing repo.")))
+    assert got == [("task", ("Request: the user asked the assistant to help them onboard onto the "
+                            "acme-billing repo (said 2 March 2026)"))]
+
+
+# ------------------------------------------------------------------ the assistant's small talk
+def test_the_assistants_small_talk_is_not_stored():
+    got = kept(chat(("user", "We're thinking of a small wedding in June."),
+                    ("assistant", ("I love the sound of a small, intimate ceremony! I think June is a lovely "
+                                  "choice, and I'd suggest booking the venue early."))))
+    assert all(not c.startswith("The assistant") for _, c in got), got
+
+
+def test_what_the_assistant_reports_doing_in_the_work_is_kept():
+    got = kept(chat(("user", "Fix the port."),
+                    ("assistant", "I updated config/settings.py to use port 5433 instead of 5432.")))
+    assert ("fact", ("The assistant updated config/settings.py to use port 5433 instead of 5432."
+                    " (said 2 March 2026)")) in got
+
+
+def test_a_named_participant_speaks_for_themselves():
+    """In an imported conversation between two people (both named), either one's
+    statements about their life are notes about them; reactions to the other are not."""
+    got = kept(chat(("user", "I ran a charity race for mental health last Saturday."),
+                    ("assistant", "I'm so proud of you! I went to a pottery class yesterday and made a bowl."),
+                    name_of={"user": "Mel", "assistant": "Caro"}))
+    assert [c for _, c in got] == [
+        "Mel ran a charity race for mental health last Saturday. (said 2 March 2026)",
+        "Caro went to a pottery class yesterday and made a bowl. (said 2 March 2026)"]
+
+
+# ------------------------------------------------------------------ instructions
+def test_prompt_scaffolding_is_not_a_durable_instruction():
+    prompt = ("You are a support-ticket classifier. Classify the ticket below as billing, bug or other. "
+              "Do not respond with anything except the JSON object {\"label\": ...}. "
+              "Always include the label field.\n\nTicket: my card was charged twice")
+    got = kept(chat(("user", prompt)))
+    assert not [c for k, c in got if k == "instruction"], got
+
+
+def test_a_one_off_request_is_not_a_durable_instruction():
+    got = kept(chat(("user", "Do not respond with anything except the JSON object.")))
+    assert not [c for k, c in got if k == "instruction"], got
+
+
+@pytest.mark.parametrize("text", [
+    "From now on, answer in British English.",
+    "Always use tabs for indentation in my Go code.",
+    "Never commit directly to main.",
+])
+def test_an_instruction_about_future_behaviour_is_durable(text):
+    got = kept(chat(("user", text)))
+    assert [k for k, _ in got] == ["instruction"], got
+
+
+def test_advice_between_two_people_is_not_an_instruction():
+    got = kept(chat(("user", "Never give up on your dreams, they matter."), ("assistant", "Thanks!"),
+                    name_of={"user": "Mel", "assistant": "Caro"}))
+    assert not [c for k, c in got if k == "instruction"], got
+
+
+# ------------------------------------------------------------------ volume
+def test_a_turns_statements_make_one_note_and_pleasantries_none():
+    got = kept(chat(("user", "Hey Bo! Good to see you! How have you been?"),
+                    ("assistant", ("Thanks for asking! I'm swamped with the kids and work. I started a new job "
+                                  "at the library last month. It's been a lot.")),
+                    ("user", "Wow, that's great, I'm so happy for you!"),
+                    name_of={"user": "Ana", "assistant": "Bo"}))
+    assert [k for k, _ in got] == ["fact"], got
+    assert got[0][1].startswith("Bo is swamped with the kids and work. Bo started a new job at the library")
+
+
+def test_a_turn_with_nothing_to_note_is_not_admitted():
+    """The turn stays in the history; a note of it is not a memory (it used to be
+    admitted when long and recent: 1.24 memories per turn)."""
+    from mnemo_db import admission
+    reaction = chat(("user", ("Wow, that is a really detailed comparison of Postgres 15, MySQL 8 "
+                              "and SQLite across the 12 TPC-H queries and the JSON workloads!")))
+    notes = [c for c in extract.extract(reaction) if c["kind"] == "note"]
+    assert notes
+    assert not admission.score(notes[0], None, SAID)["admitted"]
+
+
+def test_remind_me_is_an_open_loop_only_as_a_request():
+    assert [k for k, _ in kept(chat(("user", "Remind me to renew the TLS certificate on Friday.")))] == ["open_loop"]
+    got = kept(chat(("user", "These long walks by the river remind me to slow down and enjoy the little things.")))
+    assert not [k for k, _ in got if k == "open_loop"], got
