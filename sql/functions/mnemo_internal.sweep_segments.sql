@@ -3,11 +3,13 @@
 -- p_state's 'after', or only p_tenant_id) and seals their newer messages into
 -- retrieval segments (mnemo_internal.build_message_segments). A batch ends after the
 -- first tenant it sealed messages for, so that tenant's lock (which its writers
--- wait on) is released at the batch's commit at once. p_now is not used.
+-- wait on) is released at the batch's commit at once. A tenant that sealed brings
+-- its recall index up to date (mnemo_internal.sync_recall_index: a large tenant's).
+-- p_now is not used.
 -- A tenant's messages and jobs are its own to write (a tenant-bound role may change
 -- them directly): a tenant whose rows cannot be sealed is skipped with a warning and
 -- counted (tenants_failed), so that it never stops the sweep for the others.
--- Called by mnemo.run_sweep('segments'). Writes: message_segments.
+-- Called by mnemo.run_sweep('segments'). Writes: message_segments, recall_index.
 CREATE OR REPLACE FUNCTION mnemo_internal.sweep_segments(
     p_now timestamptz,
     p_tenant_id text,
@@ -44,6 +46,9 @@ BEGIN
         CONTINUE WHEN NOT v_newer;
         BEGIN
             v_sealed := mnemo_internal.build_message_segments(v_tenant);
+            IF v_sealed > 0 THEN
+                PERFORM mnemo_internal.sync_recall_index(v_tenant);
+            END IF;
         EXCEPTION WHEN OTHERS THEN
             v_failed := v_failed + 1;
             RAISE WARNING 'mnemo segments sweep: tenant % skipped: % (%)', v_tenant, SQLERRM, SQLSTATE;
