@@ -393,10 +393,10 @@ def reset(conn) -> None:
     like = [p.replace("_", "\\_") + "%" for p in (PREFIX, SWEEP_PREFIX)]
     t0 = time.perf_counter()
     # the bench tenants' own recall indexes (their rows go with the tenants)
-    for hnsw, gin in conn.execute("SELECT hnsw_index, gin_index FROM mnemo.recall_tenants "
+    for hnsw, gin in conn.execute("SELECT hnsw_index, gin_index FROM mnemo_internal.recall_tenants "
                                   "WHERE tenant_id LIKE ANY(%s)", (like,)).fetchall():
         for name in (hnsw, gin):
-            conn.execute(sql.SQL("DROP INDEX IF EXISTS mnemo.{}").format(sql.Identifier(name)))
+            conn.execute(sql.SQL("DROP INDEX IF EXISTS mnemo_internal.{}").format(sql.Identifier(name)))
     for table in ("context_log", "jobs", "lexicon", "message_segments", "memories", "messages",
                   "sessions", "system_prompts", "tenants"):
         n = conn.execute(f"DELETE FROM mnemo.{table} WHERE tenant_id LIKE ANY(%s)", (like,)).rowcount
@@ -577,6 +577,15 @@ KNN_SWEEP = {
                         "ORDER BY embedding <=> %(v)s::vector LIMIT 10) SELECT * FROM c ORDER BY d"),
                        {"hnsw.iterative_scan": "relaxed_order", "hnsw.ef_search": "100",
                         "enable_sort": "off", "jit": "off"}),
+    # the tenant's own recall index (migration 0017; a tenant past the threshold only):
+    # its partial HNSW index (halfvec), the distances of what it found taken in full
+    "recall_index": (("WITH c AS MATERIALIZED (SELECT r.item_id, r.created_at FROM mnemo_internal.recall_index AS r "
+                      "WHERE r.tenant_id = %(t)s AND NOT r.is_memory "
+                      "ORDER BY r.embedding <=> %(v)s::halfvec LIMIT 10) "
+                      "SELECT m.message_id, m.embedding <=> %(v)s::vector AS d FROM c JOIN mnemo.messages AS m "
+                      "ON m.tenant_id = %(t)s AND m.message_id = c.item_id AND m.created_at = c.created_at "
+                      "ORDER BY d"),
+                     {"hnsw.iterative_scan": "relaxed_order", "jit": "off"}),
 }
 
 
@@ -592,19 +601,19 @@ def index_sizes(conn, tenants: list[str]) -> dict[str, int]:
     partitioned index's partitions), and of any index whose predicate names one of
     `tenants` (per-tenant indexes), summed under 'tenant:<am>'."""
     out: dict[str, int] = {}
-    for name, am, pred, size in conn.execute("""
+    for name, am, pred, size, root in conn.execute("""
             SELECT i.indexrelid::regclass::text, a.amname, pg_get_expr(i.indpred, i.indrelid),
-                pg_relation_size(i.indexrelid)
+                pg_relation_size(i.indexrelid), pg_partition_root(i.indexrelid)::regclass::text
             FROM pg_index AS i JOIN pg_class AS c ON c.oid = i.indexrelid
             JOIN pg_am AS a ON a.oid = c.relam
             JOIN pg_class AS t ON t.oid = i.indrelid JOIN pg_namespace AS n ON n.oid = t.relnamespace
-            WHERE n.nspname = 'mnemo' AND a.amname IN ('hnsw', 'gin') AND c.relkind = 'i'
+            WHERE n.nspname IN ('mnemo', 'mnemo_internal') AND a.amname IN ('hnsw', 'gin') AND c.relkind = 'i'
                 AND NOT c.relispartition OR c.relispartition AND a.amname IN ('hnsw', 'gin')
-                AND n.nspname = 'mnemo'"""):
+                AND n.nspname IN ('mnemo', 'mnemo_internal')"""):
         owner = next((t for t in tenants if pred and f"'{t}'" in pred), None)
         if pred and "tenant_id" in pred and owner is None:
             continue  # another tenant's own index
-        key = f"tenant:{am}" if owner else re.sub(r"^mnemo\.|_p\d+.*?(?=_[a-z]+_idx$)|_\d{4}_\d{2}", "", name)
+        key = f"tenant:{am}" if owner else root
         out[key] = out.get(key, 0) + size
     return out
 
@@ -630,10 +639,10 @@ def measure_sweep(args, sizes: list[int]) -> dict:
         samples = [(t, rng.choice(sessions[t]), q) for q in questions[:n] for t in [rng.choice(tenants)]]
         vectors = [main.execute("SELECT mnemo.embed(%s)::text", (q,)).fetchone()[0] for _, _, q in samples]
         # A tenant with a recall index is also compiled without it (compile_whole: its
-        # row in mnemo.recall_tenants set aside around that compile, untimed), as it
+        # row in mnemo_internal.recall_tenants set aside around that compile, untimed), as it
         # was before the index.
         indexed = {r[0]: r for r in main.execute(
-            "SELECT * FROM mnemo.recall_tenants WHERE tenant_id = ANY(%s)", (tenants,)).fetchall()}
+            "SELECT * FROM mnemo_internal.recall_tenants WHERE tenant_id = ANY(%s)", (tenants,)).fetchall()}
         ops = ("compile", "compile_whole") if indexed else ("compile",)
         times: dict[str, list[float]] = {k: [] for k in (*ops, "embed", *KNN_SWEEP)}
         found: dict[str, list] = {k: [] for k in KNN_SWEEP}
@@ -649,12 +658,12 @@ def measure_sweep(args, sizes: list[int]) -> dict:
             k0 = i % len(names)
             for name in names[k0:] + names[:k0]:
                 if name == "compile_whole" and t in indexed:
-                    main.execute("DELETE FROM mnemo.recall_tenants WHERE tenant_id = %s", (t,))
+                    main.execute("DELETE FROM mnemo_internal.recall_tenants WHERE tenant_id = %s", (t,))
                 t0 = time.perf_counter()
                 res = run(name, t, s, q, vectors[i])
                 dt = (time.perf_counter() - t0) * 1000
                 if name == "compile_whole" and t in indexed:
-                    main.execute("INSERT INTO mnemo.recall_tenants VALUES (%s, %s, %s, %s, %s, %s)", indexed[t])
+                    main.execute("INSERT INTO mnemo_internal.recall_tenants VALUES (%s, %s, %s, %s, %s, %s)", indexed[t])
                 if i >= args.warmup:
                     times[name].append(dt)
                     if name in found:
@@ -770,7 +779,7 @@ def prewarm(conn) -> None:
         JOIN LATERAL (SELECT c.oid UNION ALL SELECT c.reltoastrelid WHERE c.reltoastrelid <> 0
                       UNION ALL SELECT i.indexrelid FROM pg_index AS i WHERE i.indrelid = c.oid) AS r (oid)
             ON true
-        WHERE n.nspname = 'mnemo' AND c.relkind = 'r' AND pg_relation_size(r.oid) > 0
+        WHERE n.nspname IN ('mnemo', 'mnemo_internal') AND c.relkind = 'r' AND pg_relation_size(r.oid) > 0
         ORDER BY 2 DESC""").fetchall()
     total = sum(size for _, size in rels)
     buffers = conn.execute("SELECT setting::bigint * 8192 FROM pg_settings "

@@ -101,7 +101,6 @@ BEGIN
     DELETE FROM mnemo.admission_log AS x WHERE x.tenant_id = p_tenant_id AND x.memory_id = ANY(v_ids);
     DELETE FROM mnemo.fault_log AS x WHERE x.tenant_id = p_tenant_id AND x.memory_id = ANY(v_ids);
     DELETE FROM mnemo.fidelity_log AS x WHERE x.tenant_id = p_tenant_id AND x.memory_id = ANY(v_ids);
-    DELETE FROM mnemo.recall_index AS x WHERE x.tenant_id = p_tenant_id AND x.is_memory AND x.item_id = ANY(v_ids);
     DELETE FROM mnemo.jobs AS x WHERE x.tenant_id = p_tenant_id AND x.kind = 'embed'
         AND x.dedup_key = ANY(ARRAY(SELECT 'memory:' || i FROM unnest(v_ids) AS i));
     UPDATE mnemo.memories AS m SET superseded_by = NULL, updated_at = now()

@@ -1,4 +1,4 @@
-"""A large tenant's recall index (mnemo.recall_index, migration 0017): compile_context
+"""A large tenant's recall index (mnemo_internal.recall_index, migration 0017): compile_context
 reads the k nearest and the best lexical items by the tenant's own indexes instead of
 scoring its whole history. Against the real database: the index changes no context
 of a small tenant, a planted evidence turn in a large tenant is found by its
@@ -42,7 +42,7 @@ def recall_index(db, tenant: str, min_messages: int = 1) -> int:
 
 
 def indexed(db, tenant: str) -> bool:
-    return db.conn.execute("SELECT count(*) FROM mnemo.recall_tenants WHERE tenant_id = %s",
+    return db.conn.execute("SELECT count(*) FROM mnemo_internal.recall_tenants WHERE tenant_id = %s",
                            (tenant,)).fetchone()[0] == 1
 
 
@@ -130,7 +130,7 @@ def test_the_sync_follows_memories_and_forget_leaves_at_once(db, tenant):
 
     def memories():
         return {r[0] for r in db.conn.execute(
-            "SELECT item_id FROM mnemo.recall_index WHERE tenant_id = %s AND is_memory", (tenant,))}
+            "SELECT item_id FROM mnemo_internal.recall_index WHERE tenant_id = %s AND is_memory", (tenant,))}
 
     assert memories() == {kept, gone}
     db.forget(tenant, gone)

@@ -18,7 +18,7 @@ SELECT s.channel, s.agent_id, s.status, s.context_window, s.response_reserve, s.
     rt.memories_synced_at AS recall_synced_at
 FROM mnemo.sessions AS s
 JOIN mnemo.tenants AS t ON t.tenant_id = s.tenant_id
-LEFT JOIN mnemo.recall_tenants AS rt ON rt.tenant_id = s.tenant_id
+LEFT JOIN mnemo_internal.recall_tenants AS rt ON rt.tenant_id = s.tenant_id
 LEFT JOIN mnemo.system_prompts AS sp
     ON sp.tenant_id = s.tenant_id AND sp.prompt_hash = s.system_prompt_hash
 WHERE s.tenant_id = $1 AND s.session_id = $2
@@ -247,7 +247,7 @@ WITH seg (n_messages, message_ids, session_ids, session_pos, turn_index, created
 {SEGMENT_ROWS}"""
 MESSAGE_SEGMENTS_TYPES = ["text", "uuid", "text[]", "text[]", "text"]
 
-# A tenant with a recall index (mnemo.recall_index, migration 0017: a large one) is
+# A tenant with a recall index (mnemo_internal.recall_index, migration 0017: a large one) is
 # read by index, never whole: what a compile reads grows with k, not with its history.
 # 1. RECALL_HITS, while the query is embedded: the items that contain a query lexeme,
 #    through the tenant's own GIN index (the postings of the query's terms only),
@@ -269,7 +269,7 @@ RECALL_HITS = f"""
 WITH {query_terms("$2")},
 hits AS MATERIALIZED (
     SELECT t.k, r.is_memory, r.item_id, r.created_at, length(r.search_tsv) AS doc_length
-    FROM terms AS t JOIN mnemo.recall_index AS r ON r.tenant_id = {TENANT} AND r.search_tsv @@ t.tq
+    FROM terms AS t JOIN mnemo_internal.recall_index AS r ON r.tenant_id = {TENANT} AND r.search_tsv @@ t.tq
 ),
 items AS MATERIALIZED (
     SELECT (row_number() OVER (ORDER BY h.is_memory, h.item_id))::integer - 1 AS pos, h.is_memory,
@@ -290,7 +290,7 @@ SELECT {TERMS_OUT},
 RECALL_KNN = f"""
 SELECT array_agg(r.is_memory) AS is_memory, array_agg(r.item_id) AS item_id,
     array_agg(extract(epoch FROM r.created_at)::float8) AS created_epoch
-FROM (SELECT r.is_memory, r.item_id, r.created_at FROM mnemo.recall_index AS r
+FROM (SELECT r.is_memory, r.item_id, r.created_at FROM mnemo_internal.recall_index AS r
     WHERE r.tenant_id = {TENANT} ORDER BY r.embedding <=> $1::halfvec LIMIT $2) AS r
 """
 
@@ -315,13 +315,24 @@ CANDIDATE_POOL_RECALLED = _CANDIDATE_POOL.format(terms=query_terms("$4"), terms_
 CANDIDATE_POOL_RECALLED_TYPES = CANDIDATE_POOL_TYPES + ["bigint[]", "timestamptz"]
 
 RECALLED_MESSAGES = f"""
-WITH found AS (
-    SELECT DISTINCT n.message_id, n.created_at
+WITH keys AS MATERIALIZED (
+    SELECT k.message_id, to_timestamp(k.created_epoch) AS created_at
     FROM unnest($6::bigint[], $7::float8[]) AS k (message_id, created_epoch)
-    JOIN mnemo.messages AS m ON m.tenant_id = $1 AND m.message_id = k.message_id
-        AND m.created_at = to_timestamp(k.created_epoch)
-    JOIN mnemo.messages AS n ON n.tenant_id = $1 AND n.session_id = m.session_id
-        AND n.turn_index BETWEEN m.turn_index - 1 AND m.turn_index + 1
+),
+turns AS MATERIALIZED (
+    SELECT m.session_id, m.turn_index - 1 AS first_turn, m.turn_index + 1 AS last_turn
+    FROM keys AS k
+    JOIN mnemo.messages AS m ON m.tenant_id = $1 AND m.message_id = k.message_id AND m.created_at = k.created_at
+),
+found AS (
+    -- each turn with the turns just before and after it. Under row-level security a
+    -- condition that calls a function that is not leakproof (to_timestamp, integer
+    -- arithmetic) is not an index condition: it filtered whole sessions. The keys and
+    -- bounds are computed first, the conditions only compare columns.
+    SELECT DISTINCT n.message_id, n.created_at
+    FROM turns AS t
+    JOIN mnemo.messages AS n ON n.tenant_id = $1 AND n.session_id = t.session_id
+        AND n.turn_index BETWEEN t.first_turn AND t.last_turn
 ),
 seg (n_messages, message_ids, session_ids, session_pos, turn_index, created_epoch, token_count,
     stub_tokens, doc_length, sensitivities, sensitivity_pos, speakers, speaker_pos, embedded,
