@@ -9,7 +9,7 @@
 -- and re-reads the memories: a memory that is gone or no longer active leaves, one
 -- that is new, changed since the last sync, or embedded since it came in is written
 -- again. A compile reads the memories changed since memories_synced_at itself.
--- Called by the segments sweep after it sealed a tenant's messages. Writes:
+-- Called by the segments sweep for each tenant it looks at. Writes:
 -- recall_index, recall_tenants.
 CREATE OR REPLACE FUNCTION mnemo_internal.sync_recall_index(
     p_tenant_id text, p_min_messages bigint DEFAULT NULL

@@ -258,8 +258,8 @@ MESSAGE_SEGMENTS_TYPES = ["text", "uuid", "text[]", "text[]", "text"]
 # these two statements' text (TENANT, a quoted literal), each prepared per tenant.
 # 3. CANDIDATE_POOL_RECALLED: CANDIDATE_POOL on the memories found ($9) and those the
 #    index may lack or that are candidates whatever their relevance, each by an index:
-#    changed since the last sync ($10), pinned, linked to an entity the query names,
-#    the most used, close to a short query by trigram.
+#    changed since the last sync ($10), pinned, the newest linked to an entity the
+#    query names, the most used, close to a short query by trigram.
 # 4. RECALLED_MESSAGES: the messages found ($6, with their created_at, $7) and the
 #    turns just before and after each (the neighbour bonus), as one segment, then the
 #    tail after the index ($8), as MESSAGE_SEGMENTS returns them.
@@ -302,9 +302,11 @@ CANDIDATE_POOL_RECALLED = _CANDIDATE_POOL.format(terms=query_terms("$4"), terms_
             UNION ALL
             SELECT p.memory_id FROM mnemo.memories AS p WHERE p.tenant_id = $1 AND p.is_pinned AND p.is_active
             UNION ALL
-            SELECT em.memory_id FROM mnemo.entities AS e
-            JOIN mnemo.entity_mentions AS em ON em.tenant_id = e.tenant_id AND em.entity_id = e.entity_id
-            WHERE e.tenant_id = $1 AND e.normalized = ANY($8)
+            -- (the newest: a name a large tenant often mentions links thousands)
+            (SELECT em.memory_id FROM mnemo.entities AS e
+                JOIN mnemo.entity_mentions AS em ON em.tenant_id = e.tenant_id AND em.entity_id = e.entity_id
+                WHERE e.tenant_id = $1 AND e.normalized = ANY($8)
+                ORDER BY em.memory_id DESC LIMIT {5 * FREQUENT_GLOBAL})
             UNION ALL
             (SELECT a.memory_id FROM mnemo.memory_access AS a WHERE a.tenant_id = $1
                 ORDER BY a.access_count DESC LIMIT {5 * FREQUENT_GLOBAL})
