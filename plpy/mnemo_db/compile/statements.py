@@ -339,7 +339,9 @@ found AS (
 seg (n_messages, message_ids, session_ids, session_pos, turn_index, created_epoch, token_count,
     stub_tokens, doc_length, sensitivities, sensitivity_pos, speakers, speaker_pos, embedded,
     embedding_norm, embeddings, embedding_scale, lexemes, posting_offsets, postings) AS (
-    {segment_of("(SELECT array_agg(f.message_id) AS ids, array_agg(f.created_at) AS created FROM found AS f) AS f "
+    -- (none found: an empty set, not NULL, which would read the whole range)
+    {segment_of("(SELECT coalesce(array_agg(f.message_id), '{}') AS ids, "
+                "coalesce(array_agg(f.created_at), '{}') AS created FROM found AS f) AS f "
                 "CROSS JOIN LATERAL mnemo_internal.message_segment($1, 0, $8, NULL, $3, f.ids, f.created)")}
     UNION ALL
     {tail_after("SELECT $8 AS after_id")}
