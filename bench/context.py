@@ -585,7 +585,8 @@ KNN_SWEEP = {
                       "SELECT m.message_id, m.embedding <=> %(v)s::vector AS d FROM c JOIN mnemo.messages AS m "
                       "ON m.tenant_id = %(t)s AND m.message_id = c.item_id AND m.created_at = c.created_at "
                       "ORDER BY d"),
-                     {"hnsw.iterative_scan": "relaxed_order", "jit": "off"}),
+                     # strict order: the first 10 that are messages, in order
+                     {"hnsw.iterative_scan": "strict_order", "jit": "off"}),
 }
 
 
