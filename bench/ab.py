@@ -79,13 +79,14 @@ def connect(tree: str | None = None) -> psycopg.Connection:
     return conn
 
 
-def corpus_samples(conn, n: int, seed: int) -> list[tuple[str, str, str]]:
-    """n samples of the bench corpus: a random (tenant, session) and a distinct LoCoMo
-    question each (the questions repeat only past their number)."""
+def corpus_samples(conn, n: int, seed: int, prefix: str = bench.PREFIX) -> list[tuple[str, str, str]]:
+    """n samples of the bench corpus (its tenants named prefix...): a random (tenant,
+    session) and a distinct LoCoMo question each (the questions repeat only past their
+    number)."""
     rng = random.Random(seed)
     sessions: dict[str, list[str]] = {}
     for t, s in conn.execute("SELECT tenant_id, session_id::text FROM mnemo.sessions "
-                             "WHERE tenant_id LIKE 'bench\\_%' ORDER BY 1, 2"):
+                             "WHERE tenant_id LIKE %s ORDER BY 1, 2", (prefix.replace("_", "\\_") + "%",)):
         sessions.setdefault(t, []).append(s)
     if not sessions:
         sys.exit("no bench corpus: run make bench-context first")
@@ -164,6 +165,9 @@ def main() -> None:
     ap.add_argument("--same", type=int, default=200, help="samples per budget for the output check (0: skip)")
     ap.add_argument("--budgets", default="1000,4000,8000")
     ap.add_argument("--seed", type=int, default=20240612)
+    ap.add_argument("--tenant-prefix", default=bench.PREFIX,
+                    help=f"the corpus' tenants (default {bench.PREFIX}; {bench.SWEEP_PREFIX}: the size sweep's, "
+                         f"{bench.SWEEP_PREFIX}100000_: its largest)")
     args = ap.parse_args()
     trees = []
     for arg in args.trees:
@@ -174,7 +178,7 @@ def main() -> None:
     conns = {name: connect(path) for name, path in trees}
     floor_conn = connect()
     bench.prewarm(floor_conn)  # as bench-context: otherwise the first tree to reach a tenant pays its reads
-    samples = corpus_samples(floor_conn, max(args.samples + args.warmup, args.same), args.seed)
+    samples = corpus_samples(floor_conn, max(args.samples + args.warmup, args.same), args.seed, args.tenant_prefix)
     same = same_output(conns, samples[:args.same], [int(b) for b in args.budgets.split(",")]) \
         if args.same and len(conns) > 1 else {}
     figures = timing(conns, floor_conn, samples[:args.samples + args.warmup], args.warmup)

@@ -64,7 +64,7 @@ sys.path.insert(0, str(ROOT / "plpy"))
 from mnemo_db import tokens
 from mnemo_db.compile import phases
 from mnemo_db.compile.levels import message_levels
-from mnemo_db.compile.statements import STATEMENTS
+from mnemo_db.compile.statements import STATEMENTS, TENANT_STATEMENTS, for_tenant
 
 from mnemosyne import default_dsn
 
@@ -79,6 +79,13 @@ BATCH_TENANTS = 20
 HISTORY_DAYS = 180  # messages are spread over the last six months
 OPTIONS = '{"budget": 4000}'
 NULL = "\\N"  # COPY text format
+# The size sweep (--sizes): tenants of each size, named benchsz_<size>_<k> (outside
+# the main corpus' bench_ prefix), SWEEP_TENANTS of each (at least 1), memories at
+# 10 % of the messages; each row's vector one of VARIANTS near-copies of its text's
+# (cosine ~0.97 to it: VARIANT_NOISE per dimension of a unit vector).
+SWEEP_PREFIX = "benchsz_"
+SWEEP_MESSAGES = 100_000  # per size: tenants = this / size, between 1 and 20
+VARIANTS, VARIANT_NOISE = 8, 0.012
 
 # The HNSW indexes of 0001_schema.sql, exactly (dropped and rebuilt around a big load).
 HNSW = {
@@ -174,6 +181,7 @@ class Pool:
             self.facts.append([add(s, t) for s, t in _facts(sample)])
         self.questions = locomo_questions(data)
         self.vectors: np.ndarray | None = None
+        self._variants: dict[tuple[int, int], str] = {}
 
     def digest(self) -> str:
         return hashlib.sha256("\x00".join(self.texts).encode()).hexdigest()[:16]
@@ -199,6 +207,16 @@ class Pool:
         cache.parent.mkdir(parents=True, exist_ok=True)
         np.save(cache, self.vectors)
         print(f"[pool] {len(self.texts)} texts embedded in {time.perf_counter() - t0:.1f} s")
+
+    def variant(self, p: int, v: int) -> str:
+        """Text p's vector, near-copy v (deterministic), as COPY text."""
+        key = (p, v)
+        if key not in self._variants:
+            rng = np.random.default_rng([SEED, p, v])
+            x = self.vectors[p] + rng.normal(0, VARIANT_NOISE, self.vectors.shape[1]).astype(np.float32)
+            x /= np.linalg.norm(x)
+            self._variants[key] = "[" + ",".join(f"{y:.6g}" for y in x.tolist()) + "]"
+        return self._variants[key]
 
     def prepare_rows(self) -> None:
         """Per-text COPY fields, computed once and reused by every row."""
@@ -227,10 +245,18 @@ def tenant_id(i: int) -> str:
     return f"{PREFIX}{i:05d}"
 
 
-def generate(pool: Pool, i: int, n_msg: int, n_mem: int, now: datetime, out: dict) -> None:
-    """Rows of tenant i (deterministic), appended as COPY text lines to out[table]."""
+def generate(pool: Pool, i: int, n_msg: int, n_mem: int, now: datetime, out: dict,
+             tid: str | None = None, distinct: bool = False) -> None:
+    """Rows of tenant i (deterministic), appended as COPY text lines to out[table]:
+    tenant_id(i), or `tid`. distinct: each row's vector is one of its text's
+    VARIANTS near-copies rather than the text's own (a large tenant repeats its texts
+    many times; identical vectors make ties that no index resolves as the exact
+    scan does)."""
     rng = random.Random(SEED * 100_003 + i)
-    tid = tenant_id(i)
+    tid = tid or tenant_id(i)
+
+    def vec(p: int) -> str:
+        return pool.variant(p, rng.randrange(VARIANTS)) if distinct else pool.vec[p]
     n_conv = len(pool.turns)
     conv = i % n_conv
     user, assistant = pool.people[conv]
@@ -272,7 +298,7 @@ def generate(pool: Pool, i: int, n_msg: int, n_mem: int, now: datetime, out: dic
                                      "token_count": pool.msg_tokens[p], "created_at": t})
             out["messages"].append(
                 f"{tid}\t{sid}\t{turn}\t{role}\t{pool.esc[p]}\t{name}\t"
-                f"{pool.msg_tokens[p]}\t{pool.msg_hash[p]}\t{pool.vec[p]}\t{_ts(t)}\t"
+                f"{pool.msg_tokens[p]}\t{pool.msg_hash[p]}\t{vec(p)}\t{_ts(t)}\t"
                 f"{_esc(json.dumps(levels)) if levels else NULL}")
             t += timedelta(seconds=rng.uniform(15, 240))
         status = "active" if s_idx == len(sizes) - 1 else "closed"
@@ -304,7 +330,7 @@ def generate(pool: Pool, i: int, n_msg: int, n_mem: int, now: datetime, out: dic
             f"{tid}\t{sid}\t{tier}\tglobal\t{kind}\t{pool.esc[p]}\t{_esc(stub)}\t"
             f"{tokens.count(text)}\t{tokens.count(stub)}\t{entities}\t{prov}\t"
             f"{rng.uniform(0.5, 0.95):.3f}\t{_ts(at)}\t{m_hash}\t"
-            f"{pool.vec[p]}\t{_ts(at)}\t{_ts(at)}")
+            f"{vec(p)}\t{_ts(at)}\t{_ts(at)}")
         out["memory_access"].append(f"{tid}\t{accesses}\t{accessed}" if accesses else None)
 
 
@@ -364,11 +390,16 @@ def existing_tenants(conn) -> set[str]:
 
 
 def reset(conn) -> None:
-    like = PREFIX.replace("_", "\\_") + "%"
+    like = [p.replace("_", "\\_") + "%" for p in (PREFIX, SWEEP_PREFIX)]
     t0 = time.perf_counter()
+    # the bench tenants' own recall indexes (their rows go with the tenants)
+    for hnsw, gin in conn.execute("SELECT hnsw_index, gin_index FROM mnemo_internal.recall_tenants "
+                                  "WHERE tenant_id LIKE ANY(%s)", (like,)).fetchall():
+        for name in (hnsw, gin):
+            conn.execute(sql.SQL("DROP INDEX IF EXISTS mnemo_internal.{}").format(sql.Identifier(name)))
     for table in ("context_log", "jobs", "lexicon", "message_segments", "memories", "messages",
                   "sessions", "system_prompts", "tenants"):
-        n = conn.execute(f"DELETE FROM mnemo.{table} WHERE tenant_id LIKE %s", (like,)).rowcount
+        n = conn.execute(f"DELETE FROM mnemo.{table} WHERE tenant_id LIKE ANY(%s)", (like,)).rowcount
         print(f"[reset] mnemo.{table}: {n} rows deleted")
     print(f"[reset] done in {time.perf_counter() - t0:.1f} s")
 
@@ -418,18 +449,7 @@ def load(conn, pool_factory, args, now: datetime) -> dict:
     pool = pool_factory()
     ensure_partitions(conn, now)
     rows = len(wanted) * args.messages
-    # Measured: 50k messages load at ~860 rows/s into live HNSW indexes, at ~5,600 rows/s
-    # without them, plus ~13 s to build them afterwards. A rebuild covers the whole table,
-    # so a small top-up of a big corpus keeps them.
-    present = conn.execute("SELECT count(*) FROM mnemo.messages").fetchone()[0]
-    rebuild = args.hnsw == "rebuild" or (
-        args.hnsw == "auto" and rows >= 20_000 and rows >= 0.2 * present)
-    conn.execute("SET synchronous_commit = off")
-    conn.execute("SET maintenance_work_mem = '1GB'")
-    if rebuild:
-        for table, (name, _) in HNSW.items():
-            conn.execute(f"DROP INDEX IF EXISTS mnemo.{name}")
-            print(f"[load] dropped {name} for the load (rebuilt afterwards)")
+    rebuild = drop_hnsw_for_load(conn, rows, args.hnsw)
     print(f"[load] {len(wanted)} tenants to load ({rows} messages, "
           f"{len(wanted) * args.memories} memories), HNSW {'rebuilt after' if rebuild else 'kept'}",
           flush=True)
@@ -443,19 +463,7 @@ def load(conn, pool_factory, args, now: datetime) -> dict:
             for i in batch:
                 generate(pool, i, args.messages, args.memories, now, out)
             t_gen = time.perf_counter() - t0
-            ids = [tenant_id(i) for i in batch]
-            with conn.transaction(), conn.cursor() as cur:
-                number_memories(cur, out)
-                for table in COLUMNS:
-                    copy_lines(cur, table, out[table])
-                t_copy = time.perf_counter() - t0 - t_gen
-                cur.execute("SELECT mnemo_internal.add_to_lexicon(array_agg(tenant_id), "
-                            "array_agg(search_tsv)) FROM mnemo.messages WHERE tenant_id = ANY(%s)",
-                            (ids,))
-                cur.execute("SELECT mnemo_internal.add_to_lexicon(array_agg(tenant_id), "
-                            "array_agg(search_tsv)) FROM mnemo.memories "
-                            "WHERE tenant_id = ANY(%s) AND is_active", (ids,))
-            t_batch = time.perf_counter() - t0
+            t_copy, t_lexicon = insert_batch(conn, out, [tenant_id(i) for i in batch])
             done_msgs += len(out["messages"])
             done_mems += len(out["memories"])
             elapsed = time.perf_counter() - t_start
@@ -463,20 +471,252 @@ def load(conn, pool_factory, args, now: datetime) -> dict:
             eta = (rows - done_msgs) / rate if rate else 0
             print(f"[load] tenants {len(have) + b + len(batch)}/{args.tenants}: "
                   f"{done_msgs} messages, {done_mems} memories in {elapsed:.0f} s "
-                  f"({rate:.0f} messages/s; batch {t_batch:.1f} s = generate {t_gen:.1f} "
-                  f"+ copy {t_copy:.1f} + lexicon {t_batch - t_gen - t_copy:.1f}); "
+                  f"({rate:.0f} messages/s; batch = generate {t_gen:.1f} s "
+                  f"+ copy {t_copy:.1f} + lexicon {t_lexicon:.1f}); "
                   f"ETA {eta:.0f} s", flush=True)
         timing["load_s"] = time.perf_counter() - t_start
         timing["loaded_messages"] = done_msgs
     finally:
         timing["index_s"] = build_hnsw(conn)
-    t0 = time.perf_counter()
-    for table in ("tenants", "sessions", "system_prompts", "messages", "memories", "lexicon"):
-        conn.execute(f"VACUUM (ANALYZE) mnemo.{table}")
-    timing["analyze_s"] = time.perf_counter() - t0
+    timing["analyze_s"] = vacuum_analyze(conn)
     print(f"[load] load {timing['load_s']:.1f} s, HNSW build {timing['index_s']:.1f} s, "
           f"VACUUM ANALYZE {timing['analyze_s']:.1f} s", flush=True)
     return timing
+
+
+def drop_hnsw_for_load(conn, rows: int, mode: str) -> bool:
+    """Drops the HNSW indexes before a load of `rows` messages when rebuilding them
+    afterwards is cheaper (mode auto: >= 20k rows and >= 20 % of the table). Sets the
+    session up for a bulk load. Returns whether they were dropped."""
+    # Measured: 50k messages load at ~860 rows/s into live HNSW indexes, at ~5,600 rows/s
+    # without them, plus ~13 s to build them afterwards. A rebuild covers the whole table,
+    # so a small top-up of a big corpus keeps them.
+    present = conn.execute("SELECT count(*) FROM mnemo.messages").fetchone()[0]
+    rebuild = mode == "rebuild" or (mode == "auto" and rows >= 20_000 and rows >= 0.2 * present)
+    conn.execute("SET synchronous_commit = off")
+    conn.execute("SET maintenance_work_mem = '1GB'")
+    if rebuild:
+        for name, _ in HNSW.values():
+            conn.execute(f"DROP INDEX IF EXISTS mnemo.{name}")
+            print(f"[load] dropped {name} for the load (rebuilt afterwards)")
+    return rebuild
+
+
+def insert_batch(conn, out: dict, ids: list[str]) -> tuple[float, float]:
+    """COPYs a batch of generated tenants in one transaction, with their BM25
+    statistics (mnemo.lexicon). Returns the seconds of the copy and of the lexicon."""
+    t0 = time.perf_counter()
+    with conn.transaction(), conn.cursor() as cur:
+        number_memories(cur, out)
+        for table in COLUMNS:
+            copy_lines(cur, table, out[table])
+        t_copy = time.perf_counter() - t0
+        cur.execute("SELECT mnemo_internal.add_to_lexicon(array_agg(tenant_id), "
+                    "array_agg(search_tsv)) FROM mnemo.messages WHERE tenant_id = ANY(%s)",
+                    (ids,))
+        cur.execute("SELECT mnemo_internal.add_to_lexicon(array_agg(tenant_id), "
+                    "array_agg(search_tsv)) FROM mnemo.memories "
+                    "WHERE tenant_id = ANY(%s) AND is_active", (ids,))
+    return t_copy, time.perf_counter() - t0 - t_copy
+
+
+def vacuum_analyze(conn) -> float:
+    t0 = time.perf_counter()
+    for table in ("tenants", "sessions", "system_prompts", "messages", "memories", "lexicon"):
+        conn.execute(f"VACUUM (ANALYZE) mnemo.{table}")
+    return time.perf_counter() - t0
+
+
+def sweep_tenants(size: int) -> list[str]:
+    return [f"{SWEEP_PREFIX}{size}_{k:02d}" for k in range(1, max(1, min(20, SWEEP_MESSAGES // size)) + 1)]
+
+
+def load_sweep(conn, pool_factory, sizes: list[int], now: datetime, mode: str) -> None:
+    """Loads the size sweep's missing tenants (sweep_tenants), ~20k messages a batch."""
+    like = SWEEP_PREFIX.replace("_", "\\_") + "%"
+    have = {r[0] for r in conn.execute("SELECT tenant_id FROM mnemo.tenants WHERE tenant_id LIKE %s", (like,))}
+    wanted = [(size, k, tid) for size in sizes for k, tid in enumerate(sweep_tenants(size), 1) if tid not in have]
+    if not wanted:
+        build_hnsw(conn)  # after an interrupted index build
+        print(f"[sweep] corpus present for sizes {sizes}")
+        return
+    pool = pool_factory()
+    ensure_partitions(conn, now)
+    rows = sum(size for size, _, _ in wanted)
+    rebuild = drop_hnsw_for_load(conn, rows, mode)
+    print(f"[sweep] {len(wanted)} tenants to load ({rows} messages), HNSW "
+          f"{'rebuilt after' if rebuild else 'kept'}", flush=True)
+    t_start, done = time.perf_counter(), 0
+    try:
+        batch: list[tuple[int, int, str]] = []
+        for item in [*wanted, None]:
+            if item is not None:
+                batch.append(item)
+            if batch and (item is None or sum(b[0] for b in batch) >= 20_000):
+                out = {t: [] for t in COLUMNS}
+                for size, k, tid in batch:
+                    generate(pool, 1000 * size + k, size, size // 10, now, out, tid=tid, distinct=True)
+                insert_batch(conn, out, [b[2] for b in batch])
+                done += len(out["messages"])
+                print(f"[sweep] {done}/{rows} messages in {time.perf_counter() - t_start:.0f} s", flush=True)
+                batch = []
+    finally:
+        build_hnsw(conn)
+    print(f"[sweep] VACUUM ANALYZE {vacuum_analyze(conn):.1f} s", flush=True)
+
+
+# Bare KNN on one tenant's messages, vector passed in, with each result's distance
+# (recall is counted by distance: texts repeat, and tied rows are interchangeable).
+KNN_SWEEP = {
+    # exact: the tenant's rows read and sorted (+ 0 keeps the planner off the indexes)
+    "exact": (("SELECT message_id, embedding <=> %(v)s::vector AS d FROM mnemo.messages "
+               "WHERE tenant_id = %(t)s ORDER BY (embedding <=> %(v)s::vector) + 0 LIMIT 10"), {}),
+    # the global HNSW index, iterative scan (pgvector 0.8), re-sorted (relaxed order)
+    "hnsw_iterative": (("WITH c AS MATERIALIZED (SELECT message_id, embedding <=> %(v)s::vector AS d "
+                        "FROM mnemo.messages WHERE tenant_id = %(t)s AND embedding IS NOT NULL "
+                        "ORDER BY embedding <=> %(v)s::vector LIMIT 10) SELECT * FROM c ORDER BY d"),
+                       {"hnsw.iterative_scan": "relaxed_order", "hnsw.ef_search": "100",
+                        "enable_sort": "off", "jit": "off"}),
+    # the tenant's own recall index (migration 0017; a tenant past the threshold only):
+    # its partial HNSW index (halfvec), the distances of what it found taken in full
+    "recall_index": (("WITH c AS MATERIALIZED (SELECT r.item_id, r.created_at FROM mnemo_internal.recall_index AS r "
+                      "WHERE r.tenant_id = %(t)s AND NOT r.is_memory "
+                      "ORDER BY r.embedding <=> %(v)s::halfvec LIMIT 10) "
+                      "SELECT m.message_id, m.embedding <=> %(v)s::vector AS d FROM c JOIN mnemo.messages AS m "
+                      "ON m.tenant_id = %(t)s AND m.message_id = c.item_id AND m.created_at = c.created_at "
+                      "ORDER BY d"),
+                     # strict order: the first 10 that are messages, in order
+                     {"hnsw.iterative_scan": "strict_order", "jit": "off"}),
+}
+
+
+def knn_connection(settings: dict) -> psycopg.Connection:
+    conn = psycopg.connect(DSN, autocommit=True, prepare_threshold=None)
+    for k, v in settings.items():
+        conn.execute(sql.SQL("SET {} = {}").format(sql.Identifier(*k.split(".")), sql.Literal(v)))
+    return conn
+
+
+def index_sizes(conn, tenants: list[str]) -> dict[str, int]:
+    """Bytes of the vector and full-text indexes on messages and memories (all of a
+    partitioned index's partitions), and of any index whose predicate names one of
+    `tenants` (per-tenant indexes), summed under 'tenant:<am>'."""
+    out: dict[str, int] = {}
+    for name, am, pred, size, root in conn.execute("""
+            SELECT i.indexrelid::regclass::text, a.amname, pg_get_expr(i.indpred, i.indrelid),
+                pg_relation_size(i.indexrelid), pg_partition_root(i.indexrelid)::regclass::text
+            FROM pg_index AS i JOIN pg_class AS c ON c.oid = i.indexrelid
+            JOIN pg_am AS a ON a.oid = c.relam
+            JOIN pg_class AS t ON t.oid = i.indrelid JOIN pg_namespace AS n ON n.oid = t.relnamespace
+            WHERE n.nspname IN ('mnemo', 'mnemo_internal') AND a.amname IN ('hnsw', 'gin') AND c.relkind = 'i'
+                AND NOT c.relispartition OR c.relispartition AND a.amname IN ('hnsw', 'gin')
+                AND n.nspname IN ('mnemo', 'mnemo_internal')"""):
+        owner = next((t for t in tenants if pred and f"'{t}'" in pred), None)
+        if pred and "tenant_id" in pred and owner is None:
+            continue  # another tenant's own index
+        key = f"tenant:{am}" if owner else root
+        out[key] = out.get(key, 0) + size
+    return out
+
+
+def measure_sweep(args, sizes: list[int]) -> dict:
+    """Per size: compile p50/p95, the embedding, each bare KNN (recall@10 by distance
+    against exact), the floor (embedding + the fastest KNN of recall >= 0.95, per
+    sample), their ratio and the index sizes."""
+    rng = random.Random(SEED + 3)
+    main = psycopg.connect(DSN, autocommit=True, prepare_threshold=None)
+    prewarm(main)
+    knn = {name: knn_connection(settings) for name, (_, settings) in KNN_SWEEP.items()}
+    questions = locomo_questions(json.loads(LOCOMO.read_text()))
+    result = {}
+    for size in sizes:
+        tenants = sweep_tenants(size)
+        sessions: dict[str, list[str]] = {}
+        for t, s in main.execute("SELECT tenant_id, session_id::text FROM mnemo.sessions "
+                                 "WHERE tenant_id = ANY(%s) ORDER BY 1, 2", (tenants,)):
+            sessions.setdefault(t, []).append(s)
+        rng.shuffle(questions)
+        n = args.warmup + args.sweep_samples
+        samples = [(t, rng.choice(sessions[t]), q) for q in questions[:n] for t in [rng.choice(tenants)]]
+        vectors = [main.execute("SELECT mnemo.embed(%s)::text", (q,)).fetchone()[0] for _, _, q in samples]
+        # A tenant with a recall index is also compiled without it (compile_whole: its
+        # row in mnemo_internal.recall_tenants set aside around that compile, untimed), as it
+        # was before the index.
+        indexed = {r[0]: r for r in main.execute(
+            "SELECT * FROM mnemo_internal.recall_tenants WHERE tenant_id = ANY(%s)", (tenants,)).fetchall()}
+        ops = ("compile", "compile_whole") if indexed else ("compile",)
+        times: dict[str, list[float]] = {k: [] for k in (*ops, "embed", *KNN_SWEEP)}
+        found: dict[str, list] = {k: [] for k in KNN_SWEEP}
+        def run(name: str, t: str, s: str, q: str, v: str):
+            if name in ("compile", "compile_whole"):
+                return main.execute("SELECT mnemo.compile_context(%s, %s, %s, %s)", (t, s, q, OPTIONS)).fetchone()
+            if name == "embed":
+                return main.execute("SELECT mnemo.embed(%s)", (q,)).fetchone()
+            return knn[name].execute(KNN_SWEEP[name][0], {"t": t, "v": v}).fetchall()
+
+        names = list(times)
+        for i, (t, s, q) in enumerate(samples):
+            k0 = i % len(names)
+            for name in names[k0:] + names[:k0]:
+                if name == "compile_whole" and t in indexed:
+                    main.execute("DELETE FROM mnemo_internal.recall_tenants WHERE tenant_id = %s", (t,))
+                t0 = time.perf_counter()
+                res = run(name, t, s, q, vectors[i])
+                dt = (time.perf_counter() - t0) * 1000
+                if name == "compile_whole" and t in indexed:
+                    main.execute("INSERT INTO mnemo_internal.recall_tenants VALUES (%s, %s, %s, %s, %s, %s)", indexed[t])
+                if i >= args.warmup:
+                    times[name].append(dt)
+                    if name in found:
+                        found[name].append([d for _, d in res])
+        recall = {}
+        for k in KNN_SWEEP:
+            hits = []
+            for mine, exact in zip(found[k], found["exact"], strict=True):
+                bound = exact[-1] + 1e-6 if exact else 0
+                hits.append(sum(d <= bound for d in mine[:len(exact)]) / max(len(exact), 1))
+            recall[k] = sum(hits) / len(hits)
+        usable = [k for k in KNN_SWEEP if recall[k] >= 0.95]
+        best = min(usable, key=lambda k: pct(times[k], 95))
+        floor = [e + k for e, k in zip(times["embed"], times[best], strict=True)]
+        c50, c95 = pct(times["compile"], 50), pct(times["compile"], 95)
+        result[size] = {
+            "tenants": len(tenants), "indexed_tenants": len(indexed),
+            "compile_p50_ms": round(c50, 2), "compile_p95_ms": round(c95, 2),
+            **({"compile_whole_p50_ms": round(pct(times["compile_whole"], 50), 2),
+                "compile_whole_p95_ms": round(pct(times["compile_whole"], 95), 2)} if indexed else {}),
+            "embed_p95_ms": round(pct(times["embed"], 95), 2),
+            "knn": {k: {"p50_ms": round(pct(times[k], 50), 2), "p95_ms": round(pct(times[k], 95), 2),
+                        "recall_at_10": round(recall[k], 3)} for k in KNN_SWEEP},
+            "floor": best, "floor_p50_ms": round(pct(floor, 50), 2), "floor_p95_ms": round(pct(floor, 95), 2),
+            "ratio_p95": round(c95 / pct(floor, 95), 2),
+            "index_bytes": index_sizes(main, tenants),
+        }
+        r = result[size]
+        print(f"[sweep] {size} messages/tenant ({len(tenants)} tenants, {args.sweep_samples} samples): "
+              f"compile p50 {c50:.1f} p95 {c95:.1f} ms"
+              + (f" (without its recall index: p50 {r['compile_whole_p50_ms']} p95 {r['compile_whole_p95_ms']} ms)"
+                 if indexed else "")
+              + f"; floor ({best}) p95 {r['floor_p95_ms']} ms; "
+              f"ratio {r['ratio_p95']}; " + ", ".join(
+                  f"{k} p95 {v['p95_ms']} ms recall {v['recall_at_10']}" for k, v in r["knn"].items()),
+              flush=True)
+    for conn in (main, *knn.values()):
+        conn.close()
+    print(f"\n{'messages/tenant':>16}{'compile p50':>13}{'p95':>8}{'whole p95':>11}{'floor p95':>11}{'ratio':>7}"
+          "  knn recall@10 / p95   (whole: the compile without the recall index)")
+    for size, r in result.items():
+        whole = f"{r['compile_whole_p95_ms']:.1f}" if "compile_whole_p95_ms" in r else "-"
+        print(f"{size:>16}{r['compile_p50_ms']:>13.1f}{r['compile_p95_ms']:>8.1f}{whole:>11}{r['floor_p95_ms']:>11.1f}"
+              f"{r['ratio_p95']:>7.2f}  " + "  ".join(
+                  f"{k} {v['recall_at_10']:.3f} / {v['p95_ms']:.1f} ms" for k, v in r["knn"].items()))
+    for size, r in result.items():
+        print(f"{size:>16}  index MB: " + ", ".join(f"{k} {v / 2**20:.1f}" for k, v in sorted(r["index_bytes"].items())))
+    if len(result) > 1:
+        lo, hi = result[min(result)], result[max(result)]
+        print(f"curve: p95 at {max(result)} / p95 at {min(result)} = "
+              f"{hi['compile_p95_ms'] / lo['compile_p95_ms']:.2f}")
+    return result
 
 
 # --------------------------------------------------------------------------- measure
@@ -488,7 +728,7 @@ def seal_segments(conn) -> None:
     t0 = time.perf_counter()
     conn.execute("CALL mnemo.run_sweep('segments')")
     sealed = conn.execute("SELECT coalesce(sum(n_messages), 0), count(*) FROM mnemo.message_segments"
-                          " WHERE tenant_id LIKE 'bench\\_%'").fetchone()
+                          " WHERE tenant_id LIKE 'bench%'").fetchone()
     print(f"[segments] sweep {time.perf_counter() - t0:.1f} s: {sealed[0]} messages of the bench "
           f"tenants sealed in {sealed[1]} segments", flush=True)
 
@@ -540,7 +780,7 @@ def prewarm(conn) -> None:
         JOIN LATERAL (SELECT c.oid UNION ALL SELECT c.reltoastrelid WHERE c.reltoastrelid <> 0
                       UNION ALL SELECT i.indexrelid FROM pg_index AS i WHERE i.indrelid = c.oid) AS r (oid)
             ON true
-        WHERE n.nspname = 'mnemo' AND c.relkind = 'r' AND pg_relation_size(r.oid) > 0
+        WHERE n.nspname IN ('mnemo', 'mnemo_internal') AND c.relkind = 'r' AND pg_relation_size(r.oid) > 0
         ORDER BY 2 DESC""").fetchall()
     total = sum(size for _, size in rels)
     buffers = conn.execute("SELECT setting::bigint * 8192 FROM pg_settings "
@@ -713,14 +953,15 @@ class ExplainingDatabase:
     (EXPLAINED) before they run for the phases."""
 
     Error = psycopg.Error
-    EXPLAINED = ("history", "candidate_pool", "message_segments", "candidate_rows")
+    EXPLAINED = ("history", "candidate_pool", "message_segments", "candidate_rows", "recall_hits",
+                 "recall_knn", "candidate_pool_recalled", "recalled_messages")
 
     def __init__(self, conn: psycopg.Connection):
         self.conn = conn
         self.plans: list[tuple[str, list[str]]] = []
 
-    def run(self, statement: str, args: list) -> list[dict]:
-        text, types = STATEMENTS[statement]
+    def run(self, statement: str, args: list, text: str | None = None) -> list[dict]:
+        text, types = (text, TENANT_STATEMENTS[statement][1]) if text else STATEMENTS[statement]
         name = sql.Identifier(f"bench_{statement}")
         self.conn.execute(sql.SQL("PREPARE {} ({}) AS {}").format(
             name, sql.SQL(", ").join(sql.SQL(t) for t in types), sql.SQL(text)))
@@ -733,6 +974,10 @@ class ExplainingDatabase:
             return cur.fetchall() if cur.description else []
         finally:
             self.conn.execute(sql.SQL("DEALLOCATE {}").format(name))
+
+    def run_for_tenant(self, statement: str, tenant_id: str, args: list) -> list[dict]:
+        quoted = self.conn.execute("SELECT quote_literal(%s::text) AS q", (tenant_id,)).fetchone()["q"]
+        return self.run(statement, args, for_tenant(TENANT_STATEMENTS[statement][0], quoted))
 
 
 def explain_candidates(tenant: str, session: str, query: str) -> None:
@@ -747,8 +992,12 @@ def explain_candidates(tenant: str, session: str, query: str) -> None:
         query = phases.search_query(query, s.redacting)
         history = phases.read_history(db, s)
         plan = phases.plan(s, history, query)
-        pool, _ = phases.read_pool(db, s, plan, query)
         vector = np.asarray(json.loads(conn.execute("SELECT mnemo.embed(%s)::text AS v", (query,)).fetchone()["v"]))
+        # as mnemo_internal.compile_context sets them
+        for setting, value in (("plan_cache_mode", "force_generic_plan"), ("max_parallel_workers_per_gather", "0"),
+                               ("jit", "off"), ("hnsw.iterative_scan", "relaxed_order")):
+            conn.execute(sql.SQL("SET {} = {}").format(sql.Identifier(*setting.split(".")), sql.Literal(value)))
+        pool, _ = phases.read_pool(db, s, plan, query, lambda: vector)
         candidates = phases.read_candidates(db, s, plan, pool, phases.cosines(pool, vector))
     print(f"\n-- EXPLAIN ANALYZE compile_context retrieval (task {plan.task}, {len(history)} history "
           f"rows, {len(plan.exclude)} excluded, pool {pool.size}, "
@@ -788,6 +1037,9 @@ def main() -> None:
     ap.add_argument("--hnsw", choices=("auto", "keep", "rebuild"), default="auto",
                     help="drop the HNSW indexes for the load and rebuild them (auto: for "
                          ">= 20k messages and >= 20%% of the table)")
+    ap.add_argument("--sizes", default=env("BENCH_SIZES", "1000,10000,100000"),
+                    help="the size sweep: messages per tenant, comma-separated ('' : none)")
+    ap.add_argument("--sweep-samples", type=int, default=200, help="samples per size of the sweep")
     ap.add_argument("--reset", action="store_true", help="delete the bench corpus first")
     ap.add_argument("--load-only", action="store_true")
     ap.add_argument("--explain", action="store_true",
@@ -799,33 +1051,44 @@ def main() -> None:
     now = datetime.now(UTC).replace(microsecond=0)
     home = mnemo_home()
 
-    def pool_factory():
-        pool = Pool(args.recombinations)
-        pool.embed(home)
-        pool.prepare_rows()
-        return pool
+    pools = []
 
+    def pool_factory():
+        if not pools:
+            pool = Pool(args.recombinations)
+            pool.embed(home)
+            pool.prepare_rows()
+            pools.append(pool)
+        return pools[0]
+
+    sizes = sorted({int(x) for x in args.sizes.split(",") if x.strip()})
     with psycopg.connect(DSN, autocommit=True) as conn:
         if args.reset:
             reset(conn)
-        timing = load(conn, pool_factory, args, now)
+        timing = load(conn, pool_factory, args, now) if args.tenants else {"loaded_messages": 0}
+        if sizes:
+            load_sweep(conn, pool_factory, sizes, now, args.hnsw)
         seal_segments(conn)
         counts = corpus_counts(conn)
         total = conn.execute("SELECT (SELECT count(*) FROM mnemo.messages), "
                              "(SELECT count(*) FROM mnemo.memories)").fetchone()
     print(f"[corpus] bench tenants {counts[0]}, messages {counts[1]}, memories {counts[2]} ({counts[3]} active) "
           f"(tables in all: {total[0]} messages, {total[1]} memories)")
-    if args.load_only or not args.tenants:
+    if args.load_only:
         return
-    figures = measure(args, counts)
-    figures["cold_p50_ms"] = cold_compile(args.tenants)
-    print(f"compile p50: warm {figures['p50_ms']} ms, cold {figures['cold_p50_ms']} ms "
-          "(the first compile of a new connection, median of 5)")
-    if timing["loaded_messages"]:
-        print(f"load this run: {timing['loaded_messages']} messages in {timing['load_s']:.1f} s, "
-              f"HNSW build {timing['index_s']:.1f} s, VACUUM ANALYZE {timing['analyze_s']:.1f} s")
-    print(f"ratio p95 compile / floor: {figures['ratio_p95']}x "
-          "(compile includes its context_log insert)")
+    figures: dict = {}
+    if args.tenants:
+        figures = measure(args, counts)
+        figures["cold_p50_ms"] = cold_compile(args.tenants)
+        print(f"compile p50: warm {figures['p50_ms']} ms, cold {figures['cold_p50_ms']} ms "
+              "(the first compile of a new connection, median of 5)")
+        if timing["loaded_messages"]:
+            print(f"load this run: {timing['loaded_messages']} messages in {timing['load_s']:.1f} s, "
+                  f"HNSW build {timing['index_s']:.1f} s, VACUUM ANALYZE {timing['analyze_s']:.1f} s")
+        print(f"ratio p95 compile / floor: {figures['ratio_p95']}x "
+              "(compile includes its context_log insert)")
+    if sizes:
+        figures["sizes"] = measure_sweep(args, sizes)
     print(json.dumps(figures))
 
 

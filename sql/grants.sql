@@ -100,3 +100,5 @@ $$;
 GRANT USAGE ON ALL SEQUENCES IN SCHEMA mnemo TO mnemo_api_owner;
 GRANT SELECT ON mnemo_internal.role_tenants TO mnemo_app, mnemo_api_owner;
 GRANT SELECT ON mnemo_internal.settings TO mnemo_api_owner;
+-- compile_context reads a large tenant's recall index (each statement names the tenant).
+GRANT SELECT ON mnemo_internal.recall_index, mnemo_internal.recall_tenants TO mnemo_api_owner;

@@ -61,7 +61,11 @@ INSERT INTO mnemo_internal.settings AS s (key, value, description) VALUES
     'History partitions older than this are detached once all their rows are compacted or pruned.'
 ),
 ('lifecycle_batch_size', '200', 'Rows (or sessions) per committed batch of a sweep.'),
-('lifecycle_history_days', '7', 'Days of cron.job_run_details and sweep runs kept.')
+('lifecycle_history_days', '7', 'Days of cron.job_run_details and sweep runs kept.'),
+(
+    'recall_index_min_messages', '5000',
+    'Sealed messages from which a tenant gets its own recall index (compile_context reads k nearest, not all).'
+)
 ON CONFLICT (key) DO UPDATE SET description = excluded.description;
 
 -- Paging (issue 22; plpy/mnemo_db/paging/ladder.py DEFAULTS says what each key does).

@@ -24,6 +24,9 @@ SET max_parallel_workers_per_gather = 0
 -- Nor does JIT compilation pay here: a generic plan's row estimates can pass its cost
 -- thresholds, and compiling took ~360 ms for statements that run in a few.
 SET jit = off
+-- A recall index's KNN (statements.RECALL_KNN) asks for k rows, more than ef_search:
+-- an iterative scan goes on until it has them (their order is fixed by the compile).
+SET "hnsw.iterative_scan" = relaxed_order
 AS $$
 'mnemo_ready' in GD or plpy.execute('SELECT mnemo_internal.py_bootstrap()')
 from mnemo_db.compile.compiler import Compiler

@@ -1,10 +1,14 @@
--- mnemo_internal.message_segment(p_tenant_id, p_after_id, p_until_id, p_limit, p_lexemes) -> one row
+-- mnemo_internal.message_segment(p_tenant_id, p_after_id, p_until_id, p_limit, p_lexemes,
+--     p_ids, p_created) -> one row
 -- What compile_context needs to score a tenant's recallable messages with ids in
 -- (p_after_id, p_until_id] (NULL: no upper end), the first p_limit of them (NULL: all),
--- as arrays in message id order: a sealed segment's contents
+-- or, given p_ids, those messages (p_created: each one's created_at, the partition
+-- key, so that each lookup reads one partition; p_after_id and p_until_id still
+-- bound them), as arrays in message id order: a sealed segment's contents
 -- (mnemo_internal.build_message_segments stores it, the vectors quantized) and the
--- live tail after a tenant's last segment (read by compile_context in the same shape,
--- so both are scored by the same code, context.message_pool).
+-- live tail after a tenant's last segment, and the messages a large tenant's recall
+-- index found (read by compile_context in the same shape, so all are scored by the
+-- same code, retrieval.message_pool).
 -- Recallable: not pruned, with text, spoken by a user, an assistant or a tool, not
 -- secret. What depends on the reader (its channel's sensitivities and sessions, as_of,
 -- the verbatim window) is filtered when scoring.
@@ -29,7 +33,7 @@
 -- Reads: messages.
 CREATE OR REPLACE FUNCTION mnemo_internal.message_segment(
     p_tenant_id text, p_after_id bigint, p_until_id bigint DEFAULT NULL, p_limit integer DEFAULT NULL,
-    p_lexemes text[] DEFAULT NULL
+    p_lexemes text[] DEFAULT NULL, p_ids bigint[] DEFAULT NULL, p_created timestamptz[] DEFAULT NULL
 ) RETURNS TABLE (
     n_messages integer,
     message_ids bytea,
@@ -65,9 +69,17 @@ BEGIN
             coalesce((m.levels #>> '{stub,tokens}')::integer, -1) AS stub_tokens,
             length(m.search_tsv) AS doc_length, m.search_tsv, m.sensitivity,
             coalesce(lower(m.name), '') AS speaker, m.embedding
-        FROM mnemo.messages AS m
-        WHERE m.tenant_id = p_tenant_id AND m.message_id > p_after_id
-            AND (p_until_id IS NULL OR m.message_id <= p_until_id)
+        -- (one branch runs: the other's p_ids test is a one-time filter of the plan)
+        FROM (
+            SELECT m.* FROM mnemo.messages AS m
+            WHERE p_ids IS NULL AND m.tenant_id = p_tenant_id AND m.message_id > p_after_id
+            UNION ALL
+            SELECT m.* FROM unnest(p_ids, p_created) AS k (message_id, created_at)
+            JOIN mnemo.messages AS m ON m.tenant_id = p_tenant_id AND m.message_id = k.message_id
+                AND m.created_at = k.created_at
+            WHERE p_ids IS NOT NULL AND k.message_id > p_after_id
+        ) AS m
+        WHERE (p_until_id IS NULL OR m.message_id <= p_until_id)
             AND NOT m.is_pruned AND m.content IS NOT NULL AND m.role IN ('user', 'assistant', 'tool')
             AND m.sensitivity <> 'secret'
         ORDER BY m.message_id
@@ -131,5 +143,5 @@ BEGIN
 END;
 $$;
 
-COMMENT ON FUNCTION mnemo_internal.message_segment(text, bigint, bigint, integer, text[]) IS
-'A range of a tenant''s recallable messages as scoring arrays and lexeme postings (a segment or the tail).';
+COMMENT ON FUNCTION mnemo_internal.message_segment(text, bigint, bigint, integer, text[], bigint[], timestamptz[]) IS
+'A range or set of a tenant''s recallable messages as scoring arrays and lexeme postings (a segment, the tail).';

@@ -3,11 +3,14 @@
 -- p_state's 'after', or only p_tenant_id) and seals their newer messages into
 -- retrieval segments (mnemo_internal.build_message_segments). A batch ends after the
 -- first tenant it sealed messages for, so that tenant's lock (which its writers
--- wait on) is released at the batch's commit at once. p_now is not used.
+-- wait on) is released at the batch's commit at once. Each tenant looked at brings
+-- its recall index up to date (mnemo_internal.sync_recall_index: a large tenant's;
+-- also looked at when only its memories changed since).
+-- p_now is not used.
 -- A tenant's messages and jobs are its own to write (a tenant-bound role may change
 -- them directly): a tenant whose rows cannot be sealed is skipped with a warning and
 -- counted (tenants_failed), so that it never stops the sweep for the others.
--- Called by mnemo.run_sweep('segments'). Writes: message_segments.
+-- Called by mnemo.run_sweep('segments'). Writes: message_segments, recall_index.
 CREATE OR REPLACE FUNCTION mnemo_internal.sweep_segments(
     p_now timestamptz,
     p_tenant_id text,
@@ -30,6 +33,12 @@ BEGIN
         SELECT t.tenant_id, EXISTS (SELECT FROM mnemo.messages AS m
             WHERE m.tenant_id = t.tenant_id AND m.message_id > coalesce((SELECT max(s.last_message_id)
                 FROM mnemo.message_segments AS s WHERE s.tenant_id = t.tenant_id), 0))
+            -- a recall index whose memories changed since its sync (its compiles read
+            -- those whole: the lifecycle sweeps touch many at a time)
+            OR EXISTS (SELECT FROM mnemo_internal.recall_tenants AS r
+                JOIN mnemo.memories AS mm ON mm.tenant_id = r.tenant_id
+                    AND mm.updated_at > r.memories_synced_at + interval '5 minutes'
+                WHERE r.tenant_id = t.tenant_id)
         FROM mnemo.tenants AS t
         WHERE (p_tenant_id IS NULL OR t.tenant_id = p_tenant_id)
             AND (v_last IS NULL OR t.tenant_id > v_last)
@@ -44,6 +53,7 @@ BEGIN
         CONTINUE WHEN NOT v_newer;
         BEGIN
             v_sealed := mnemo_internal.build_message_segments(v_tenant);
+            PERFORM mnemo_internal.sync_recall_index(v_tenant);
         EXCEPTION WHEN OTHERS THEN
             v_failed := v_failed + 1;
             RAISE WARNING 'mnemo segments sweep: tenant % skipped: % (%)', v_tenant, SQLERRM, SQLSTATE;

@@ -447,8 +447,9 @@ SELECT ok((SELECT relrowsecurity FROM pg_class WHERE oid = 'mnemo.message_segmen
 SELECT is((SELECT attstorage::text FROM pg_attribute
     WHERE attrelid = 'mnemo.message_segments'::regclass AND attname = 'embeddings'), 'e',
     'message_segments.embeddings is stored EXTERNAL (uncompressed)');
-SELECT has_function('mnemo_internal', 'message_segment', ARRAY['text', 'bigint', 'bigint', 'integer', 'text[]']::name [],
-    'mnemo_internal.message_segment(text, bigint, bigint, integer, text[])');
+SELECT has_function('mnemo_internal', 'message_segment',
+    ARRAY['text', 'bigint', 'bigint', 'integer', 'text[]', 'bigint[]', 'timestamp with time zone[]']::name [],
+    'mnemo_internal.message_segment(text, bigint, bigint, integer, text[], bigint[], timestamptz[])');
 SELECT has_function('mnemo_internal', 'segment_hits', ARRAY['text[]', 'integer[]', 'integer[]', 'text[]']::name [],
     'mnemo_internal.segment_hits(text[], integer[], integer[], text[])');
 

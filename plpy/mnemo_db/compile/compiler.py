@@ -9,6 +9,7 @@ import gc
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 from .. import embedding
 from ..paging import residency
@@ -16,12 +17,14 @@ from . import phases
 from .bundle import decide
 from .packing import count_lines_split
 from .rows import dumps
-from .statements import STATEMENTS
+from .statements import STATEMENTS, TENANT_STATEMENTS, for_tenant
 
 # The switch interval the compile's threads run under: the embedding thread needs the
 # GIL to start the encoder and to hand back its output, and with Python's default
 # (5 ms) it waited behind the compile's own Python work (docs/performance.md).
 SWITCH_INTERVAL_S = 0.0002
+# Plans of statements prepared per tenant (statements.TENANT_STATEMENTS) kept per backend.
+TENANT_PLANS = 64
 
 
 class Stopwatch:
@@ -48,9 +51,21 @@ class PlpyDatabase:
         self.Error = plpy.SPIError
         self.plans = {name: plpy.prepare(text, types)
                       for name, (text, types) in (STATEMENTS | residency.STATEMENTS).items()}
+        self.tenant_plans: dict[tuple[str, str], Any] = {}  # least recently used first
 
     def run(self, statement: str, args: list):
         return self.plpy.execute(self.plans[statement], args)
+
+    def run_for_tenant(self, statement: str, tenant_id: str, args: list):
+        key = (statement, tenant_id)
+        plan = self.tenant_plans.pop(key, None)
+        if plan is None:
+            text, types = TENANT_STATEMENTS[statement]
+            plan = self.plpy.prepare(for_tenant(text, self.plpy.quote_literal(tenant_id)), types)
+            if len(self.tenant_plans) >= TENANT_PLANS:
+                del self.tenant_plans[next(iter(self.tenant_plans))]  # the least recently used
+        self.tenant_plans[key] = plan
+        return self.plpy.execute(plan, args)
 
 
 class Compiler:
@@ -100,7 +115,8 @@ class Compiler:
             pending = self._embed_async(query)
         plan = phases.plan(session, history, query, db)
         watch.lap("history")
-        pool, previous = phases.read_pool(db, session, plan, query)
+        pool, previous = phases.read_pool(db, session, plan, query,
+                                          lambda: pending.result()[0] if pending else None)
         watch.lap("lexical")
         query_vector = pending.result()[0] if pending else None
         watch.lap("embedding_wait")

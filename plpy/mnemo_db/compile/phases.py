@@ -23,6 +23,7 @@ bench/context.py runs the same phases through its own to EXPLAIN each statement.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NoReturn, Protocol
@@ -43,7 +44,7 @@ from .policy import (
     memory_share,
     weights_for,
 )
-from .retrieval import CandidatePool, fuse_candidates, query_words
+from .retrieval import CandidatePool, fuse_candidates, lexical_hits, query_words, recall_k, recalled
 from .temporal import TIME_WORDS, date_ranges, temporal_intent
 
 
@@ -53,6 +54,10 @@ class Database(Protocol):
     Error: type[Exception]  # what a failed statement raises
 
     def run(self, statement: str, args: list) -> list[dict[str, Any]]: ...
+
+    def run_for_tenant(self, statement: str, tenant_id: str, args: list) -> list[dict[str, Any]]:
+        """Runs a statement of statements.TENANT_STATEMENTS, written for the tenant."""
+        ...
 
 
 def fail(db: Database, message: str, code: str = "MN001", hint: str | None = None) -> NoReturn:
@@ -77,6 +82,10 @@ class Session:
     redacting: bool  # the tenant redacts secrets (the query is logged)
     weights: dict
     budget: Budget
+    # the tenant's recall index (a large tenant's, migration 0017): the last message
+    # id it holds and when its memories were synced; None: it has none
+    recall_up_to: int | None = None
+    recall_synced_at: Any = None
 
     @property
     def channel(self) -> str:
@@ -136,7 +145,7 @@ def read_session(db: Database, tenant_id: str, session_id: str, options_json: st
         summary_text=s["summary_text"], options=opts, as_of=as_of,
         now=rows.utc_datetime(s["now_epoch"]), now_epoch=s["now_epoch"], redacting=s["redact"],
         weights=weights_for(json.loads(s["scoring"]) if s["scoring"] else None),
-        budget=budget_for(window, opts))
+        budget=budget_for(window, opts), recall_up_to=s["recall_up_to"], recall_synced_at=s["recall_synced_at"])
 
 
 def read_history(db: Database, session: Session) -> list[dict]:
@@ -192,10 +201,14 @@ def write_paging(db: Database, session: Session, plan: Plan) -> None:
         residency.write(db, session.tenant_id, session.session_id, plan.paging)
 
 
-def read_pool(db: Database, session: Session, plan: Plan, query: str | None
+def read_pool(db: Database, session: Session, plan: Plan, query: str | None,
+              query_vector: Callable[[], np.ndarray | None] = lambda: None
               ) -> tuple[CandidatePool, list[tuple[str, str]]]:
     """The candidate pool, and the session's previous context's memory items (source,
-    fidelity) in their order."""
+    fidelity) in their order. query_vector: waits for the query's embedding (a tenant
+    with a recall index needs it to find the nearest items)."""
+    if session.recall_up_to is not None and session.as_of is None:
+        return read_recalled_pool(db, session, plan, query, query_vector)
     words = query_words(query)
     lexical = db.run("candidate_pool", statements.pool_args(
         session.tenant_id, session.session_id, query, words, session.as_of, session.channel,
@@ -206,6 +219,36 @@ def read_pool(db: Database, session: Session, plan: Plan, query: str | None
     pool = rows.candidate_pool(lexical, segments, session.channel,
                                session.now_epoch if session.as_of else None, plan.exclude, words)
     return pool, rows.previous_items(lexical)
+
+
+def read_recalled_pool(db: Database, session: Session, plan: Plan, query: str | None,
+                       query_vector: Callable[[], np.ndarray | None]
+                       ) -> tuple[CandidatePool, list[tuple[str, str]]]:
+    """read_pool for a tenant with a recall index (statements.RECALL_HITS and after):
+    the pool holds what the index finds nearest and best by BM25, with what it may
+    lack, instead of everything the tenant has. (as_of reads the whole history: the
+    index holds the memories active now.)"""
+    words = query_words(query)
+    k = recall_k(plan.room)
+    memories, messages, created = lexical_hits(
+        db.run_for_tenant("recall_hits", session.tenant_id, [session.tenant_id, query])[0], k)
+    vector = query_vector() if query else None
+    if vector is not None:
+        near = recalled(db.run_for_tenant("recall_knn", session.tenant_id, [vector_text(vector), k])[0])
+        memories, messages, created = memories + near[0], messages + near[1], created + near[2]
+    lexical = db.run("candidate_pool_recalled", statements.pool_args(
+        session.tenant_id, session.session_id, query, words, None, session.channel,
+        TIME_WORDS if plan.asks_when else None) + [memories, session.recall_synced_at])[0]
+    segments = db.run("recalled_messages", statements.segments_args(
+        session.tenant_id, session.session_id, lexical["lexemes"], session.channel, session.agent_id,
+        session.options["recall_scope"]) + [messages, created, session.recall_up_to])
+    pool = rows.candidate_pool(lexical, segments, session.channel, None, plan.exclude, words)
+    return pool, rows.previous_items(lexical)
+
+
+def vector_text(vector: np.ndarray) -> str:
+    """A vector as pgvector's text input."""
+    return "[" + ",".join(map(repr, np.asarray(vector, dtype=np.float32).tolist())) + "]"
 
 
 def cosines(pool: CandidatePool, query_vector: np.ndarray | None) -> np.ndarray:

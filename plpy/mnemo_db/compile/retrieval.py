@@ -40,6 +40,39 @@ OVERFILL, LINE_OVERHEAD = 2.0, 8
 MIN_CANDIDATES, MAX_CANDIDATES = 60, 2000
 
 
+# A tenant with a recall index (statements.RECALL_HITS, RECALL_KNN): its k nearest
+# items and its k best by BM25 are candidates, k enough for fuse_candidates to keep
+# as many as the memory room takes (its limit: OVERFILL times the room in cheapest
+# lines), with a margin for the lines that are shorter than RECALL_LINE_TOKENS and
+# for those the reader may not see.
+RECALL_LINE_TOKENS = 16
+MAX_RECALL_K = 1000
+
+
+def recall_k(room: int) -> int:
+    """How many nearest (and best lexical) items a recall index is asked for."""
+    return min(max(int(OVERFILL * max(room, 0)) // (RECALL_LINE_TOKENS + LINE_OVERHEAD), 2 * MIN_CANDIDATES),
+               MAX_RECALL_K)
+
+
+def recalled(r: dict, best: np.ndarray | None = None) -> tuple[list[int], list[int], list[float]]:
+    """Items of a RECALL_HITS or RECALL_KNN row (those at `best`, else all): memory
+    ids, message ids and the messages' created_at (epoch)."""
+    ids = np.asarray(r["item_id"] or [], dtype=np.int64)
+    is_memory = np.asarray(r["is_memory"] or [], dtype=bool)
+    created = np.asarray(r["created_epoch"] or [], dtype=np.float64)
+    if best is not None:
+        ids, is_memory, created = ids[best], is_memory[best], created[best]
+    return ids[is_memory].tolist(), ids[~is_memory].tolist(), created[~is_memory].tolist()
+
+
+def lexical_hits(r: dict, k: int) -> tuple[list[int], list[int], list[float]]:
+    """The RECALL_HITS row's k best items by BM25, as recalled() gives them."""
+    ids = np.asarray(r["item_id"] or [], dtype=np.int64)
+    score = bm25(len(ids), r["hit_rows"], r["hit_terms"], r["idf"], r["doc_length"] or [], r["avgdl"])
+    return recalled(r, np.lexsort((ids, -score))[:k])
+
+
 @dataclass
 class CandidatePool:
     """What a tenant's visible memories and messages offer a query before its

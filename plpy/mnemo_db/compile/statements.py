@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from .. import summarize
 from .policy import CHANNEL_EXCLUDED_KINDS, CHANNEL_SENSITIVITY, CHANNEL_SOURCES, RECENT_TURNS
-from .retrieval import trigram_query
+from .retrieval import FREQUENT_GLOBAL, trigram_query
 
 ENTER = "SELECT mnemo_internal.enter_tenant($1)"
 
@@ -21,9 +21,11 @@ SELECT s.channel, s.agent_id, s.status, s.context_window, s.response_reserve, s.
     extract(epoch FROM coalesce($3, CASE WHEN s.started_at IS NULL THEN now() ELSE greatest(s.started_at, (
         SELECT m.created_at FROM mnemo.messages AS m WHERE m.tenant_id = $1 AND m.session_id = $2
         ORDER BY m.turn_index DESC LIMIT 1)) END))::float8 AS now_epoch,
-    mnemo_internal.redaction_enabled($1) AS redact
+    mnemo_internal.redaction_enabled($1) AS redact, rt.messages_up_to AS recall_up_to,
+    rt.memories_synced_at AS recall_synced_at
 FROM mnemo.sessions AS s
 JOIN mnemo.tenants AS t ON t.tenant_id = s.tenant_id
+LEFT JOIN mnemo_internal.recall_tenants AS rt ON rt.tenant_id = s.tenant_id
 LEFT JOIN mnemo.system_prompts AS sp
     ON sp.tenant_id = s.tenant_id AND sp.prompt_hash = s.system_prompt_hash
 WHERE s.tenant_id = $1 AND s.session_id = $2
@@ -112,11 +114,17 @@ ORDER BY m.turn_index DESC LIMIT 1
 # Vectors travel as bytes (memories as pgvector sends them, messages as int8 codes
 # with a scale each): the cosines are computed once the query's embedding is there,
 # without another statement.
-CANDIDATE_POOL = """
-WITH lexemes AS (
+
+def query_terms(query: str, time_words: str = "NULL") -> str:
+    """CTEs of the query's lexemes (`query`: the parameter holding its text; with
+    those of `time_words`, statements.pool_args) with
+    their BM25 idf (terms) and the tenant's ($1) document count and total length
+    (totals), from its mnemo.lexicon."""
+    return f"""
+lexemes AS (
     SELECT x.lexeme, (row_number() OVER (ORDER BY x.lexeme))::integer - 1 AS k
-    FROM unnest(tsvector_to_array(to_tsvector('english', coalesce($4, ''))
-        || to_tsvector('english', coalesce($9, '')))) AS x (lexeme)
+    FROM unnest(tsvector_to_array(to_tsvector('english', coalesce({query}, ''))
+        || to_tsvector('english', coalesce({time_words}, '')))) AS x (lexeme)
 ),
 totals AS MATERIALIZED (
     -- the tenant's document count and total length ('' row of the lexicon)
@@ -129,7 +137,20 @@ terms AS MATERIALIZED (
         ln(1 + (tot.n_docs - coalesce(l.doc_count, 0) + 0.5) / (coalesce(l.doc_count, 0) + 0.5)) AS idf
     FROM lexemes AS x CROSS JOIN totals AS tot
     LEFT JOIN mnemo.lexicon AS l ON l.tenant_id = $1 AND l.lexeme = x.lexeme
-),
+)"""
+
+
+# The lexicon's figures for the query: its lexemes, their idf, the average length.
+TERMS_OUT = """
+    (SELECT array_agg(t.lexeme ORDER BY t.k) FROM terms AS t) AS lexemes,
+    (SELECT array_agg(t.idf::float8 ORDER BY t.k) FROM terms AS t) AS idf,
+    (SELECT CASE WHEN tot.total_length > 0 THEN tot.total_length / tot.n_docs ELSE 8.0 END
+        FROM totals AS tot) AS avgdl"""
+
+# {memories}: no more (all the tenant's visible memories), or a condition on mm that
+# picks some (CANDIDATE_POOL_RECALLED).
+_CANDIDATE_POOL = """
+WITH {terms},
 mem AS MATERIALIZED (
     SELECT (row_number() OVER (ORDER BY mm.memory_id))::integer - 1 AS pos, mm.memory_id AS id,
         mm.search_tsv, length(mm.search_tsv) AS doc_length,
@@ -151,17 +172,13 @@ mem AS MATERIALIZED (
                 AND (mm.valid_to IS NULL OR mm.valid_to > now())
                 AND (mm.expires_at IS NULL OR mm.expires_at > now())
             ELSE mm.created_at <= $5 AND mm.valid_from <= $5 AND (mm.valid_to IS NULL OR mm.valid_to > $5)
-        END
+        END {memories}
 )
-SELECT a.*, h.*,
-    (SELECT array_agg(t.lexeme ORDER BY t.k) FROM terms AS t) AS lexemes,
+SELECT a.*, h.*, {terms_out},
     tsvector_to_array(to_tsvector('english', coalesce($4, ''))) AS query_lexemes,
     -- each query word's lexemes, space-separated ('' for a stop word)
     (SELECT array_agg(array_to_string(tsvector_to_array(to_tsvector('english', w.word)), ' ')
         ORDER BY w.i) FROM unnest($8) WITH ORDINALITY AS w (word, i)) AS word_lexemes,
-    (SELECT array_agg(t.idf::float8 ORDER BY t.k) FROM terms AS t) AS idf,
-    (SELECT CASE WHEN tot.total_length > 0 THEN tot.total_length / tot.n_docs ELSE 8.0 END
-        FROM totals AS tot) AS avgdl,
     -- the newest row picked first, then its items filtered: in one level, the filter ran
     -- on every row the sort read (two or more), each detoasting its items
     (SELECT jsonb_path_query_array(last.items, '$[*] ? (@.section == "memory")')::text
@@ -187,6 +204,7 @@ FROM
         array_agg(t.k ORDER BY mem.pos, t.k) AS mem_hit_terms
     FROM mem JOIN terms AS t ON mem.search_tsv @@ t.tq) AS h
 """
+CANDIDATE_POOL = _CANDIDATE_POOL.format(terms=query_terms("$4", "$9"), terms_out=TERMS_OUT, memories="")
 CANDIDATE_POOL_TYPES = ["text", "uuid", "text", "text", "timestamptz", "text[]", "text[]", "text[]", "text"]
 
 # One row per sealed segment, then the tail after the last one ($1 tenant, $2
@@ -197,28 +215,30 @@ CANDIDATE_POOL_TYPES = ["text", "uuid", "text", "text", "timestamptz", "text[]",
 # one and the scope is the tenant (an `agent` session is its agent's alone).
 # session_scoped_out: whether it is hidden for belonging to another agent alone (the
 # report counts what that hid). hit_terms / hit_rows: the query lexemes' postings.
-MESSAGE_SEGMENTS = """
-WITH seg AS (
-    SELECT s.n_messages, s.message_ids, s.session_ids, s.session_pos, s.turn_index, s.created_epoch,
-        s.token_count, s.stub_tokens, s.doc_length, s.sensitivities, s.sensitivity_pos, s.speakers,
-        s.speaker_pos, s.embedded, s.embedding_norm, s.embeddings, s.embedding_scale, s.lexemes,
-        s.posting_offsets, s.postings
-    FROM mnemo.message_segments AS s WHERE s.tenant_id = $1
-    UNION ALL
+def segment_of(call: str) -> str:
+    """A segment's columns from a mnemo_internal.message_segment `call` (as t), its
+    vectors quantized as sealed segments store them."""
+    return f"""
     SELECT t.n_messages, t.message_ids, t.session_ids, t.session_pos, t.turn_index, t.created_epoch,
         t.token_count, t.stub_tokens, t.doc_length, t.sensitivities, t.sensitivity_pos, t.speakers,
         t.speaker_pos, t.embedded, t.embedding_norm, q.codes, q.scales, t.lexemes, t.posting_offsets,
         t.postings
-    FROM (
+    FROM {call} AS t CROSS JOIN LATERAL mnemo_internal.quantize_embeddings(t.embeddings) AS q"""
+
+
+def tail_after(after_id: str) -> str:
+    """The tenant's messages after `after_id` (an expression of a subquery `sealed`)."""
+    return segment_of(f"""(
         -- the tail is mostly empty: an index probe is cheaper than the function that
         -- finds out (OFFSET 0: probe first, then call)
-        SELECT sealed.after_id FROM (SELECT coalesce(max(x.last_message_id), 0) AS after_id
-            FROM mnemo.message_segments AS x WHERE x.tenant_id = $1) AS sealed
+        SELECT sealed.after_id FROM ({after_id}) AS sealed
         WHERE EXISTS (SELECT FROM mnemo.messages AS m WHERE m.tenant_id = $1 AND m.message_id > sealed.after_id)
         OFFSET 0
-    ) AS tail CROSS JOIN LATERAL mnemo_internal.message_segment($1, tail.after_id, NULL, NULL, $3) AS t
-        CROSS JOIN LATERAL mnemo_internal.quantize_embeddings(t.embeddings) AS q
-)
+    ) AS tail CROSS JOIN LATERAL mnemo_internal.message_segment($1, tail.after_id, NULL, NULL, $3)""")
+
+
+# What MESSAGE_SEGMENTS and RECALLED_MESSAGES return for each segment (seg) they read.
+SEGMENT_ROWS = """
 SELECT seg.n_messages, seg.message_ids, seg.session_ids, seg.session_pos, seg.turn_index,
     seg.created_epoch, seg.token_count, seg.stub_tokens, seg.doc_length, seg.sensitivities,
     seg.sensitivity_pos, seg.speakers, seg.speaker_pos, seg.embedded, seg.embedding_norm, seg.embeddings,
@@ -238,7 +258,124 @@ CROSS JOIN LATERAL (
 ) AS vis
 WHERE seg.n_messages > 0
 """
+
+MESSAGE_SEGMENTS = f"""
+WITH seg (n_messages, message_ids, session_ids, session_pos, turn_index, created_epoch, token_count,
+    stub_tokens, doc_length, sensitivities, sensitivity_pos, speakers, speaker_pos, embedded,
+    embedding_norm, embeddings, embedding_scale, lexemes, posting_offsets, postings) AS (
+    SELECT s.n_messages, s.message_ids, s.session_ids, s.session_pos, s.turn_index, s.created_epoch,
+        s.token_count, s.stub_tokens, s.doc_length, s.sensitivities, s.sensitivity_pos, s.speakers,
+        s.speaker_pos, s.embedded, s.embedding_norm, s.embeddings, s.embedding_scale, s.lexemes,
+        s.posting_offsets, s.postings
+    FROM mnemo.message_segments AS s WHERE s.tenant_id = $1
+    UNION ALL
+    {tail_after("SELECT coalesce(max(x.last_message_id), 0) AS after_id "
+                "FROM mnemo.message_segments AS x WHERE x.tenant_id = $1")}
+)
+{SEGMENT_ROWS}"""
 MESSAGE_SEGMENTS_TYPES = ["text", "uuid", "text[]", "text[]", "text", "text"]
+
+# A tenant with a recall index (mnemo_internal.recall_index, migration 0017: a large one) is
+# read by index, never whole: what a compile reads grows with k, not with its history.
+# 1. RECALL_HITS, while the query is embedded: the items that contain a query lexeme,
+#    through the tenant's own GIN index (the postings of the query's terms only),
+#    with the lexicon's figures; retrieval.lexical_hits keeps the best by BM25.
+# 2. RECALL_KNN, once the query's embedding is there: the k nearest items by the
+#    tenant's own HNSW index (iterative scan: up to k, whatever hnsw.ef_search).
+# The indexes are partial (WHERE tenant_id = the tenant): the tenant is written into
+# these two statements' text (TENANT, a quoted literal), each prepared per tenant.
+# 3. CANDIDATE_POOL_RECALLED: CANDIDATE_POOL on the memories found ($10) and those the
+#    index may lack or that are candidates whatever their relevance, each by an index:
+#    changed since the last sync ($11), pinned, the newest linked to an entity the
+#    query names, the most used, close to a short query by trigram.
+# 4. RECALLED_MESSAGES: the messages found ($7, with their created_at, $8) and the
+#    turns just before and after each (the neighbour bonus), as one segment, then the
+#    tail after the index ($9), as MESSAGE_SEGMENTS returns them.
+TENANT = "@tenant"
+
+RECALL_HITS = f"""
+WITH {query_terms("$2")},
+hits AS MATERIALIZED (
+    SELECT t.k, r.is_memory, r.item_id, r.created_at, length(r.search_tsv) AS doc_length
+    FROM terms AS t JOIN mnemo_internal.recall_index AS r ON r.tenant_id = {TENANT} AND r.search_tsv @@ t.tq
+),
+items AS MATERIALIZED (
+    SELECT (row_number() OVER (ORDER BY h.is_memory, h.item_id))::integer - 1 AS pos, h.is_memory,
+        h.item_id, min(h.created_at) AS created_at, min(h.doc_length) AS doc_length
+    FROM hits AS h GROUP BY h.is_memory, h.item_id
+)
+SELECT {TERMS_OUT},
+    (SELECT array_agg(i.is_memory ORDER BY i.pos) FROM items AS i) AS is_memory,
+    (SELECT array_agg(i.item_id ORDER BY i.pos) FROM items AS i) AS item_id,
+    (SELECT array_agg(extract(epoch FROM i.created_at)::float8 ORDER BY i.pos) FROM items AS i) AS created_epoch,
+    (SELECT array_agg(i.doc_length ORDER BY i.pos) FROM items AS i) AS doc_length,
+    (SELECT array_agg(i.pos ORDER BY i.pos, h.k) FROM hits AS h
+        JOIN items AS i ON i.is_memory = h.is_memory AND i.item_id = h.item_id) AS hit_rows,
+    (SELECT array_agg(h.k ORDER BY i.pos, h.k) FROM hits AS h
+        JOIN items AS i ON i.is_memory = h.is_memory AND i.item_id = h.item_id) AS hit_terms
+"""
+
+RECALL_KNN = f"""
+SELECT array_agg(r.is_memory) AS is_memory, array_agg(r.item_id) AS item_id,
+    array_agg(extract(epoch FROM r.created_at)::float8) AS created_epoch
+FROM (SELECT r.is_memory, r.item_id, r.created_at FROM mnemo_internal.recall_index AS r
+    WHERE r.tenant_id = {TENANT} ORDER BY r.embedding <=> $1::halfvec LIMIT $2) AS r
+"""
+
+CANDIDATE_POOL_RECALLED = _CANDIDATE_POOL.format(terms=query_terms("$4", "$9"), terms_out=TERMS_OUT, memories=f"""
+        AND mm.memory_id IN (
+            SELECT unnest($10::bigint[])
+            UNION ALL
+            SELECT u.memory_id FROM mnemo.memories AS u WHERE u.tenant_id = $1 AND u.updated_at >= $11
+            UNION ALL
+            SELECT p.memory_id FROM mnemo.memories AS p WHERE p.tenant_id = $1 AND p.is_pinned AND p.is_active
+            UNION ALL
+            -- (the newest: a name a large tenant often mentions links thousands)
+            (SELECT em.memory_id FROM mnemo.entities AS e
+                JOIN mnemo.entity_mentions AS em ON em.tenant_id = e.tenant_id AND em.entity_id = e.entity_id
+                WHERE e.tenant_id = $1 AND e.normalized = ANY($8)
+                ORDER BY em.memory_id DESC LIMIT {5 * FREQUENT_GLOBAL})
+            UNION ALL
+            (SELECT a.memory_id FROM mnemo.memory_access AS a WHERE a.tenant_id = $1
+                ORDER BY a.access_count DESC LIMIT {5 * FREQUENT_GLOBAL})
+            UNION ALL
+            SELECT g.memory_id FROM mnemo.memories AS g
+            WHERE g.tenant_id = $1 AND g.is_active AND $3 IS NOT NULL AND $3 <% g.content_full
+        )""")
+CANDIDATE_POOL_RECALLED_TYPES = CANDIDATE_POOL_TYPES + ["bigint[]", "timestamptz"]
+
+RECALLED_MESSAGES = f"""
+WITH keys AS MATERIALIZED (
+    SELECT k.message_id, to_timestamp(k.created_epoch) AS created_at
+    FROM unnest($7::bigint[], $8::float8[]) AS k (message_id, created_epoch)
+),
+turns AS MATERIALIZED (
+    SELECT m.session_id, m.turn_index - 1 AS first_turn, m.turn_index + 1 AS last_turn
+    FROM keys AS k
+    JOIN mnemo.messages AS m ON m.tenant_id = $1 AND m.message_id = k.message_id AND m.created_at = k.created_at
+),
+found AS (
+    -- each turn with the turns just before and after it. Under row-level security a
+    -- condition that calls a function that is not leakproof (to_timestamp, integer
+    -- arithmetic) is not an index condition: it filtered whole sessions. The keys and
+    -- bounds are computed first, the conditions only compare columns.
+    SELECT DISTINCT n.message_id, n.created_at
+    FROM turns AS t
+    JOIN mnemo.messages AS n ON n.tenant_id = $1 AND n.session_id = t.session_id
+        AND n.turn_index BETWEEN t.first_turn AND t.last_turn
+),
+seg (n_messages, message_ids, session_ids, session_pos, turn_index, created_epoch, token_count,
+    stub_tokens, doc_length, sensitivities, sensitivity_pos, speakers, speaker_pos, embedded,
+    embedding_norm, embeddings, embedding_scale, lexemes, posting_offsets, postings) AS (
+    -- (none found: an empty set, not NULL, which would read the whole range)
+    {segment_of("(SELECT coalesce(array_agg(f.message_id), '{}') AS ids, "
+                "coalesce(array_agg(f.created_at), '{}') AS created FROM found AS f) AS f "
+                "CROSS JOIN LATERAL mnemo_internal.message_segment($1, 0, $9, NULL, $3, f.ids, f.created)")}
+    UNION ALL
+    {tail_after("SELECT $9 AS after_id")}
+)
+{SEGMENT_ROWS}"""
+RECALLED_MESSAGES_TYPES = MESSAGE_SEGMENTS_TYPES + ["bigint[]", "float8[]", "bigint"]
 
 # One row of aligned arrays (as HISTORY, and for the same reason); no row found: NULLs.
 CANDIDATE_ROWS = """
@@ -336,7 +473,19 @@ STATEMENTS = {
     "last_user": (LAST_USER, ["text", "uuid", "timestamptz", "text[]"]),
     "candidate_pool": (CANDIDATE_POOL, CANDIDATE_POOL_TYPES),
     "message_segments": (MESSAGE_SEGMENTS, MESSAGE_SEGMENTS_TYPES),
+    "candidate_pool_recalled": (CANDIDATE_POOL_RECALLED, CANDIDATE_POOL_RECALLED_TYPES),
+    "recalled_messages": (RECALLED_MESSAGES, RECALLED_MESSAGES_TYPES),
     "candidate_rows": (CANDIDATE_ROWS, CANDIDATE_ROWS_TYPES),
     "log": (LOG, ["text", "uuid", "text", "text", "integer", "integer", "text", "text", "text", "text", "real"]),
     "raise_error": ("SELECT mnemo_internal.raise_error($1, $2, $3)", ["text", "text", "text"]),
 }
+# The statements prepared per tenant (TENANT in their text: the tenant as a literal).
+TENANT_STATEMENTS = {
+    "recall_hits": (RECALL_HITS, ["text", "text"]),
+    "recall_knn": (RECALL_KNN, ["text", "integer"]),
+}
+
+
+def for_tenant(text: str, quoted_tenant: str) -> str:
+    """A TENANT_STATEMENTS text for one tenant (quoted_tenant: its quoted literal)."""
+    return text.replace(TENANT, quoted_tenant)

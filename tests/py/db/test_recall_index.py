@@ -1,0 +1,142 @@
+"""A large tenant's recall index (mnemo_internal.recall_index, migration 0017): compile_context
+reads the k nearest and the best lexical items by the tenant's own indexes instead of
+scoring its whole history. Against the real database: the index changes no context
+of a small tenant, a planted evidence turn in a large tenant is found by its
+paraphrase, its rare term and its entity, and the sync follows the memories (a
+forgotten one leaves at once)."""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+
+import pytest
+from conftest import DSN
+from helpers import text_of
+from test_segments import _conversation, build
+
+from mnemosyne import connect
+
+# Filler turns: two of a hundred work updates each (ten subjects by ten happenings).
+SUBJECTS = ["The staging cluster", "Our billing export", "The mobile release", "The team offsite",
+            "The search service", "The design review", "The office printer", "The hiring loop",
+            "The data warehouse", "The onboarding guide"]
+EVENTS = ["slipped by a week", "passed its load test", "needs a second reviewer", "moved to Thursday",
+          "ran out of disk space", "got a new owner", "failed the security scan", "is waiting on legal",
+          "doubled its traffic", "was rolled back"]
+
+# The evidence turn, and three ways to ask for it: a paraphrase (no word in common:
+# only its vector finds it), a rare term, an entity (a name).
+NEEDLE = ("Theodora Quillfeather says her grandmother's quince marmalade always gets "
+          "a pinch of cardamom from Zanzibar.")
+ASKED = {
+    "paraphrase": "Which spice goes into the jam that granny used to make?",
+    "rare term": "Who talked about cardamom?",
+    "entity": "What did Quillfeather tell us?",
+}
+
+
+def recall_index(db, tenant: str, min_messages: int = 1) -> int:
+    return db.conn.execute("SELECT mnemo_internal.sync_recall_index(%s, %s)",
+                           (tenant, min_messages)).fetchone()[0]
+
+
+def indexed(db, tenant: str) -> bool:
+    return db.conn.execute("SELECT count(*) FROM mnemo_internal.recall_tenants WHERE tenant_id = %s",
+                           (tenant,)).fetchone()[0] == 1
+
+
+def test_the_recall_index_changes_no_context_of_a_small_tenant(db, tenant):
+    sids = _conversation(db, tenant)
+    db.remember(tenant, "The invoice numbering scheme restarts every January.", kind="fact")
+    queries = [(sids[-1], "What happened to the PDF renderer upgrade?"),
+               (sids[0], "ann asked about the invoice numbering scheme"),
+               (sids[1], None)]
+    build(db, tenant)
+    contexts = {}
+    for state in ("whole", "indexed"):
+        if state == "indexed":
+            assert recall_index(db, tenant) > 0
+            assert indexed(db, tenant)
+        contexts[state] = [db.compile_context_bundle(tenant, s, q, budget=budget, log=False)
+                           for s, q in queries for budget in (600, 1500, 4000)]
+    for whole, index in zip(contexts["whole"], contexts["indexed"], strict=True):
+        assert index["messages"] == whole["messages"]
+
+
+def _large_tenant(db, tenant: str, n: int) -> None:
+    """n filler messages over four sessions, bulk SQL: each two of the hundred work
+    updates, its vector the normalized sum of theirs (their real embeddings: a text's
+    embedding is close to the mean of its sentences'), a distinct pair each, as in a
+    real history, where few turns repeat (thousands of copies of a hundred vectors are
+    tight clusters, a graph an HNSW search cannot cross). The needle halfway through,
+    with its own embedding. Then sealed and indexed."""
+    fillers = [f"{s} {e}." for s, e in itertools.product(SUBJECTS, EVENTS)]
+    c = db.conn
+    vectors = c.execute("SELECT mnemo.embed_batch(%s)::text[]", (fillers + [NEEDLE],)).fetchone()[0]
+    sids = [db.start_session(tenant, context_window=128000) for _ in range(4)]
+    with c.transaction():
+        c.execute("CREATE TEMP TABLE filler (k integer, content text, embedding vector) ON COMMIT DROP")
+        c.execute("INSERT INTO filler SELECT k - 1, t, v::vector FROM unnest(%s::text[], %s::text[]) "
+                  "WITH ORDINALITY AS x (t, v, k)", (fillers + [NEEDLE], vectors))
+        c.execute("""
+            INSERT INTO mnemo.messages (tenant_id, session_id, turn_index, role, content, name,
+                token_count, content_hash, embedding, created_at)
+            SELECT %(t)s, (%(s)s::uuid[])[1 + i %% 4], i / 4, CASE WHEN i %% 2 = 0 THEN 'user' ELSE 'assistant' END,
+                x.content, NULL, 30, sha256(convert_to(x.content || i, 'UTF8')), x.embedding,
+                now() - interval '20 days' + i * interval '1 second'
+            FROM generate_series(0, %(n)s - 1) AS i
+            CROSS JOIN LATERAL (
+                SELECT f.content, f.embedding FROM filler AS f WHERE i = %(n)s / 2 + 1 AND f.k = %(needle)s
+                UNION ALL
+                SELECT a.content || ' ' || b.content, l2_normalize(a.embedding + b.embedding)
+                FROM filler AS a, filler AS b
+                WHERE i <> %(n)s / 2 + 1 AND a.k = (i * 7919) %% %(pairs)s / %(needle)s
+                    AND b.k = (i * 7919) %% %(pairs)s %% %(needle)s
+            ) AS x
+            """, {"t": tenant, "s": sids, "n": n, "needle": len(fillers), "pairs": len(fillers) ** 2})
+        c.execute("SELECT mnemo_internal.add_to_lexicon(array_agg(tenant_id), array_agg(search_tsv)) "
+                  "FROM mnemo.messages WHERE tenant_id = %s", (tenant,))
+    assert build(db, tenant) == n
+    assert recall_index(db, tenant, n) == n
+    assert indexed(db, tenant)
+
+
+@pytest.fixture(scope="module")
+def large_tenant():
+    """A tenant of 10,000 messages with the needle among them, built once."""
+    with connect(DSN) as db:
+        tid = "t_" + uuid.uuid4().hex[:12]
+        db.create_tenant(tid)
+        _large_tenant(db, tid, 10_000)
+        yield tid
+
+
+@pytest.mark.parametrize("how", list(ASKED))
+def test_a_needle_in_a_large_tenant_is_found(db, large_tenant, how):
+    """The evidence turn among 10,000 messages, asked for from a new session: by its
+    paraphrase (vector only), by its rare term (lexical only), by its entity."""
+    sid = db.start_session(large_tenant, context_window=128000)
+    bundle = db.compile_context_bundle(large_tenant, sid, ASKED[how], budget=2000, log=False)
+    assert NEEDLE in text_of(bundle["messages"]), how
+
+
+def test_the_sync_follows_memories_and_forget_leaves_at_once(db, tenant):
+    _conversation(db, tenant, sessions=1, turns=6)
+    build(db, tenant)
+    kept = db.remember(tenant, "The renderer upgrade ships with the cobalt theme.", kind="fact")
+    gone = db.remember(tenant, "The portal login uses the saffron identity provider.", kind="fact")
+    recall_index(db, tenant)
+
+    def memories():
+        return {r[0] for r in db.conn.execute(
+            "SELECT item_id FROM mnemo_internal.recall_index WHERE tenant_id = %s AND is_memory", (tenant,))}
+
+    assert memories() == {kept, gone}
+    db.forget(tenant, gone)
+    assert memories() == {kept}  # forget erases it here too, before any sync
+    later = db.remember(tenant, "The invoice export moved to the amber bucket.", kind="fact")
+    db.conn.execute("UPDATE mnemo.memories SET is_active = false WHERE tenant_id = %s AND memory_id = %s",
+                    (tenant, kept))
+    recall_index(db, tenant)
+    assert memories() == {later}
