@@ -42,7 +42,7 @@ def _session_options(threads: int):
     opts.intra_op_num_threads = threads
     opts.inter_op_num_threads = 1
     # No arena and no memory patterns: with them a backend keeps, for its life, the
-    # buffers of the largest batch it ever encoded (+128 MB of heap after 8 texts of
+    # buffers of the largest batch it ever encoded (+132 MB of heap after 8 texts of
     # 256 word pieces, against +15 MB without; the same latency within noise).
     opts.enable_cpu_mem_arena = False
     opts.enable_mem_pattern = False
