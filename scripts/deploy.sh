@@ -79,6 +79,9 @@ if [ -z "$PY_PATH$MODEL_DIR" ] && [ -n "${MNEMO_HOME:-}" ] && { [ -n "${MNEMO_LO
   mkdir -p "$MNEMO_HOME/plpy"
   rm -rf "$MNEMO_HOME/plpy/mnemo_db" && cp -r plpy/mnemo_db "$MNEMO_HOME/plpy/"
   find "$MNEMO_HOME/plpy" -name __pycache__ -prune -exec rm -rf {} +
+  # compiled here: the server cannot write them, and compiled in each new backend
+  # they cost its first call ~150 ms (the server's interpreter: scripts/install-python.sh)
+  /usr/bin/python3 -m compileall -q "$MNEMO_HOME/plpy" >/dev/null
 fi
 PY_PATH=${PY_PATH:-$old_py}; MODEL_DIR=${MODEL_DIR:-$old_model}
 sql_text() { printf "'%s'" "${1//\'/\'\'}"; }
