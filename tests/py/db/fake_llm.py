@@ -14,7 +14,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import psycopg
 
 MALFORMED = "Sure! Here it is: not json at all"
-HANG_S = 2
+# A hang outlasts any timeout a test sets (0.3 s): a call that waited for one
+# would take this long, so "it timed out" is elapsed < HANG_S, loose on a busy machine.
+HANG_S = 30
 
 
 class FakeLLM(BaseHTTPRequestHandler):

@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 import psycopg
 import pytest
 from conftest import DSN, drain_jobs
+from fake_llm import HANG_S
 
 from mnemosyne import errors
 
@@ -332,7 +333,7 @@ def test_helper_llm_that_never_answers_times_out_then_falls_back(db, tenant, ana
     stats = extract(db, tenant, ana)
     elapsed = time.perf_counter() - t
     assert len(srv.requests) == 2 and stats["method"] == "offline" and "timed out" in stats["fallback"]
-    assert elapsed < 3, elapsed
+    assert elapsed < HANG_S, elapsed  # cut short by the timeout, not waited out
     assert rows(db, "SELECT object FROM mnemo.memory_facts WHERE tenant_id = %(t)s AND predicate = 'lives_in'",
                 t=tenant) == [("Lisbon",)]
 

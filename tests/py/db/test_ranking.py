@@ -9,9 +9,9 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
+from helpers import run_jobs, text_of
 from mnemo_db.compile import options, retrieval, temporal
 from mnemo_db.compile.policy import DEFAULT_WEIGHTS
-from helpers import run_jobs, text_of
 
 from mnemosyne import errors
 from mnemosyne.importers import Parsed, Session, run_import
