@@ -38,7 +38,8 @@ DECLARE
         'compile_context', 'compile_context_bundle', 'build_acb',
         'list_sessions', 'search', 'export_tenant', 'memory_stats',
         'embed', 'embed_batch', 'count_tokens', 'open_session', 'sync_messages',
-        'memory_query', 'memory_restore', 'memory_release', 'handle_tool_call', 'paging_metrics'];
+        'memory_query', 'memory_restore', 'memory_release', 'handle_tool_call', 'memory_objects',
+        'paging_metrics'];
     -- What the policies call when mnemo_app reads a table itself.
     mnemo_app_policy CONSTANT text[] := ARRAY['current_tenant_id', 'bound_tenant_id'];
     -- The internal routines the API calls while it runs (as mnemo_api_owner).

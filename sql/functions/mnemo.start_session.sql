@@ -1,16 +1,3 @@
--- The signature grew p_started_at after release: the old version is dropped once
--- (keeping both would make every call without p_started_at ambiguous); calls written
--- for it still work, the new argument having a default.
-DO $$
-BEGIN
-    IF to_regprocedure(
-        'mnemo.start_session(text, text, text, text, integer, integer, text, jsonb, uuid, uuid, jsonb)'
-    ) IS NOT NULL THEN
-        DROP FUNCTION mnemo.start_session(text, text, text, text, integer, integer, text, jsonb, uuid, uuid, jsonb);
-    END IF;
-END
-$$;
-
 -- mnemo.start_session(...) -> uuid
 -- Opens a conversation session for a tenant: agent, channel (private | team | public |
 -- agent, which drives privacy filtering), model, context window, response reserve,
@@ -18,8 +5,9 @@ $$;
 -- token count), config. Returns the session id (p_session_id if given). Secrets in the
 -- agent id, model, system prompt, config and metadata are redacted before they are
 -- stored (as record_message). p_started_at: when the session took place, for a
--- conversation imported from the past (the importers pass it); compile_context then
--- takes the session's own time as "now" (freshness, "last Tuesday"): the newer of
+-- conversation imported from the past (the importers pass it; migration 0022 drops
+-- the signature without it, and calls written for that one still work, as it has a
+-- default); compile_context then takes the session's own time as "now" (freshness, "last Tuesday"): the newer of
 -- p_started_at and its newest message. NULL: a live session, on the real clock.
 -- Raises MN001 (bad argument), MN002 (unknown tenant), MN003 (unknown parent session),
 -- MN012 (session id already used). Writes: sessions, system_prompts.

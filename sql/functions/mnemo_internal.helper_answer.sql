@@ -14,7 +14,7 @@ VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
 AS $$
-plpy.execute('SELECT mnemo_internal.py_bootstrap()')
+'mnemo_ready' in GD or plpy.execute('SELECT mnemo_internal.py_bootstrap()')
 import json
 from mnemo_db import helper_llm
 config = helper_llm.config_from_rows(plpy.execute(helper_llm.CONFIG))

@@ -17,11 +17,9 @@ LANGUAGE plpython3u
 VOLATILE
 SET search_path = pg_catalog, public, pg_temp
 AS $$
-pager = GD.get('mnemo_pager')
-if pager is None:
-    plpy.execute('SELECT mnemo_internal.py_bootstrap()')
-    from mnemo_db.paging.store import Pager
-    pager = GD['mnemo_pager'] = Pager(plpy)
+'mnemo_ready' in GD or plpy.execute('SELECT mnemo_internal.py_bootstrap()')
+from mnemo_db.paging.store import Pager
+pager = GD.get('mnemo_pager') or GD.setdefault('mnemo_pager', Pager(plpy))  # its statements prepared once
 import json
 pager.on_message(p_tenant_id, p_session_id, json.loads(p_message), json.loads(p_tags) if p_tags else None)
 $$;

@@ -2,7 +2,7 @@
 -- The paging package (plpy/mnemo_db/paging/store.py), loaded once per backend, behind
 -- the phantom tools and the metrics: p_op is query | restore | release | handle |
 -- metrics, p_args its arguments as JSON. The API functions (mnemo.memory_query,
--- memory_restore, memory_release, handle_tool_call, paging_metrics) are thin PL/pgSQL
+-- memory_restore, memory_release, handle_tool_call, memory_objects, paging_metrics) are thin PL/pgSQL
 -- over it, so that its project errors reach clients without PL/Python's prefix.
 -- The caller has entered the tenant. Raises MN001, MN003, MN010 (see the API functions).
 CREATE OR REPLACE FUNCTION mnemo_internal.paging_call(
@@ -12,11 +12,9 @@ LANGUAGE plpython3u
 VOLATILE
 SET search_path = pg_catalog, public, pg_temp
 AS $$
-pager = GD.get('mnemo_pager')
-if pager is None:
-    plpy.execute('SELECT mnemo_internal.py_bootstrap()')
-    from mnemo_db.paging.store import Pager
-    pager = GD['mnemo_pager'] = Pager(plpy)
+'mnemo_ready' in GD or plpy.execute('SELECT mnemo_internal.py_bootstrap()')
+from mnemo_db.paging.store import Pager
+pager = GD.get('mnemo_pager') or GD.setdefault('mnemo_pager', Pager(plpy))  # its statements prepared once
 import json
 from mnemo_db.paging.store import PagingError
 a = json.loads(p_args) if p_args else {}
@@ -29,6 +27,8 @@ try:
         out = pager.release(p_tenant_id, p_session_id, a.get('ids'), a.get('reason'))
     elif p_op == 'handle':
         out = pager.handle(p_tenant_id, p_session_id, a.get('tool_call'))
+    elif p_op == 'objects':
+        out = pager.objects(p_tenant_id, p_session_id, a.get('limit'))
     elif p_op == 'metrics':
         out = pager.metrics(p_tenant_id, p_session_id, a.get('since'), a.get('until'))
     else:

@@ -11,12 +11,10 @@ STRICT
 PARALLEL SAFE
 SET search_path = pg_catalog, public, pg_temp
 AS $$
-if 'mnemo_tags' not in GD:
-    plpy.execute('SELECT mnemo_internal.py_bootstrap()')
-    from mnemo_db.paging import tags
-    GD['mnemo_tags'] = tags
+'mnemo_ready' in GD or plpy.execute('SELECT mnemo_internal.py_bootstrap()')
 import json
-found, text = GD['mnemo_tags'].parse(p_text)
+from mnemo_db.paging import tags
+found, text = tags.parse(p_text)
 if text is None:
     return None
 return json.dumps({"tags": [{"action": t.action, "ids": list(t.ids), "body": t.body} for t in found],

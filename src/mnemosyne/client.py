@@ -234,6 +234,11 @@ class SqlApi:
         return self._call("SELECT mnemo.handle_tool_call(%(t)s, %(s)s, %(c)s)",
                           {"t": tenant_id, "s": session_id, "c": Jsonb(tool_call)})
 
+    def memory_objects(self, tenant_id: str, session_id: uuid.UUID | str, limit: int = 200) -> dict:
+        """A session's semantic objects now: fidelity, pins, tokens, sources (mnemo.memory_objects)."""
+        return self._call("SELECT mnemo.memory_objects(%(t)s, %(s)s, %(n)s)",
+                          {"t": tenant_id, "s": session_id, "n": limit})
+
     def paging_metrics(self, tenant_id: str, session_id: uuid.UUID | str | None = None,
                        since: datetime | None = None, until: datetime | None = None) -> dict:
         """Context reduction, fault rate, micro-fault success, tokens saved (mnemo.paging_metrics)."""

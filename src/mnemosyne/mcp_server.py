@@ -8,9 +8,10 @@ MNEMO_SESSION, MNEMO_AGENT, MNEMO_CHANNEL). A call that needs a session and name
 none, on a server configured with none, gets one session per (tenant, agent,
 channel), started on first use and kept for the server's life.
 
-A tool is a method of :class:`MemoryTools` plus an entry in :data:`TOOLS`; the
-paging tools (memory_query, memory_restore, memory_release, memory_objects) will
-be added the same way.
+A tool is a method of :class:`MemoryTools` plus an entry in :data:`TOOLS`. The
+paging tools (memory_query, memory_restore, memory_release; seed 002 §7.4) work on
+the session's semantic objects, whose ids (obj:N, msg:N, mem:N) the compiled context
+and memory_objects show.
 """
 
 from __future__ import annotations
@@ -172,13 +173,70 @@ class MemoryTools:
         session_id: Annotated[str | None, Field(description="one session's (default: the whole tenant)")] = None,
     ) -> dict[str, Any]:
         """What the memory holds: memories per tier and kind with their tokens, messages,
-        artifacts, sessions, compiled contexts and the job queue."""
+        artifacts, sessions, compiled contexts and the job queue; and paging's figures
+        (context reduction, faults, fault rate, micro-faults, tokens saved)."""
+        tenant = self._tenant(tenant_id)
         session = self._uuid(session_id) if session_id else None
-        return await self._sql(self.db.memory_stats(self._tenant(tenant_id), session))
+        stats = await self._sql(self.db.memory_stats(tenant, session))
+        return {**stats, "paging": await self._sql(self.db.paging_metrics(tenant, session))}
+
+    # ------------------------------------------------------------------- paging
+    async def memory_query(
+        self,
+        question: Annotated[str, Field(description="what to find out from content that is no longer in full view")],
+        scope: Annotated[str | None, Field(description="object ids (obj:N, space-separated) to answer "
+                                           "from alone (default: the whole session)")] = None,
+        max_tokens: Annotated[int, Field(description="the answer's length at most (16 to 2000)")] = 300,
+        tenant_id: TenantArg = None, session_id: SessionArg = None,
+        agent_id: AgentArg = None, channel: ChannelArg = None,
+    ) -> dict[str, Any]:
+        """Answer a question from the session's paged-out content (stubs, compacted or
+        evicted objects) without restoring it: an extractive answer and its sources."""
+        tenant = self._tenant(tenant_id)
+        session = await self._session(tenant, session_id, agent_id, channel)
+        return await self._sql(self.db.memory_query(tenant, session, question, scope, max_tokens))
+
+    async def memory_restore(
+        self,
+        id: Annotated[str, Field(description="the object to bring back: obj:N, msg:N or mem:N")],
+        reason: Annotated[str | None, Field(description="why (kept in the fault log)")] = None,
+        tenant_id: TenantArg = None, session_id: SessionArg = None,
+        agent_id: AgentArg = None, channel: ChannelArg = None,
+    ) -> dict[str, Any]:
+        """Bring an object back at full fidelity for the next turns (pinned there for a
+        while), with its full content."""
+        tenant = self._tenant(tenant_id)
+        session = await self._session(tenant, session_id, agent_id, channel)
+        return await self._sql(self.db.memory_restore(tenant, session, id, reason))
+
+    async def memory_release(
+        self,
+        ids: Annotated[list[str], Field(description="the objects you are done with: obj:N, msg:N or mem:N")],
+        reason: Annotated[str | None, Field(description="why")] = None,
+        tenant_id: TenantArg = None, session_id: SessionArg = None,
+        agent_id: AgentArg = None, channel: ChannelArg = None,
+    ) -> dict[str, Any]:
+        """Let objects go: each drops to a one-line stub (evicted when the context is
+        under pressure); memory_restore brings it back."""
+        tenant = self._tenant(tenant_id)
+        session = await self._session(tenant, session_id, agent_id, channel)
+        return await self._sql(self.db.memory_release(tenant, session, ids, reason))
+
+    async def memory_objects(
+        self,
+        limit: Annotated[int, Field(description="the newest this many (1 to 1000)")] = 200,
+        tenant_id: TenantArg = None, session_id: SessionArg = None,
+        agent_id: AgentArg = None, channel: ChannelArg = None,
+    ) -> dict[str, Any]:
+        """The session's semantic objects as paging holds them now: id, kind, label,
+        turns, tokens, fidelity (full, detail, compact, stub, evicted), pins; the
+        pressure zone and the totals at each fidelity."""
+        tenant = self._tenant(tenant_id)
+        session = await self._session(tenant, session_id, agent_id, channel)
+        return await self._sql(self.db.memory_objects(tenant, session, limit))
 
 
-# The registry: (tool name, method of MemoryTools). Paging adds memory_query,
-# memory_restore, memory_release and memory_objects here. Names match
+# The registry: (tool name, method of MemoryTools). Names match
 # ^[a-zA-Z0-9_-]{1,64}$: clients pass them to the model's API, and Anthropic's refuses
 # any other (a dot included), so no dotted alias either.
 TOOLS: list[tuple[str, str]] = [
@@ -187,6 +245,10 @@ TOOLS: list[tuple[str, str]] = [
     ("memory_get_artifact", "get_artifact"),
     ("memory_query_decisions", "query_decisions"),
     ("memory_stats", "memory_stats"),
+    ("memory_query", "memory_query"),
+    ("memory_restore", "memory_restore"),
+    ("memory_release", "memory_release"),
+    ("memory_objects", "memory_objects"),
 ]
 
 
@@ -204,7 +266,9 @@ def build_server(dsn: str, identity: Identity) -> MCPServer:
     server = MCPServer("mnemosyne", instructions=(
         "Long-term memory for this agent: record events as they happen (memory_record_event), "
         "build the context for the next model call (memory_build_acb), fetch a truncated tool "
-        "output in full (memory_get_artifact), look up past decisions (memory_query_decisions)."),
+        "output in full (memory_get_artifact), look up past decisions (memory_query_decisions); "
+        "content paged out of the context: ask it (memory_query), bring it back (memory_restore), "
+        "let it go (memory_release), see what is held at which fidelity (memory_objects)."),
         lifespan=lifespan, log_level="WARNING")
     for name, method in TOOLS:
         server.add_tool(getattr(tools, method), name=name, structured_output=True)

@@ -452,6 +452,31 @@ def _build_acb(pool: Pool):
     return build()
 
 
+def object_ref(pool: Pool) -> st.SearchStrategy:
+    """A paging id: obj:N / msg:N / mem:N of the pool's messages and memories (an
+    object's own id is drawn as a number), or junk."""
+    return st.one_of(
+        st.tuples(st.sampled_from(["obj", "msg", "mem"]), from_pool(pool.messages, int64)).map("{0[0]}:{0[1]}".format),
+        from_pool(pool.memories, int64).map("mem:{}".format), some_text, st.none())
+
+
+def _paging(extra):
+    """A phantom tool's or paging function's arguments: a tenant, one of its sessions,
+    and `extra` (name -> strategy of the pool)."""
+    def strategy(pool: Pool):
+        @st.composite
+        def build(draw):
+            t = draw(tenant_of(pool))
+            return {"p_tenant_id": t, "p_session_id": draw(session_of(pool, t)),
+                    **{k: draw(v(pool)) for k, v in extra.items()}}
+        return build()
+    return strategy
+
+
+PHANTOM_CALL = {"name": st.sampled_from(["memory_query", "memory_restore", "memory_release", "memory_forget", ""]),
+                "arguments": st.one_of(json_values.map(json.dumps), some_text)}
+
+
 def _text_arg(name):
     return lambda pool: st.fixed_dictionaries({name: st.one_of(prose, some_text)})
 
@@ -475,6 +500,18 @@ STRATEGIES = {
     "search": _search,
     "export_tenant": lambda pool: st.fixed_dictionaries({"p_tenant_id": tenant_of(pool)}),
     "memory_stats": _memory_stats,
+    "memory_query": _paging({"p_question": lambda pool: st.one_of(prose, some_text, st.none()),
+                             "p_scope": lambda pool: st.one_of(st.none(), object_ref(pool)),
+                             "p_max_tokens": lambda pool: st.one_of(st.none(), st.integers(-10, 5000))}),
+    "memory_restore": _paging({"p_id": object_ref, "p_reason": lambda pool: st.one_of(st.none(), some_text)}),
+    "memory_release": _paging({"p_ids": lambda pool: st.one_of(st.lists(object_ref(pool), max_size=4), st.none()),
+                               "p_reason": lambda pool: st.one_of(st.none(), some_text)}),
+    "memory_objects": _paging({"p_limit": lambda pool: st.one_of(st.none(), st.integers(-5, 5000))}),
+    "handle_tool_call": _paging({"p_tool_call": lambda pool: st.one_of(
+        json_object_text({"id": some_text, "type": st.just("function"),
+                          "function": st.fixed_dictionaries(PHANTOM_CALL)}), json_values.map(dumps))}),
+    "paging_metrics": _paging({"p_since": lambda pool: st.one_of(st.none(), timestamps),
+                               "p_until": lambda pool: st.one_of(st.none(), timestamps)}),
     "count_tokens": _text_arg("p_text"),
     "embed": _text_arg("p_text"),
     "embed_batch": lambda pool: st.fixed_dictionaries({"p_texts": st.lists(st.one_of(prose, some_text),

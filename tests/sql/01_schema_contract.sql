@@ -291,7 +291,7 @@ $$, $$
         'remember', 'correct', 'forget', 'query_decisions', 'get_artifact', 'compile_context',
         'compile_context_bundle', 'build_acb', 'list_sessions', 'search', 'export_tenant', 'memory_stats',
         'embed', 'embed_batch', 'count_tokens', 'open_session', 'sync_messages', 'memory_query', 'memory_restore',
-        'memory_release', 'handle_tool_call', 'paging_metrics']) AS f
+        'memory_release', 'handle_tool_call', 'memory_objects', 'paging_metrics']) AS f
     UNION ALL
     SELECT 'mnemo_internal.' || f FROM unnest(ARRAY['current_tenant_id', 'bound_tenant_id']) AS f
 $$, 'mnemo_app can execute exactly the API (and the policies'' two functions)');

@@ -3,15 +3,16 @@
 -- error by SQLSTATE. Behaviour (zones, faults, answers, metrics) is in
 -- tests/py/test_paging.py, where it can commit.
 BEGIN;
-SELECT plan(50);
+SELECT plan(61);
 
--- Signatures, return types, attributes, privileges ------------------------- 5 * 6
+-- Signatures, return types, attributes, privileges ------------------------- 6 * 6
 CREATE TEMP TABLE tap_paging_api ON COMMIT DROP AS
 SELECT f, args::name [] AS args FROM (VALUES
     ('memory_query', ARRAY['text', 'uuid', 'text', 'text', 'integer']),
     ('memory_restore', ARRAY['text', 'uuid', 'text', 'text']),
     ('memory_release', ARRAY['text', 'uuid', 'text[]', 'text']),
     ('handle_tool_call', ARRAY['text', 'uuid', 'jsonb']),
+    ('memory_objects', ARRAY['text', 'uuid', 'integer']),
     ('paging_metrics', ARRAY['text', 'uuid', 'timestamp with time zone', 'timestamp with time zone'])
 ) AS t (f, args);
 SELECT has_function('mnemo', f, args, format('mnemo.%s(%s)', f, array_to_string(args, ', ')))
@@ -51,7 +52,7 @@ CREATE TEMP TABLE tap_obj ON COMMIT DROP AS
 SELECT 'obj:' || o.object_id AS ref FROM mnemo.semantic_objects AS o
 WHERE o.tenant_id = 'tap_pg' AND o.source_key = 'config.toml';
 
--- Behaviour in brief ------------------------------------------------------------------ 3
+-- Behaviour in brief ------------------------------------------------------------------ 5
 SELECT is((SELECT kind FROM mnemo.semantic_objects WHERE tenant_id = 'tap_pg' AND source_key = 'config.toml'),
     'file_context', 'a file read is a file_context object');
 SELECT is(mnemo.memory_release('tap_pg', 'f0000000-0000-4000-8000-000000000001', ARRAY[(SELECT ref FROM tap_obj)])
@@ -60,8 +61,15 @@ SELECT is(mnemo.handle_tool_call('tap_pg', 'f0000000-0000-4000-8000-000000000001
     jsonb_build_object('id', 'p1', 'type', 'function', 'function', jsonb_build_object(
         'name', 'memory_restore', 'arguments', jsonb_build_object('id', (SELECT ref FROM tap_obj))::text)))
     - 'content', '{"role": "tool", "tool_call_id": "p1"}'::jsonb, 'handle_tool_call answers with a tool message');
+SELECT is(mnemo.memory_objects('tap_pg', 'f0000000-0000-4000-8000-000000000001') #> '{objects}'
+        @> jsonb_build_array(jsonb_build_object('id', (SELECT ref FROM tap_obj), 'kind', 'file_context',
+            'fidelity', 'full', 'pinned', true, 'source', 'config.toml')),
+    true, 'memory_objects lists the restored file at full, pinned');
+SELECT is(mnemo.memory_objects('tap_pg', 'f0000000-0000-4000-8000-000000000001') #>> '{by_fidelity,full,objects}',
+    (SELECT count(*)::text FROM mnemo.object_residency WHERE tenant_id = 'tap_pg' AND fidelity = 'full'),
+    'memory_objects counts the objects at each fidelity');
 
--- SQLSTATEs ---------------------------------------------------------------------------- 11
+-- SQLSTATEs ---------------------------------------------------------------------------- 14
 SELECT throws_ok($$ SELECT mnemo.memory_query('tap_pg', NULL, 'x') $$, 'MN001', NULL,
     'memory_query: no session is MN001');
 SELECT throws_ok($$ SELECT mnemo.memory_query('tap_pg', 'f0000000-0000-4000-8000-000000000001', '  ') $$, 'MN001',
@@ -83,6 +91,12 @@ SELECT throws_ok($$ SELECT mnemo.memory_release('tap_pg', 'f0000000-0000-4000-80
 SELECT throws_ok($$ SELECT mnemo.handle_tool_call('tap_pg', 'f0000000-0000-4000-8000-000000000001',
     '{"id": "c", "type": "function", "function": {"name": "memory_forget", "arguments": "{}"}}') $$,
     'MN001', NULL, 'handle_tool_call: an unknown tool is MN001');
+SELECT throws_ok($$ SELECT mnemo.memory_objects('tap_pg', NULL) $$, 'MN001', NULL,
+    'memory_objects: no session is MN001');
+SELECT throws_ok($$ SELECT mnemo.memory_objects('tap_pg', 'f0000000-0000-4000-8000-000000000001', 0) $$, 'MN001',
+    NULL, 'memory_objects: a limit below 1 is MN001');
+SELECT throws_ok($$ SELECT mnemo.memory_objects('tap_pg_other', 'f0000000-0000-4000-8000-000000000001') $$,
+    'MN003', NULL, 'memory_objects: another tenant''s session is MN003');
 SELECT throws_ok($$ SELECT mnemo.paging_metrics('tap_pg', NULL, '2030-01-01', '2029-01-01') $$,
     'MN001', NULL, 'paging_metrics: since after until is MN001');
 

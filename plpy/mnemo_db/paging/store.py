@@ -69,6 +69,12 @@ WHERE o.tenant_id = $1 AND o.session_id = $2 AND l.src_object_id = $3
     "open_file": (("SELECT o.source_key FROM mnemo.semantic_objects AS o WHERE o.tenant_id = $1 "
                   "AND o.session_id = $2 AND o.source_key IS NOT NULL AND o.kind <> 'external_reference' "
                   "ORDER BY o.first_turn DESC LIMIT 1"), ["text", "uuid"]),
+    "objects": ((f"SELECT * FROM (SELECT {OBJECT_COLUMNS} {FROM_OBJECTS} WHERE o.tenant_id = $1 "
+                "AND o.session_id = $2 ORDER BY o.first_turn DESC, o.object_id DESC LIMIT $3) AS o "
+                "ORDER BY o.first_turn, o.object_id"), ["text", "uuid", "integer"]),
+    "fidelities": ((f"SELECT r.fidelity, count(*) AS objects, coalesce(sum(o.token_count), 0) AS tokens "
+                   f"{FROM_OBJECTS} WHERE o.tenant_id = $1 AND o.session_id = $2 GROUP BY r.fidelity"),
+                   ["text", "uuid"]),
     "session_objects": ((f"SELECT {OBJECT_COLUMNS}, o.summary {FROM_OBJECTS} WHERE o.tenant_id = $1 "
                         "AND o.session_id = $2 AND o.memory_id IS NULL AND o.last_turn >= $3 "
                         "ORDER BY o.first_turn"), ["text", "uuid", "integer"]),
@@ -607,6 +613,23 @@ class Pager:
             got = self.release(t, s, args.get("ids"), reason)
             text = "Released " + ", ".join(f"{r['id']} (now {r['fidelity']})" for r in got["released"]) + "."
         return {"role": "tool", "tool_call_id": call["id"], "content": text}
+
+    # ------------------------------------------------------------------ inspection
+    def objects(self, t: str, s: str, limit: int) -> dict:
+        """memory_objects: the session's newest `limit` objects as paging sees them now,
+        in turn order, and the count and tokens of all its objects at each fidelity."""
+        turn = self.turn(t, s)
+        zone = (self.one("zone", [t, s]) or {}).get("zone", "normal")
+        rows = self.x("objects", [t, s, limit])
+        counts = {f: {"objects": 0, "tokens": 0} for f in LADDER}
+        for r in self.x("fidelities", [t, s]):
+            counts[r["fidelity"]] = {"objects": r["objects"], "tokens": r["tokens"]}
+        return {"session_id": s, "zone": zone, "turn": turn, "by_fidelity": counts, "objects": [{
+            "id": f"obj:{r['object_id']}", "kind": r["kind"], "label": r["label"],
+            "turns": [r["first_turn"], r["last_turn"]], "tokens": r["token_count"] or 0,
+            "fidelity": r["fidelity"], "pinned": r["pinned_until_turn"] > turn, "anchored": r["anchored"],
+            "source": r["source_key"], "memory": f"mem:{r['memory_id']}" if r["memory_id"] else None,
+        } for r in rows]}
 
     # ------------------------------------------------------------------ metrics
     def metrics(self, t: str, s: str | None, since, until) -> dict:

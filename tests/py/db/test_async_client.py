@@ -91,6 +91,8 @@ async def scenario(m: Client | AsyncClient) -> set[str]:
         "name": "memory_release", "arguments": json.dumps({"ids": [log_id]})}})
     assert answer["role"] == "tool" and answer["tool_call_id"] == "p1"
     assert (await call("paging_metrics", tenant, sid))["restore_faults"] == 1
+    held = await call("memory_objects", tenant, sid, limit=10)
+    assert held["objects"] and sum(f["objects"] for f in held["by_fidelity"].values()) >= len(held["objects"])
     await call("run_jobs", worker=15)
     await call("run_sweep", "working_memory", tenant_id=tenant)
     assert any(r["job"].endswith("working-memory") or "working_memory" in r["job"]

@@ -21,7 +21,7 @@ from mcp import Client, StdioServerParameters
 from mnemosyne.mcp_server import TOOLS
 
 NAMES = {"memory_record_event", "memory_build_acb", "memory_get_artifact", "memory_query_decisions",
-         "memory_stats"}
+         "memory_stats", "memory_query", "memory_restore", "memory_release", "memory_objects"}
 
 
 def stdio(*args: str) -> StdioServerParameters:
@@ -103,6 +103,44 @@ def test_tools_over_stdio(db, tenant):
     session = asyncio.run(run())
     held = db.list_sessions(tenant)
     assert [(str(s["session_id"]), s["agent_id"], s["messages"]) for s in held] == [(session, "tester", 3)]
+
+
+def test_paging_tools_over_stdio(db, tenant):
+    """memory_objects shows the session's objects; memory_release sends one to stub,
+    memory_query answers from it without restoring it, memory_restore brings it back
+    pinned; memory_stats carries paging's figures; bad ids get the project's errors."""
+    sid = db.start_session(tenant, agent_id="coder", context_window=32000)
+    db.record_message(tenant, sid, {"role": "user", "content": "Which port does the config set?"})
+    db.record_message(tenant, sid, {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "Read",
+                                                       "arguments": json.dumps({"file_path": "config.toml"})}}]})
+    db.record_message(tenant, sid, {"role": "tool", "tool_call_id": "c1",
+                                    "content": "port = 6543\nhost = \"db.internal\"\nworkers = 12"})
+
+    async def run():
+        async with Client(stdio("--tenant", tenant, "--session", str(sid))) as c:
+            held = body(await c.call_tool("memory_objects", {}))
+            read = next(o for o in held["objects"] if o["source"] == "config.toml")
+            assert read["kind"] == "file_context" and read["fidelity"] == "full"
+            assert held["by_fidelity"]["full"]["objects"] == len(held["objects"]) and held["zone"] == "normal"
+            released = body(await c.call_tool("memory_release", {"ids": [read["id"]], "reason": "done"}))
+            assert released["released"] == [{"id": read["id"], "fidelity": "stub"}]
+            assert next(o for o in body(await c.call_tool("memory_objects", {}))["objects"]
+                        if o["id"] == read["id"])["fidelity"] == "stub"
+            answer = body(await c.call_tool("memory_query", {"question": "which port is set?"}))
+            assert "6543" in answer["answer"]
+            restored = body(await c.call_tool("memory_restore", {"id": read["id"]}))
+            assert restored["fidelity"] == "full" and "workers = 12" in restored["content"]
+            now = next(o for o in body(await c.call_tool("memory_objects", {"limit": 50}))["objects"]
+                       if o["id"] == read["id"])
+            assert now["fidelity"] == "full" and now["pinned"]
+            paging = body(await c.call_tool("memory_stats", {"session_id": str(sid)}))["paging"]
+            assert paging["restore_faults"] == 1 and paging["micro_faults"] == 1
+            assert "[MN001]" in error(await c.call_tool("memory_restore", {"id": "page 3"}))
+            assert "[MN010]" in error(await c.call_tool("memory_restore", {"id": "obj:999999999"}))
+            assert "[MN001]" in error(await c.call_tool("memory_release", {"ids": []}))
+            assert "[MN001]" in error(await c.call_tool("memory_objects", {"limit": 0}))
+    asyncio.run(run())
 
 
 def test_errors_over_stdio(tenant):
