@@ -35,16 +35,16 @@ def _parts(content: object) -> list:
     return out
 
 
-def _arguments(arguments: object) -> object:
-    if isinstance(arguments, str):
+def _arguments(arguments: object, parse: bool = True) -> object:
+    if isinstance(arguments, str) and parse:
         try:
             return json.loads(arguments) if arguments.strip() else {}
-        except ValueError:
+        except (ValueError, RecursionError):  # any string is stored, JSON nested past the limit too
             return arguments
     return arguments
 
 
-def _calls(calls: object) -> list:
+def _calls(calls: object, parse: bool = True) -> list:
     if not isinstance(calls, list):
         return []
     out = []
@@ -52,20 +52,25 @@ def _calls(calls: object) -> list:
         fn = c.get("function") if isinstance(c, dict) else None
         fn = fn if isinstance(fn, dict) else {}
         out.append([c.get("id") if isinstance(c, dict) else c, fn.get("name"),
-                    _arguments(fn.get("arguments"))])
+                    _arguments(fn.get("arguments"), parse)])
     return out
 
 
-def wire_form(message: object) -> list:
-    """What the hash covers: role, content parts, tool calls, tool_call_id."""
+def wire_form(message: object, parse: bool = True) -> list:
+    """What the hash covers: role, content parts, tool calls, tool_call_id.
+    parse: tool-call arguments compared as the JSON they hold (else as sent)."""
     if not isinstance(message, dict):
         return [None, message]
-    return [message.get("role"), _parts(message.get("content")), _calls(message.get("tool_calls")),
+    return [message.get("role"), _parts(message.get("content")), _calls(message.get("tool_calls"), parse),
             message.get("tool_call_id")]
 
 
 def wire_hash(message: object) -> bytes:
-    text = json.dumps(wire_form(message), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    try:
+        text = json.dumps(wire_form(message), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    except RecursionError:  # arguments that parse but nest too deep to write back: as sent
+        text = json.dumps(wire_form(message, parse=False), sort_keys=True, separators=(",", ":"),
+                          ensure_ascii=False)
     return hashlib.sha256(text.encode("utf-8")).digest()
 
 

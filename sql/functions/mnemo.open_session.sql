@@ -71,8 +71,10 @@ BEGIN
         SELECT s.status INTO v_status FROM mnemo.sessions AS s
         WHERE s.tenant_id = p_tenant_id AND s.session_id = v_key_uuid;
         IF v_status IN ('active', 'paused') THEN
+            -- (a session already bound to another key keeps that transcript: sync_messages
+            -- finds it by the session's id, whichever key opened it)
             INSERT INTO mnemo.transcripts (tenant_id, session_key, session_id, prompt_hash)
-            VALUES (p_tenant_id, p_session_key, v_key_uuid, v_prompt_hash);
+            VALUES (p_tenant_id, p_session_key, v_key_uuid, v_prompt_hash) ON CONFLICT DO NOTHING;
             RETURN v_key_uuid;
         ELSIF v_status IS NOT NULL THEN
             v_parent := v_key_uuid;

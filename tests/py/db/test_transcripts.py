@@ -67,6 +67,30 @@ def test_a_uuid_key_adopts_its_session_or_opens_it(db, tenant):
     assert db.open_session(tenant, str(fresh)) == fresh
 
 
+def test_a_uuid_key_of_a_session_opened_under_another_key_is_that_session(db, tenant):
+    """Found by the fuzzer (23505 on the transcripts' session index): a session opened
+    under one key, then named by its id, is the same session with the same transcript."""
+    sid = db.open_session(tenant, "conv:first")
+    assert db.sync_messages(tenant, sid, [{"role": "user", "content": "hi"}])["recorded"] == 1
+    assert db.open_session(tenant, str(sid)) == sid
+    assert db.sync_messages(tenant, sid, [{"role": "user", "content": "hi"}])["recorded"] == 0
+
+
+def test_tool_call_arguments_nested_past_the_parser_limit_are_synced(db, tenant):
+    """Found by the fuzzer (RecursionError in wire_hashes): the API stores any string as
+    a tool call's arguments, JSON nested thousands deep too; its hash is of the text."""
+    sid = db.open_session(tenant, "conv:deep")
+    deep = "[" * 5000 + "]" * 5000
+    sent = [{"role": "user", "content": "go"},
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "Read", "arguments": deep}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": "ok"}]
+    assert db.sync_messages(tenant, sid, sent)["recorded"] == 3
+    assert db.sync_messages(tenant, sid, sent)["recorded"] == 0
+    assert wire_hash(sent[1]) != wire_hash({**sent[1], "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "Read", "arguments": deep[1:-1]}}]})
+
+
 def test_open_session_refuses_bad_keys_and_unknown_tenants(db, tenant):
     with pytest.raises(InvalidParameter):
         db.open_session(tenant, "")
