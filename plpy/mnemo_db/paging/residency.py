@@ -27,6 +27,19 @@ class PagingPlan:
     evicted_units: int = 0
 
 
+def net_changes(changes: list[Change]) -> list[Change]:
+    """One change per object, from its first fidelity to its last: relieve may step
+    an object down the ladder more than once in a compile, and the stored residency
+    must be where the compile left it (the write's UPDATE applies one row per object;
+    storing the first step only made the next compile step it down again)."""
+    net: dict[int, Change] = {}
+    for c in changes:
+        first = net.get(c.object_id)
+        net[c.object_id] = c if first is None else Change(c.object_id, first.from_fidelity, c.to_fidelity,
+                                                          c.trigger, c.zone)
+    return [c for c in net.values() if c.from_fidelity != c.to_fidelity]
+
+
 def unit_cost(prepared, u: int, level: int) -> int:
     return 0 if level >= EVICTED else prepared.cost(u, level)
 
@@ -70,7 +83,7 @@ def plan_residency(prepared, objects: list[dict], capacity: int, cfg: dict, turn
         for u in owned[o.object_id]:
             floors[u] = LEVEL[o.fidelity]
     used = sum(unit_cost(prepared, u, f) for u, f in enumerate(floors))
-    return PagingPlan(floors=floors, changes=changes, zone=zone, tokens=used, turn=turn,
+    return PagingPlan(floors=floors, changes=net_changes(changes), zone=zone, tokens=used, turn=turn,
                       restored_memories=restored_memories,
                       evicted_units=sum(1 for f in floors if f >= EVICTED))
 

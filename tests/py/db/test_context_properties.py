@@ -292,6 +292,14 @@ def test_pinned_memories_are_kept_whenever_they_fit(db, spec, budget, task_type)
 @SETTINGS
 @given(spec=SESSIONS, window=st.integers(1200, 9000), restore=st.integers(0, 2**32),
        query=st.sampled_from([None, "src/app/main.py timeout"]))
+@example(spec={"system_prompt": None, "channel": "private", "memories": [], "turns": [
+    {"kind": "text", "role": "user", "size": "short", "sens": "none", "seed": 0},
+    {"kind": "text", "role": "user", "size": "long", "sens": "none", "seed": 3},
+    {"kind": "tools", "calls": [{"answered": True, "size": "short", "sens": "none"}], "content": False,
+     "sens": "secret", "shuffle": False, "seed": 0},
+    {"kind": "text", "role": "user", "size": "short", "sens": "none", "seed": 0},
+    {"kind": "tools", "calls": [{"answered": True, "size": "short", "sens": "none"}], "content": False,
+     "sens": "none", "shuffle": False, "seed": 0}]}, window=1200, restore=0, query=None)
 def test_paging_invariants_at_the_window(db, spec, window, restore, query):
     """Compiled at the session's window, where paging's pressure zones act: B holds,
     tool pairs stay whole, nothing secret leaks, a pinned (restored) object is resident
