@@ -17,6 +17,10 @@ CREATE OR REPLACE FUNCTION mnemo_internal.sync_recall_index(
 LANGUAGE plpgsql
 VOLATILE
 SET search_path = pg_catalog, public, pg_temp
+-- The indexes are built by this backend alone: a parallel HNSW build keeps its graph in
+-- dynamic shared memory (up to maintenance_work_mem), more than a container's default
+-- /dev/shm (64 MB) holds, and failed there with DiskFull; a tenant's index is small.
+SET max_parallel_maintenance_workers = 0
 AS $$
 DECLARE
     v_known mnemo_internal.recall_tenants;

@@ -8,8 +8,10 @@ import json
 import threading
 import uuid
 
+import psycopg
 import pytest
 from conftest import DSN
+from consistency import violations
 from mnemo_db.transcript import wire_hash
 
 from mnemosyne import connect
@@ -140,6 +142,10 @@ def test_a_rewritten_turn_may_reuse_its_tool_call_ids(db, tenant):
                                          {"role": "tool", "tool_call_id": "call_7", "content": "a b"}])
     assert out["rewound"] == {"position": 1, "superseded": 3} and out["recorded"] == 2
     assert [m[1] for m in messages_of(db, tenant, sid) if not m[2]] == ["list", "again", "a b"]
+    # and the data is consistent: the superseded turns gave their call ids up (the
+    # container's fuzz run flagged them before the check knew rewinds)
+    with psycopg.connect(DSN) as conn:
+        assert violations(conn, tenant) == {}
 
 
 def test_an_sdk_message_echoed_back_as_it_came_is_recorded(db, tenant):
