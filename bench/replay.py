@@ -60,6 +60,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "plpy"))  # make bench-replay runs it as a script
 from mnemo_db import tokens
 
 from mnemosyne import connect, default_dsn, importers

@@ -126,9 +126,23 @@ def history_sources(pick: HistoryPick) -> set[str]:
     return {f"msg:{mid}" for mid, _, _ in pick.fidelities}
 
 
+def verbatim_sources(pick: HistoryPick) -> set[str]:
+    """The history's messages sent whole (full fidelity)."""
+    return {f"msg:{mid}" for mid, fid, _ in pick.fidelities if fid == "full"}
+
+
+def repeats_history(items: list[Item], derived_from: dict[str, frozenset[str]], verbatim: set[str]) -> set[str]:
+    """The memories formed only from messages the history sends whole, pinned ones
+    aside: the block would say again what the model reads a few lines below (a coding
+    session's file and tool-output memories, all of whose sources are still in the
+    window). derived_from: each memory's source messages (msg:N)."""
+    return {i.source for i in items
+            if not i.pinned and derived_from.get(i.source) and derived_from[i.source] <= verbatim}
+
+
 def memory_candidates(items: list[Item], in_history: set[str], max_items: int | None) -> list[Item]:
-    """The items that may enter the memory block: not in the history, and within the
-    items cap (pinned ones first)."""
+    """The items that may enter the memory block: not in the history (a message, or a
+    memory that repeats it), and within the items cap (pinned ones first)."""
     items = [i for i in items if i.source not in in_history]
     if max_items is None:
         return items
@@ -226,7 +240,9 @@ def decide(session: Session, history: list[dict], plan: Plan, candidates: list[d
     # History within its share, less the pinned items' reserve (plus whatever memories leave)
     b_hist = max(min(plan.history_share, available - pinned_reserve(all_items)), 0)
     pick, summary, summary_tokens = history_pick(plan.prepared, b_hist, session.summary_text)
-    in_history = history_sources(pick)
+    derived = {c["source"]: c["derived_from"] for c in visible if c.get("derived_from")}
+    repeated = repeats_history(all_items, derived, verbatim_sources(pick))
+    in_history = history_sources(pick) | repeated
 
     # Memories within B - history, greedy knapsack over fidelities; an evicted turn of
     # this session is not recalled either (paging: memory_query and memory_restore reach it)
@@ -244,7 +260,8 @@ def decide(session: Session, history: list[dict], plan: Plan, candidates: list[d
         wider = available - mem_tokens
         if wider > pick.tokens + summary_tokens:
             pick, summary, summary_tokens = history_pick(plan.prepared, wider, session.summary_text)
-            in_history = history_sources(pick)
+            repeated = repeats_history(all_items, derived, verbatim_sources(pick))
+            in_history = history_sources(pick) | repeated
             chosen = [i for i in chosen if i.source not in in_history]
 
     mem_limit = opts["cap_memory"] if opts["cap_memory"] is not None else available
@@ -277,8 +294,8 @@ def decide(session: Session, history: list[dict], plan: Plan, candidates: list[d
                 "prompt": budget.system_tokens + used + budget.tool_tokens,
             },
             "items": report_items(chosen, pick, {i.source: k + 1 for k, i in enumerate(all_items)}),
-            "omissions": hidden + omissions_after(items, chosen, in_history, pick, summary, history,
-                                                       plan.prepared.floors),
+            "omissions": hidden + [{"source": src, "reason": "repeats_history"} for src in sorted(repeated)]
+            + omissions_after(items, chosen, in_history, pick, summary, history, plan.prepared.floors),
             "provenance": {
                 "query": query,
                 "candidate_pool_size": len(candidates),

@@ -157,6 +157,9 @@ def candidates(r: dict, fused: list[dict]) -> list[dict]:
             "role": r["role"][i], "name": r["name"][i],
             "retrievers": c["retrievers"],
             "text_tokens": (full_tokens[i], detail_tokens[i], compact_tokens[i], stub_tokens[i]),
+            # a memory's source messages (msg:N), bundle.repeats_history
+            "derived_from": frozenset(f"msg:{m}" for m in r["derived_from"][i].split()) if r["derived_from"][i]
+            else frozenset(),
         })
     return out
 

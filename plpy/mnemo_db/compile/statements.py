@@ -387,7 +387,7 @@ SELECT array_agg(r.source) AS source, array_agg(r.kind) AS kind, array_agg(r.tex
     array_agg(r.provenance_type) AS provenance_type, array_agg(r.role) AS role,
     array_agg(r.name) AS name, array_agg(r.full_tokens) AS full_tokens,
     array_agg(r.detail_tokens) AS detail_tokens, array_agg(r.compact_tokens) AS compact_tokens,
-    array_agg(r.stub_tokens) AS stub_tokens
+    array_agg(r.stub_tokens) AS stub_tokens, array_agg(r.derived_from) AS derived_from
 FROM (
     SELECT 'mem:' || mm.memory_id AS source, mm.kind, mm.content_full AS text, mm.content_detail,
         mm.content_compact, mm.content_stub, mm.losses::text AS losses, mm.sensitivity,
@@ -397,7 +397,9 @@ FROM (
         NULL::text AS role, NULL::text AS name,
         -- each text's tokens as a line's text part (migration 0012; NULL: count it)
         mm.line_tokens[1] AS full_tokens, mm.line_tokens[2] AS detail_tokens,
-        mm.line_tokens[3] AS compact_tokens, mm.line_tokens[4] AS stub_tokens
+        mm.line_tokens[3] AS compact_tokens, mm.line_tokens[4] AS stub_tokens,
+        -- the messages it was formed from, space-separated (arrays of arrays must be even)
+        nullif(array_to_string(mm.source_message_ids, ' '), '') AS derived_from
     FROM mnemo.memories AS mm
     LEFT JOIN mnemo.memory_access AS ma ON ma.tenant_id = $1 AND ma.memory_id = mm.memory_id
     WHERE mm.tenant_id = $1 AND mm.memory_id = ANY($2)
@@ -407,7 +409,7 @@ FROM (
         -- A message is a verbatim record: one authority for every speaker (a role says
         -- who spoke, not how reliable it is), tool outputs aside.
         CASE m.role WHEN 'tool' THEN 'tool_output' ELSE 'fact' END, m.role, m.name,
-        m.line_tokens, NULL, NULL, NULL
+        m.line_tokens, NULL, NULL, NULL, NULL
     FROM unnest($3::bigint[], $4::float8[]) AS k (message_id, created_epoch)
     JOIN mnemo.messages AS m ON m.tenant_id = $1 AND m.message_id = k.message_id
         AND m.created_at = to_timestamp(k.created_epoch) AND NOT m.is_pruned

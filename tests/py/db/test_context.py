@@ -418,6 +418,34 @@ def test_history_and_item_caps(db, tenant, memories_session):
             assert len([i for i in memory if i["pinned"]]) == 2  # kept whatever the cap
 
 
+def test_a_memory_that_repeats_the_history_sent_whole_is_left_out(db, tenant):
+    """Issue 22: a memory formed only from messages the history sends whole said again
+    what the model reads below it (a coding session's tool-output memories: replayed
+    SWE-agent sessions were sent more than their full history). It is left out, with
+    the reason in the report; one formed from a message outside the window, or from
+    another session, is recalled as before; a pinned one is kept."""
+    old = db.start_session(tenant, context_window=128000)
+    gone = say(db, tenant, old, "user", "The staging database listens on port 6543.")
+    s = db.start_session(tenant, context_window=128000)
+    here = say(db, tenant, s, "user", "The staging database host is db-stg-4.internal.")
+    say(db, tenant, s, "assistant", "Noted: db-stg-4.internal.")
+    repeats = db.remember(tenant, "Staging database host: db-stg-4.internal", kind="fact", session_id=s,
+                          options={"source_message_ids": [here]})
+    elsewhere = db.remember(tenant, "Staging database port: 6543", kind="fact",
+                            options={"source_message_ids": [gone]})
+    pinned = db.remember(tenant, "Staging database host (pinned): db-stg-4.internal", kind="fact", session_id=s,
+                         options={"source_message_ids": [here], "pinned": True})
+    run_jobs(db, tenant)
+    say(db, tenant, s, "user", "Which host and port does the staging database use?")
+    report = db.compile_context_bundle(tenant, s, log=False)["report"]
+    memory = {i["source"] for i in report["items"] if i["section"] == "memory"}
+    assert f"mem:{repeats}" not in memory
+    assert {"source": f"mem:{repeats}", "reason": "repeats_history"} in report["omissions"]
+    assert {f"mem:{elsewhere}", f"mem:{pinned}"} <= memory
+    history = {i["source"]: i["fidelity"] for i in report["items"] if i["section"] == "history"}
+    assert history[f"msg:{here}"] == "full"
+
+
 def test_budget_from_the_window_arithmetic(db, tenant):
     s = db.start_session(tenant, context_window=6000, response_reserve=1000,
                          system_prompt=SYSTEM_PROMPT)
