@@ -14,6 +14,20 @@ from mnemosyne.errors import InvalidParameter, NotFound, UnknownSession, Unknown
 PIN_TURNS = 8  # sql/settings.sql paging.pin_turns
 
 
+@pytest.fixture
+def small_working_set(db):
+    """The zone tests' crafted sessions hold a handful of objects: they test each zone's
+    moves with a working set of 2 and a target of 0.4 (the defaults before migration
+    0023; with 12 protected, none of their objects would move). The setting is the
+    server's, restored afterwards."""
+    old = db._call("SELECT value::text FROM mnemo_internal.settings WHERE key = 'paging'", {})
+    db._call("UPDATE mnemo_internal.settings SET value = value || '{\"protect_newest\": 2, \"target\": 0.4}'"
+             " WHERE key = 'paging' RETURNING true", {})
+    yield
+    db._call("UPDATE mnemo_internal.settings SET value = %(v)s::jsonb WHERE key = 'paging' RETURNING true",
+             {"v": old})
+
+
 def source(name: str, n: int = 40) -> str:
     """A file's text: n distinct lines of code (no two files share a line)."""
     return "\n".join(f"def {name}_step_{i}(value):\n    return value * {i} + {len(name)}  # {name} {i}"
@@ -167,6 +181,7 @@ def test_normal_zone_observes_only(db, tenant):
     assert "[detail of" not in text_of(b) and "[stub of" not in text_of(b)
 
 
+@pytest.mark.usefixtures("small_working_set")
 def test_caution_degrades_the_oldest_full_objects_to_detail_and_then_holds(db, tenant):
     s, reads = coding_session(db, tenant)
     s.window_for(0.6)
@@ -187,6 +202,7 @@ def test_caution_degrades_the_oldest_full_objects_to_detail_and_then_holds(db, t
     assert second["report"]["paging"]["changes"] == 0 and len(pressure_moves(s)) == len(moves)
 
 
+@pytest.mark.usefixtures("small_working_set")
 def test_warning_steps_each_object_one_level_down_to_stub(db, tenant):
     s, reads = coding_session(db, tenant)
     s.set(reads[0], "compact")
@@ -201,6 +217,7 @@ def test_warning_steps_each_object_one_level_down_to_stub(db, tenant):
     assert all(to in ("detail", "compact", "stub") for _, to in moves.values())
 
 
+@pytest.mark.usefixtures("small_working_set")
 def test_critical_stubs_and_evicts(db, tenant):
     s, reads = coding_session(db, tenant)
     s.set(reads[0], "stub")
@@ -214,6 +231,7 @@ def test_critical_stubs_and_evicts(db, tenant):
     assert b["report"]["paging"]["evicted_units"] >= 1
 
 
+@pytest.mark.usefixtures("small_working_set")
 def test_emergency_keeps_only_the_last_user_turns_the_newest_objects_and_pins(db, tenant):
     s, reads = coding_session(db, tenant)
     restored = s.db.memory_restore(s.t, s.s, f"obj:{reads[2]}")
@@ -239,6 +257,7 @@ def test_a_budget_option_packs_this_call_only(db, tenant):
     assert b["report"]["tokens"]["total"] <= 600
 
 
+@pytest.mark.usefixtures("small_working_set")
 def test_looking_without_logging_changes_nothing(db, tenant):
     s, _ = coding_session(db, tenant)
     s.window_for(0.9)
@@ -417,6 +436,7 @@ def test_duplicated_outputs_and_stale_tool_results_are_degraded(db, tenant):
     assert triggers[s.object_of(second)] == "waste"
 
 
+@pytest.mark.usefixtures("small_working_set")
 def test_the_thrash_guard_holds_a_faulted_object_under_pressure_for_n_turns(db, tenant):
     s, reads = coding_session(db, tenant)
     db.memory_release(tenant, s.s, [f"obj:{reads[0]}"])
