@@ -30,7 +30,7 @@ def _parts(content: object) -> list:
         elif part.get("type") == "text":
             if part.get("text"):
                 out.append({"type": "text", "text": part.get("text")})
-        elif part.get("type") not in _DROPPED_PARTS:
+        elif not isinstance(part.get("type"), str) or part["type"] not in _DROPPED_PARTS:  # any JSON as a type
             out.append({k: v for k, v in part.items() if k != "cache_control"})
     return out
 

@@ -15,7 +15,13 @@ from consistency import violations
 from mnemo_db.transcript import wire_hash
 
 from mnemosyne import connect
-from mnemosyne.errors import InvalidMessage, InvalidParameter, UnknownSession, UnknownTenant
+from mnemosyne.errors import (
+    InvalidMessage,
+    InvalidParameter,
+    MnemoError,
+    UnknownSession,
+    UnknownTenant,
+)
 from mnemosyne.proxy import anthropic_format as af
 
 
@@ -91,6 +97,19 @@ def test_tool_call_arguments_nested_past_the_parser_limit_are_synced(db, tenant)
     assert db.sync_messages(tenant, sid, sent)["recorded"] == 0
     assert wire_hash(sent[1]) != wire_hash({**sent[1], "tool_calls": [
         {"id": "c1", "type": "function", "function": {"name": "Read", "arguments": deep[1:-1]}}]})
+
+
+@pytest.mark.parametrize("part_type", [{"a": 1}, ["thinking"], 7, None])
+def test_a_content_part_of_any_type_is_hashed_then_judged_by_record_message(db, tenant, part_type):
+    """Found by the fuzzer (TypeError: unhashable type: 'dict' in wire_hashes): a content
+    part's type may be any JSON; the hash takes it, record_message then says whether
+    the part is valid (a project error, or recorded)."""
+    sid = db.open_session(tenant, f"conv:part:{part_type!r}")
+    try:
+        db.sync_messages(tenant, sid, [{"role": "user", "content": [{"type": part_type, "text": "x"}]}])
+    except MnemoError as e:
+        assert e.sqlstate.startswith("MN")
+    assert wire_hash({"role": "user", "content": [{"type": part_type, "text": "x"}]})
 
 
 def test_open_session_refuses_bad_keys_and_unknown_tenants(db, tenant):
