@@ -11,6 +11,12 @@ from __future__ import annotations
 
 import psycopg
 
+# A message m superseded when a client rewrote its history (sync_messages: compacted,
+# and no longer in its transcript) gave its call ids up for the rewritten turn.
+SUPERSEDED_BY_REWIND = """(m.is_compacted AND EXISTS (SELECT FROM mnemo.transcripts AS t
+                WHERE t.tenant_id = m.tenant_id AND t.session_id = m.session_id
+                    AND m.message_id <> ALL (t.message_ids)))"""
+
 # name -> query ($1: tenant_id LIKE pattern). Every query returns offending rows.
 CHECKS = {
     # turns: a session's messages are numbered 0..n-1 without gap or repeat, and n is
@@ -56,26 +62,20 @@ CHECKS = {
                 WHERE m.tenant_id = tc.tenant_id AND m.message_id = tc.result_message_id
                     AND m.session_id = tc.session_id AND m.role = 'tool' AND m.tool_call_id = tc.tool_call_id)
     """,
-    # (a message superseded when a client rewrote its history, sync_messages: compacted,
-    # and no longer in its transcript, gives its call ids up for the rewritten turn)
-    "issued_calls_without_row": """
+    "issued_calls_without_row": f"""
         SELECT m.tenant_id, m.message_id, c ->> 'id' AS call FROM mnemo.messages AS m
         CROSS JOIN LATERAL jsonb_array_elements(m.tool_calls) AS c
         WHERE m.tenant_id LIKE $1 AND m.tool_calls IS NOT NULL AND NOT EXISTS (SELECT FROM mnemo.tool_calls AS tc
             WHERE tc.tenant_id = m.tenant_id AND tc.session_id = m.session_id
                 AND tc.tool_call_id = c ->> 'id' AND tc.message_id = m.message_id)
-            AND NOT (m.is_compacted AND EXISTS (SELECT FROM mnemo.transcripts AS t
-                WHERE t.tenant_id = m.tenant_id AND t.session_id = m.session_id
-                    AND m.message_id <> ALL (t.message_ids)))
+            AND NOT {SUPERSEDED_BY_REWIND}
     """,
-    "tool_messages_without_call": """
+    "tool_messages_without_call": f"""
         SELECT m.tenant_id, m.message_id, m.tool_call_id FROM mnemo.messages AS m
         WHERE m.tenant_id LIKE $1 AND m.role = 'tool' AND NOT EXISTS (SELECT FROM mnemo.tool_calls AS tc
             WHERE tc.tenant_id = m.tenant_id AND tc.session_id = m.session_id
                 AND tc.tool_call_id = m.tool_call_id AND tc.result_message_id = m.message_id)
-            AND NOT (m.is_compacted AND EXISTS (SELECT FROM mnemo.transcripts AS t
-                WHERE t.tenant_id = m.tenant_id AND t.session_id = m.session_id
-                    AND m.message_id <> ALL (t.message_ids)))
+            AND NOT {SUPERSEDED_BY_REWIND}
     """,
     # artifacts: a message's artifact exists and points back; an artifact's message
     # and session exist

@@ -481,6 +481,10 @@ class Pager:
             raise PagingError("MN003", f"unknown session {s}")
         return row["turn_count"]
 
+    def zone(self, t: str, s: str) -> str:
+        """The pressure zone of the session's last compile (normal before any)."""
+        return (self.one("zone", [t, s]) or {}).get("zone", "normal")
+
     def full_text(self, t: str, s: str, obj: dict) -> str:
         """An object's full content: its messages as stored (large outputs from their
         artifacts), or its memory's full text."""
@@ -522,7 +526,7 @@ class Pager:
         if not isinstance(refs, list) or not refs:
             raise PagingError("MN001", "ids must be a non-empty array of ids", "e.g. [\"obj:3\", \"msg:40\"]")
         turn = self.turn(t, s)
-        zone = (self.one("zone", [t, s]) or {}).get("zone", "normal")
+        zone = self.zone(t, s)
         to = "stub" if zone == "normal" else "evicted"
         objs = {}
         for ref in refs:
@@ -619,7 +623,7 @@ class Pager:
         """memory_objects: the session's newest `limit` objects as paging sees them now,
         in turn order, and the count and tokens of all its objects at each fidelity."""
         turn = self.turn(t, s)
-        zone = (self.one("zone", [t, s]) or {}).get("zone", "normal")
+        zone = self.zone(t, s)
         rows = self.x("objects", [t, s, limit])
         counts = {f: {"objects": 0, "tokens": 0} for f in LADDER}
         for r in self.x("fidelities", [t, s]):
