@@ -33,8 +33,8 @@ COPY scripts ./scripts
 COPY sql ./sql
 COPY cron ./cron
 RUN mkdir -p /opt/mnemo/plpy && cp -r plpy/mnemo_db /opt/mnemo/plpy/ && python3 -m compileall -q /opt/mnemo/plpy
-# The weights (and the token counter's o200k table) as files every backend maps instead
-# of copying (see plpy/mnemo_db/embedding.py and tokens.py).
+# The server model's probe (plpy/mnemo_db/embedding.py) and the token counter's o200k
+# table, a file every backend maps instead of copying (tokens.py).
 RUN PYTHONPATH=/opt/mnemo/plpy:/opt/mnemo/pylib python3 -m mnemo_db.embedding /opt/mnemo/model \
  && PYTHONPATH=/opt/mnemo/plpy:/opt/mnemo/pylib python3 -m mnemo_db.tokens
 COPY docker/initdb.sh /docker-entrypoint-initdb.d/50-mnemosyne.sh

@@ -4,7 +4,10 @@ Prints cold start (first mnemo.embed() on a new connection: PL/Python start-up,
 imports, model load), warm single-text latency p50/p95, batch throughput and the
 backend's resident memory, next to baselines measured in the same run: a bare
 `SELECT 1` round trip, and the sentence-transformers reference (torch) in this
-process. Ends with one JSON line.
+process. Then the server's int8 model against model.onnx, the export it is made from,
+in this process: single-text latency, cosine between their vectors, and (with LoCoMo
+beside the repo) the evidence recall@10 of turns ranked by cosine alone, per question
+category. Ends with one JSON line.
 """
 
 from __future__ import annotations
@@ -97,13 +100,78 @@ def main() -> None:
     print(f"reference sentence-transformers (in-process, no SQL): load {st_cold:.2f} s, "
           f"warm p50 {pct(st_warm, 50):.2f} ms")
 
+    models = compare_models(texts[:200])
     print(json.dumps({
+        "models": models,
         "cold_start_s": round(cold, 3),
         "warm_p50_ms": round(pct(warm, 50), 2),
         "warm_p95_ms": round(pct(warm, 95), 2),
         "batch_texts_per_s": round(throughput, 1),
         "backend_rss_mb": rss and round(rss, 1),
     }))
+
+
+def model_dir() -> str:
+    with psycopg.connect(DSN, autocommit=True) as conn:
+        return conn.execute("SELECT mnemo_internal.setting('model_dir') #>> '{}'").fetchone()[0]
+
+
+def evidence_recall(embedder, k: int = 10) -> dict:
+    """LoCoMo's evidence turns ranked by cosine to the question alone: recall@k, all
+    questions with evidence (the adversarial category aside) and per category."""
+    import numpy as np
+
+    per: dict[int, list[float]] = {}
+    for conv in json.loads(LOCOMO.read_text()):
+        ids, texts = [], []
+        for key, turns in conv["conversation"].items():
+            if key.startswith("session_") and isinstance(turns, list):
+                ids += [t["dia_id"] for t in turns]
+                texts += [f"{t['speaker']}: {t['text']}" for t in turns]
+        qs = [q for q in conv["qa"] if q.get("evidence") and q.get("category") != 5]
+        top = np.argsort(-(embedder.embed([q["question"] for q in qs]) @ embedder.embed(texts).T), axis=1)[:, :k]
+        for q, row in zip(qs, top):
+            ev = set(q["evidence"])
+            per.setdefault(q["category"], []).append(len(ev & {ids[i] for i in row}) / len(ev))
+    out = {f"cat{c}": round(statistics.mean(v), 4) for c, v in sorted(per.items())}
+    out["all"] = round(statistics.mean(x for v in per.values() for x in v), 4)
+    return out
+
+
+def compare_models(texts: list[str]) -> dict:
+    """The server model (int8 weights) beside model.onnx, in this process."""
+    import os
+    import sys
+
+    import numpy as np
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "plpy"))
+    from mnemo_db import embedding
+
+    d = model_dir()
+    if not d or not os.path.exists(os.path.join(d, embedding.SERVER_MODEL)):
+        print("models: no server model to compare (make up writes it)")
+        return {}
+    out = {}
+    vectors = {}
+    for name, file in (("export_fp32", "model.onnx"), ("server_int8", embedding.SERVER_MODEL)):
+        e = embedding.Embedder(d, model_file=file)
+        e.embed(["warm up"])
+        times = []
+        for t in texts:
+            t0 = time.perf_counter()
+            e.embed([t])
+            times.append((time.perf_counter() - t0) * 1000)
+        vectors[name] = e.embed(texts)
+        out[name] = {"single_p50_ms": round(pct(times, 50), 2)}
+        if LOCOMO.exists():
+            out[name]["locomo_recall_at_10"] = evidence_recall(e)
+        print(f"model {name}: single text p50 {out[name]['single_p50_ms']} ms; "
+              f"LoCoMo evidence recall@10 by cosine {out[name].get('locomo_recall_at_10')}", flush=True)
+    cos = (vectors["export_fp32"] * vectors["server_int8"]).sum(axis=1)
+    out["cosine_server_to_export"] = {"min": round(float(cos.min()), 4), "mean": round(float(np.mean(cos)), 4)}
+    print(f"cosine server model to export: {out['cosine_server_to_export']}")
+    return out
 
 
 if __name__ == "__main__":

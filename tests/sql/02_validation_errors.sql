@@ -2,7 +2,7 @@
 -- hashes, artifacts, embed jobs) and every validation error by SQLSTATE, each failure
 -- followed (singly, or once per group of calls) by a check that nothing was written.
 BEGIN;
-SELECT plan(169);
+SELECT plan(174);
 
 -- Fixtures -----------------------------------------------------------------------
 -- Tenant tap_val with four sessions: S1 active, S2 closed, S3 expired, S4 active.
@@ -421,6 +421,20 @@ SELECT results_eq(
       WHERE message_id = (SELECT id FROM tap_ids WHERE k = 'm6')$$,
     $$VALUES ('Thanks'::text, 2)$$, 'content parts are kept, their text is the content');
 SELECT is(mnemo.set_setting('job_max_tries', '7'), '5'::jsonb, 'set_setting returns the old value');
+
+-- open_session on a key it has opened stores the call's model and window: the same
+-- checks as start_session (NULLs failed with 23502 on the sessions table; fuzz, 100k).
+SELECT isnt(mnemo.open_session('tap_val', 'conv:known', p_model => 'gpt-4o-mini'), NULL, 'open_session opens a key');
+SELECT throws_ok($$SELECT mnemo.open_session('tap_val', 'conv:known', p_model => NULL)$$,
+    'MN001', 'model must not be empty', 'open_session of a known key: NULL model');
+SELECT throws_ok($$SELECT mnemo.open_session('tap_val', 'conv:known', p_context_window => NULL)$$,
+    'MN001', NULL, 'open_session of a known key: NULL context window');
+SELECT throws_ok($$SELECT mnemo.open_session('tap_val', 'conv:known', p_context_window => 8192,
+    p_response_reserve => 8192)$$, 'MN001', NULL, 'open_session of a known key: reserve not below the window');
+SELECT results_eq($$SELECT s.model, s.context_window, s.response_reserve FROM mnemo.sessions AS s
+    JOIN mnemo.transcripts AS t USING (tenant_id, session_id)
+    WHERE t.tenant_id = 'tap_val' AND t.session_key = 'conv:known'$$,
+    $$VALUES ('gpt-4o-mini'::text, 128000, 4096)$$, 'the refused calls changed nothing');
 
 -- Regression (fixed) ----------------------------------------------------------
 -- m4 (January 2100) waits in a DEFAULT partition. Creating that month must move it into
