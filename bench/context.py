@@ -587,6 +587,15 @@ KNN_SWEEP = {
                       "ORDER BY d"),
                      # strict order: the first 10 that are messages, in order
                      {"hnsw.iterative_scan": "strict_order", "jit": "off"}),
+    # the same index as the compile reads it (statements.RECALL_KNN): at least
+    # 2 x MIN_CANDIDATES = 120 nearest items in relaxed order, all of them re-scored by
+    # their full vectors (the compile's cosine), the 10 best kept
+    "recall_index_k120": (("WITH c AS MATERIALIZED (SELECT r.item_id, r.created_at FROM mnemo_internal.recall_index AS r "
+                           "WHERE r.tenant_id = %(t)s ORDER BY r.embedding <=> %(v)s::halfvec LIMIT 120) "
+                           "SELECT m.message_id, m.embedding <=> %(v)s::vector AS d FROM c JOIN mnemo.messages AS m "
+                           "ON m.tenant_id = %(t)s AND m.message_id = c.item_id AND m.created_at = c.created_at "
+                           "ORDER BY d LIMIT 10"),
+                          {"hnsw.iterative_scan": "relaxed_order", "jit": "off"}),
 }
 
 
