@@ -393,9 +393,9 @@ def reset(conn) -> None:
     like = [p.replace("_", "\\_") + "%" for p in (PREFIX, SWEEP_PREFIX)]
     t0 = time.perf_counter()
     # the bench tenants' own recall indexes (their rows go with the tenants)
-    for hnsw, gin in conn.execute("SELECT hnsw_index, gin_index FROM mnemo_internal.recall_tenants "
-                                  "WHERE tenant_id LIKE ANY(%s)", (like,)).fetchall():
-        for name in (hnsw, gin):
+    for names in conn.execute("SELECT hnsw_index, memory_hnsw_index, gin_index FROM mnemo_internal.recall_tenants "
+                              "WHERE tenant_id LIKE ANY(%s)", (like,)).fetchall():
+        for name in names:
             conn.execute(sql.SQL("DROP INDEX IF EXISTS mnemo_internal.{}").format(sql.Identifier(name)))
     for table in ("context_log", "jobs", "lexicon", "message_segments", "memories", "messages",
                   "sessions", "system_prompts", "tenants"):
@@ -577,25 +577,26 @@ KNN_SWEEP = {
                         "ORDER BY embedding <=> %(v)s::vector LIMIT 10) SELECT * FROM c ORDER BY d"),
                        {"hnsw.iterative_scan": "relaxed_order", "hnsw.ef_search": "100",
                         "enable_sort": "off", "jit": "off"}),
-    # the tenant's own recall index (migration 0017; a tenant past the threshold only):
-    # its partial HNSW index (halfvec), the distances of what it found taken in full
+    # the tenant's own recall index (migrations 0017, 0024; a tenant past the threshold
+    # only): its partial HNSW index over messages (halfvec), with the compile's settings
+    # (relaxed order, ef_search 400), the distances of what it found taken in full
     "recall_index": (("WITH c AS MATERIALIZED (SELECT r.item_id, r.created_at FROM mnemo_internal.recall_index AS r "
                       "WHERE r.tenant_id = %(t)s AND NOT r.is_memory "
                       "ORDER BY r.embedding <=> %(v)s::halfvec LIMIT 10) "
                       "SELECT m.message_id, m.embedding <=> %(v)s::vector AS d FROM c JOIN mnemo.messages AS m "
                       "ON m.tenant_id = %(t)s AND m.message_id = c.item_id AND m.created_at = c.created_at "
                       "ORDER BY d"),
-                     # strict order: the first 10 that are messages, in order
-                     {"hnsw.iterative_scan": "strict_order", "jit": "off"}),
-    # the same index as the compile reads it (statements.RECALL_KNN): at least
-    # 2 x MIN_CANDIDATES = 120 nearest items in relaxed order, all of them re-scored by
-    # their full vectors (the compile's cosine), the 10 best kept
+                     {"hnsw.iterative_scan": "relaxed_order", "hnsw.ef_search": "400", "jit": "off"}),
+    # the same as the compile reads it (statements.RECALL_KNN): at least
+    # 2 x MIN_CANDIDATES = 120 nearest messages, all re-scored by their full vectors
+    # (the compile's cosine), the 10 best kept
     "recall_index_k120": (("WITH c AS MATERIALIZED (SELECT r.item_id, r.created_at FROM mnemo_internal.recall_index AS r "
-                           "WHERE r.tenant_id = %(t)s ORDER BY r.embedding <=> %(v)s::halfvec LIMIT 120) "
+                           "WHERE r.tenant_id = %(t)s AND NOT r.is_memory "
+                           "ORDER BY r.embedding <=> %(v)s::halfvec LIMIT 120) "
                            "SELECT m.message_id, m.embedding <=> %(v)s::vector AS d FROM c JOIN mnemo.messages AS m "
                            "ON m.tenant_id = %(t)s AND m.message_id = c.item_id AND m.created_at = c.created_at "
                            "ORDER BY d LIMIT 10"),
-                          {"hnsw.iterative_scan": "relaxed_order", "jit": "off"}),
+                          {"hnsw.iterative_scan": "relaxed_order", "hnsw.ef_search": "400", "jit": "off"}),
 }
 
 
@@ -673,7 +674,8 @@ def measure_sweep(args, sizes: list[int]) -> dict:
                 res = run(name, t, s, q, vectors[i])
                 dt = (time.perf_counter() - t0) * 1000
                 if name == "compile_whole" and t in indexed:
-                    main.execute("INSERT INTO mnemo_internal.recall_tenants VALUES (%s, %s, %s, %s, %s, %s)", indexed[t])
+                    main.execute(sql.SQL("INSERT INTO mnemo_internal.recall_tenants VALUES ({})").format(
+                        sql.SQL(", ").join([sql.Placeholder()] * len(indexed[t]))), indexed[t])
                 if i >= args.warmup:
                     times[name].append(dt)
                     if name in found:

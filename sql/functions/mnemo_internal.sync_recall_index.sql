@@ -2,9 +2,9 @@
 -- Brings a tenant's recall index (mnemo_internal.recall_index, migration 0017) up to its
 -- sealed messages and its memories; returns the rows written. A tenant without one
 -- gets one once at least p_min_messages of its messages are sealed (NULL: the
--- setting recall_index_min_messages): its rows first, then its own HNSW and GIN
--- indexes (partial: WHERE tenant_id = it), built once over the rows rather than
--- row by row. Afterwards each call adds the messages sealed since (message_segments
+-- setting recall_index_min_messages): its rows first, then its own indexes (partial:
+-- WHERE tenant_id = it), built once over the rows rather than row by row: an HNSW
+-- index over its messages, one over its memories, a GIN index over both. Afterwards each call adds the messages sealed since (message_segments
 -- decides what is recallable and when: the index never runs ahead of the segments)
 -- and re-reads the memories: a memory that is gone or no longer active leaves, one
 -- that is new, changed since the last sync, or embedded since it came in is written
@@ -69,13 +69,29 @@ BEGIN
     DO UPDATE SET embedding = excluded.embedding, search_tsv = excluded.search_tsv;
     GET DIAGNOSTICS v_rows = ROW_COUNT;
     v_written := v_written + v_rows;
-    IF v_known.tenant_id IS NULL THEN
-        EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON mnemo_internal.recall_index USING hnsw '
-            '(embedding halfvec_cosine_ops) WHERE tenant_id = %L', 'recall_index_hnsw_' || v_key, p_tenant_id);
-        EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON mnemo_internal.recall_index USING gin (search_tsv) '
+    -- The tenant's own indexes, built over the rows once they are in (a missing one
+    -- again: migration 0024 dropped the HNSW index over both kinds). Two HNSW
+    -- indexes, messages apart from memories: memories sit nearer a question than
+    -- turns do, and took almost all of the k nearest on a graph of both (0024).
+    IF to_regclass(format('mnemo_internal.%I', 'recall_index_msg_hnsw_' || v_key)) IS NULL THEN
+        EXECUTE format('CREATE INDEX %I ON mnemo_internal.recall_index USING hnsw '
+            '(embedding halfvec_cosine_ops) WHERE tenant_id = %L AND NOT is_memory',
+            'recall_index_msg_hnsw_' || v_key, p_tenant_id);
+    END IF;
+    IF to_regclass(format('mnemo_internal.%I', 'recall_index_mem_hnsw_' || v_key)) IS NULL THEN
+        EXECUTE format('CREATE INDEX %I ON mnemo_internal.recall_index USING hnsw '
+            '(embedding halfvec_cosine_ops) WHERE tenant_id = %L AND is_memory',
+            'recall_index_mem_hnsw_' || v_key, p_tenant_id);
+    END IF;
+    IF to_regclass(format('mnemo_internal.%I', 'recall_index_gin_' || v_key)) IS NULL THEN
+        EXECUTE format('CREATE INDEX %I ON mnemo_internal.recall_index USING gin (search_tsv) '
             'WHERE tenant_id = %L', 'recall_index_gin_' || v_key, p_tenant_id);
-        INSERT INTO mnemo_internal.recall_tenants (tenant_id, messages_up_to, memories_synced_at, hnsw_index, gin_index)
-        VALUES (p_tenant_id, v_sealed_to, v_synced, 'recall_index_hnsw_' || v_key, 'recall_index_gin_' || v_key);
+    END IF;
+    IF v_known.tenant_id IS NULL THEN
+        INSERT INTO mnemo_internal.recall_tenants (tenant_id, messages_up_to, memories_synced_at,
+            hnsw_index, memory_hnsw_index, gin_index)
+        VALUES (p_tenant_id, v_sealed_to, v_synced, 'recall_index_msg_hnsw_' || v_key,
+            'recall_index_mem_hnsw_' || v_key, 'recall_index_gin_' || v_key);
     ELSE
         UPDATE mnemo_internal.recall_tenants AS r SET messages_up_to = greatest(r.messages_up_to, v_sealed_to),
             memories_synced_at = v_synced

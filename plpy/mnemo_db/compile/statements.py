@@ -280,10 +280,12 @@ MESSAGE_SEGMENTS_TYPES = ["text", "uuid", "text[]", "text[]", "text", "text"]
 # 1. RECALL_HITS, while the query is embedded: the items that contain a query lexeme,
 #    through the tenant's own GIN index (the postings of the query's terms only),
 #    with the lexicon's figures; retrieval.lexical_hits keeps the best by BM25.
-# 2. RECALL_KNN, once the query's embedding is there: the k nearest items by the
-#    tenant's own HNSW index (iterative scan: up to k, whatever hnsw.ef_search).
-# The indexes are partial (WHERE tenant_id = the tenant): the tenant is written into
-# these two statements' text (TENANT, a quoted literal), each prepared per tenant.
+# 2. RECALL_KNN, once the query's embedding is there: the k nearest messages and the
+#    k nearest memories, each by the tenant's own HNSW index over that kind
+#    (migration 0024: on one graph, memories took almost all of the k nearest).
+# The indexes are partial (WHERE tenant_id = the tenant, and for HNSW the kind): the
+# tenant is written into these two statements' text (TENANT, a quoted literal), each
+# prepared per tenant.
 # 3. CANDIDATE_POOL_RECALLED: CANDIDATE_POOL on the memories found ($10) and those the
 #    index may lack or that are candidates whatever their relevance, each by an index:
 #    changed since the last sync ($11), pinned, the newest linked to an entity the
@@ -318,8 +320,11 @@ SELECT {TERMS_OUT},
 RECALL_KNN = f"""
 SELECT array_agg(r.is_memory) AS is_memory, array_agg(r.item_id) AS item_id,
     array_agg(extract(epoch FROM r.created_at)::float8) AS created_epoch
-FROM (SELECT r.is_memory, r.item_id, r.created_at FROM mnemo_internal.recall_index AS r
-    WHERE r.tenant_id = {TENANT} ORDER BY r.embedding <=> $1::halfvec LIMIT $2) AS r
+FROM ((SELECT r.is_memory, r.item_id, r.created_at FROM mnemo_internal.recall_index AS r
+        WHERE r.tenant_id = {TENANT} AND NOT r.is_memory ORDER BY r.embedding <=> $1::halfvec LIMIT $2)
+    UNION ALL
+    (SELECT r.is_memory, r.item_id, r.created_at FROM mnemo_internal.recall_index AS r
+        WHERE r.tenant_id = {TENANT} AND r.is_memory ORDER BY r.embedding <=> $1::halfvec LIMIT $2)) AS r
 """
 
 CANDIDATE_POOL_RECALLED = _CANDIDATE_POOL.format(terms=query_terms("$4", "$9"), terms_out=TERMS_OUT, memories=f"""

@@ -12,7 +12,7 @@ import uuid
 
 import pytest
 from conftest import DSN
-from helpers import text_of
+from helpers import run_jobs, text_of
 from test_segments import _conversation, build
 
 from mnemosyne import connect
@@ -140,3 +140,63 @@ def test_the_sync_follows_memories_and_forget_leaves_at_once(db, tenant):
                     (tenant, kept))
     recall_index(db, tenant)
     assert memories() == {later}
+
+
+def test_memories_nearer_a_question_leave_its_turns_room(db, tenant):
+    """Memories sit nearer a question than turns do. On one HNSW graph of both kinds,
+    the k nearest items were memories alone, and a turn only its vector finds was
+    not among them (bench-context, 100,000 messages: 113 of the 120 nearest were
+    memories). The recall index's KNN (statements.RECALL_KNN, as the compile runs it)
+    takes the k nearest of each kind, each by its own index (migration 0024)."""
+    from mnemo_db.compile import statements
+
+    _large_tenant(db, tenant, 2000)
+    question = ASKED["paraphrase"]
+    k = 120  # retrieval.recall_k's least: 2 x MIN_CANDIDATES
+    for i in range(k + 30):
+        db.remember(tenant, f"Recipe card {i}: granny put a spice into the jam she used to make.", kind="fact")
+    run_jobs(db, tenant)  # their embeddings
+    assert recall_index(db, tenant) > 0
+    c = db.conn
+    vector = c.execute("SELECT mnemo.embed(%s)::text", (question,)).fetchone()[0]
+    needle_id, nearer = c.execute("""
+        SELECT m.message_id, (SELECT count(*) FROM mnemo.memories AS mm WHERE mm.tenant_id = m.tenant_id
+            AND mm.is_active AND mm.embedding <=> %(v)s::vector < m.embedding <=> %(v)s::vector)
+        FROM mnemo.messages AS m WHERE m.tenant_id = %(t)s AND m.content = %(needle)s""",
+        {"t": tenant, "v": vector, "needle": NEEDLE}).fetchone()
+    assert nearer >= k, "the crowd must fill the k nearest items, or this test proves nothing"
+    names = {r[0] for r in c.execute(
+        "SELECT indexrelid::regclass::text FROM pg_index WHERE indrelid = 'mnemo_internal.recall_index'::regclass "
+        "AND pg_get_expr(indpred, indrelid) LIKE %s", (f"%{tenant}%",))}
+    assert len([n for n in names if "hnsw" in n]) == 2, names
+    with c.transaction():
+        c.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+        c.execute("SET LOCAL hnsw.ef_search = 400")  # as mnemo_internal.compile_context sets them
+        plan = "\n".join(r[0] for r in c.execute(
+            "EXPLAIN " + statements.for_tenant(statements.RECALL_KNN, f"'{tenant}'").replace("$1", "%(v)s")
+            .replace("$2", "%(k)s"), {"v": vector, "k": k}))
+        found = c.execute(statements.for_tenant(statements.RECALL_KNN, f"'{tenant}'").replace("$1", "%(v)s")
+                          .replace("$2", "%(k)s"), {"v": vector, "k": k}).fetchone()
+    assert plan.count("Index Scan using recall_index_") == 2 and "hnsw" in plan, plan
+    messages = [i for m, i in zip(found[0], found[1], strict=True) if not m]
+    assert needle_id in messages
+    assert sum(found[0]) == k and len(messages) == k
+
+
+def test_a_recall_index_missing_an_index_gets_it_at_the_next_sync(db, tenant):
+    """Migration 0024 drops the HNSW index over both kinds; the next sync (the segments
+    sweep) builds the two that replace it, as it builds any that is missing."""
+    _conversation(db, tenant, sessions=1, turns=6)
+    db.remember(tenant, "The renderer upgrade ships with the cobalt theme.", kind="fact")
+    build(db, tenant)
+    recall_index(db, tenant)
+    c = db.conn
+    hnsw, memory_hnsw = c.execute("SELECT hnsw_index, memory_hnsw_index FROM mnemo_internal.recall_tenants "
+                                  "WHERE tenant_id = %s", (tenant,)).fetchone()
+    c.execute(f'DROP INDEX mnemo_internal."{hnsw}"')
+    assert c.execute("SELECT to_regclass(%s)", (f"mnemo_internal.{hnsw}",)).fetchone()[0] is None
+    recall_index(db, tenant)
+    for name, kind in ((hnsw, "NOT is_memory"), (memory_hnsw, "is_memory")):
+        pred = c.execute("SELECT pg_get_expr(indpred, indrelid) FROM pg_index WHERE indexrelid = to_regclass(%s)",
+                         (f"mnemo_internal.{name}",)).fetchone()[0]
+        assert tenant in pred and kind in pred.replace("(", "").replace(")", ""), pred
