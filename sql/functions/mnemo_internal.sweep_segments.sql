@@ -39,6 +39,12 @@ BEGIN
                 JOIN mnemo.memories AS mm ON mm.tenant_id = r.tenant_id
                     AND mm.updated_at > r.memories_synced_at + interval '5 minutes'
                 WHERE r.tenant_id = t.tenant_id)
+            -- a recall index missing one of its indexes (migration 0024 dropped one)
+            OR EXISTS (SELECT FROM mnemo_internal.recall_tenants AS r
+                WHERE r.tenant_id = t.tenant_id
+                    AND (to_regclass(format('mnemo_internal.%I', r.hnsw_index)) IS NULL
+                        OR to_regclass(format('mnemo_internal.%I', r.memory_hnsw_index)) IS NULL
+                        OR to_regclass(format('mnemo_internal.%I', r.gin_index)) IS NULL))
         FROM mnemo.tenants AS t
         WHERE (p_tenant_id IS NULL OR t.tenant_id = p_tenant_id)
             AND (v_last IS NULL OR t.tenant_id > v_last)

@@ -184,8 +184,9 @@ def test_memories_nearer_a_question_leave_its_turns_room(db, tenant):
 
 
 def test_a_recall_index_missing_an_index_gets_it_at_the_next_sync(db, tenant):
-    """Migration 0024 drops the HNSW index over both kinds; the next sync (the segments
-    sweep) builds the two that replace it, as it builds any that is missing."""
+    """Migration 0024 drops the HNSW index over both kinds; the segments sweep asks a
+    tenant whose index is missing to sync, though nothing else is new, and the sync
+    builds it, as it builds any that is missing."""
     _conversation(db, tenant, sessions=1, turns=6)
     db.remember(tenant, "The renderer upgrade ships with the cobalt theme.", kind="fact")
     build(db, tenant)
@@ -195,7 +196,8 @@ def test_a_recall_index_missing_an_index_gets_it_at_the_next_sync(db, tenant):
                                   "WHERE tenant_id = %s", (tenant,)).fetchone()
     c.execute(f'DROP INDEX mnemo_internal."{hnsw}"')
     assert c.execute("SELECT to_regclass(%s)", (f"mnemo_internal.{hnsw}",)).fetchone()[0] is None
-    recall_index(db, tenant)
+    # the sweep asks the tenant though nothing is newer than its segments
+    c.execute("SELECT mnemo_internal.sweep_segments(now(), %s, 10, '{}')", (tenant,))
     for name, kind in ((hnsw, "NOT is_memory"), (memory_hnsw, "is_memory")):
         pred = c.execute("SELECT pg_get_expr(indpred, indrelid) FROM pg_index WHERE indexrelid = to_regclass(%s)",
                          (f"mnemo_internal.{name}",)).fetchone()[0]
