@@ -4,8 +4,9 @@
 -- gets one once at least p_min_messages of its messages are sealed (NULL: the
 -- setting recall_index_min_messages): its rows first, then its own indexes (partial:
 -- WHERE tenant_id = it), built once over the rows rather than row by row: an HNSW
--- index over its messages, one over its memories, a GIN index over both. Afterwards each call adds the messages sealed since (message_segments
--- decides what is recallable and when: the index never runs ahead of the segments)
+-- index over its messages, one over its memories, a GIN index over both.
+-- Afterwards each call adds the messages sealed since (message_segments decides
+-- what is recallable and when: the index never runs ahead of the segments)
 -- and re-reads the memories: a memory that is gone or no longer active leaves, one
 -- that is new, changed since the last sync, or embedded since it came in is written
 -- again. A compile reads the memories changed since memories_synced_at itself.

@@ -20,7 +20,8 @@ END;
 $$;
 
 UPDATE mnemo_internal.recall_tenants AS r
-SET hnsw_index = 'recall_index_msg_hnsw_' || substr(md5(r.tenant_id), 1, 16),
+SET
+    hnsw_index = 'recall_index_msg_hnsw_' || substr(md5(r.tenant_id), 1, 16),
     memory_hnsw_index = 'recall_index_mem_hnsw_' || substr(md5(r.tenant_id), 1, 16);
 
 ALTER TABLE mnemo_internal.recall_tenants ALTER COLUMN memory_hnsw_index SET NOT NULL;
