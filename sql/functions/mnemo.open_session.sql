@@ -39,6 +39,7 @@ DECLARE
     v_status text;
     v_key_uuid uuid;
     v_parent uuid;
+    v_red jsonb;
 BEGIN
     PERFORM mnemo_internal.enter_tenant(p_tenant_id);
     PERFORM mnemo_internal.check_json_depth(p_metadata, 'metadata');
@@ -60,7 +61,10 @@ BEGIN
     IF FOUND AND v_status IN ('active', 'paused')
         AND (p_system_prompt IS NULL OR v_known_hash IS NOT DISTINCT FROM v_prompt_hash) THEN
         IF mnemo_internal.redaction_enabled(p_tenant_id) THEN  -- as start_session stores it
-            p_model := mnemo_internal.redact(to_jsonb(p_model)) #>> '{value}';
+            v_red := mnemo_internal.redact(to_jsonb(p_model));
+            IF jsonb_array_length(v_red -> 'kinds') > 0 THEN
+                p_model := v_red #>> '{value}';
+            END IF;
         END IF;
         UPDATE mnemo.sessions AS s
         SET model = p_model, context_window = p_context_window, response_reserve = p_response_reserve,

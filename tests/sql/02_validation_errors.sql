@@ -2,7 +2,7 @@
 -- hashes, artifacts, embed jobs) and every validation error by SQLSTATE, each failure
 -- followed (singly, or once per group of calls) by a check that nothing was written.
 BEGIN;
-SELECT plan(174);
+SELECT plan(176);
 
 -- Fixtures -----------------------------------------------------------------------
 -- Tenant tap_val with four sessions: S1 active, S2 closed, S3 expired, S4 active.
@@ -435,6 +435,12 @@ SELECT results_eq($$SELECT s.model, s.context_window, s.response_reserve FROM mn
     JOIN mnemo.transcripts AS t USING (tenant_id, session_id)
     WHERE t.tenant_id = 'tap_val' AND t.session_key = 'conv:known'$$,
     $$VALUES ('gpt-4o-mini'::text, 128000, 4096)$$, 'the refused calls changed nothing');
+SELECT lives_ok($$SELECT mnemo.open_session('tap_val', 'conv:known', p_model => 'gpt-4.1', p_context_window => 64000)$$,
+    'open_session of a known key with another model and window');
+SELECT results_eq($$SELECT s.model, s.context_window FROM mnemo.sessions AS s
+    JOIN mnemo.transcripts AS t USING (tenant_id, session_id)
+    WHERE t.tenant_id = 'tap_val' AND t.session_key = 'conv:known'$$,
+    $$VALUES ('gpt-4.1'::text, 64000)$$, 'the session takes the call''s model and window');
 
 -- Regression (fixed) ----------------------------------------------------------
 -- m4 (January 2100) waits in a DEFAULT partition. Creating that month must move it into
