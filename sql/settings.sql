@@ -63,7 +63,7 @@ INSERT INTO mnemo_internal.settings AS s (key, value, description) VALUES
 ('lifecycle_batch_size', '200', 'Rows (or sessions) per committed batch of a sweep.'),
 ('lifecycle_history_days', '7', 'Days of cron.job_run_details and sweep runs kept.'),
 (
-    'recall_index_min_messages', '5000',
+    'recall_index_min_messages', '25000',
     'Sealed messages from which a tenant gets its own recall index (compile_context reads k nearest, not all).'
 )
 ON CONFLICT (key) DO UPDATE SET description = excluded.description;
