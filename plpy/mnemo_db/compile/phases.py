@@ -231,7 +231,7 @@ def read_recalled_pool(db: Database, session: Session, plan: Plan, query: str | 
     words = query_words(query)
     k = recall_k(plan.room)
     memories, messages, created = lexical_hits(
-        db.run_for_tenant("recall_hits", session.tenant_id, [session.tenant_id, query])[0], k)
+        db.run_for_tenant("recall_hits", session.tenant_id, [session.tenant_id, query, k])[0], k)
     vector = query_vector() if query else None
     if vector is not None:
         near = recalled(db.run_for_tenant("recall_knn", session.tenant_id, [vector_text(vector), k])[0])

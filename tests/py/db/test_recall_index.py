@@ -202,3 +202,66 @@ def test_a_recall_index_missing_an_index_gets_it_at_the_next_sync(db, tenant):
         pred = c.execute("SELECT pg_get_expr(indpred, indrelid) FROM pg_index WHERE indexrelid = to_regclass(%s)",
                          (f"mnemo_internal.{name}",)).fetchone()[0]
         assert tenant in pred and kind in pred.replace("(", "").replace(")", ""), pred
+
+
+# Every posting of the query's terms, as RECALL_HITS read them before it bounded the
+# read of frequent terms: the reference for its ranking.
+ALL_POSTINGS = """
+WITH {terms},
+hits AS MATERIALIZED (
+    SELECT t.k, r.is_memory, r.item_id, length(r.search_tsv) AS doc_length
+    FROM terms AS t JOIN mnemo_internal.recall_index AS r ON r.tenant_id = $1 AND r.search_tsv @@ t.tq
+),
+items AS MATERIALIZED (
+    SELECT (row_number() OVER (ORDER BY h.is_memory, h.item_id))::integer - 1 AS pos, h.is_memory,
+        h.item_id, min(h.doc_length) AS doc_length
+    FROM hits AS h GROUP BY h.is_memory, h.item_id
+)
+SELECT {terms_out},
+    (SELECT array_agg(i.item_id ORDER BY i.pos) FROM items AS i) AS item_id,
+    (SELECT array_agg(i.doc_length ORDER BY i.pos) FROM items AS i) AS doc_length,
+    (SELECT array_agg(i.pos ORDER BY i.pos, h.k) FROM hits AS h
+        JOIN items AS i ON i.is_memory = h.is_memory AND i.item_id = h.item_id) AS hit_rows,
+    (SELECT array_agg(h.k ORDER BY i.pos, h.k) FROM hits AS h
+        JOIN items AS i ON i.is_memory = h.is_memory AND i.item_id = h.item_id) AS hit_terms
+"""
+
+
+@pytest.mark.parametrize("query", ["printer warehouse", "Who mentioned cardamom and the staging cluster?",
+                                   ASKED["paraphrase"], "printer"])
+def test_bounded_postings_rank_the_same_k_best(db, large_tenant, query):
+    """RECALL_HITS reads a bounded number of the items that hold one frequent term
+    alone (statements.RECALL_POSTINGS): the k best by BM25 are those of reading
+    every posting (ties aside), for frequent words alone, a rare word among them, and
+    words the tenant lacks."""
+    import numpy as np
+    from mnemo_db.compile import statements
+    from mnemo_db.compile.retrieval import bm25
+    from psycopg.rows import dict_row
+
+    k = 120
+    c = db.conn
+    frequent = c.execute("SELECT count(*) FROM mnemo.lexicon WHERE tenant_id = %s AND doc_count > %s",
+                         (large_tenant, statements.RECALL_POSTINGS)).fetchone()[0]
+    assert frequent > 0, "the tenant must have terms past the bound, or this test proves nothing"
+
+    def best(text: str, args: dict) -> tuple[dict, float, int]:
+        r = c.cursor(row_factory=dict_row).execute(text, args).fetchone()
+        ids = np.asarray(r["item_id"] or [], dtype=np.int64)
+        if not len(ids):
+            return {}, 0.0, 0
+        score = bm25(len(ids), r["hit_rows"], r["hit_terms"], r["idf"], r["doc_length"], r["avgdl"])
+        order = np.lexsort((ids, -score))[:k]
+        return {int(ids[i]): float(score[i]) for i in order}, float(score[order[-1]]), len(ids)
+
+    def sql(text: str) -> str:
+        return text.replace("$1", "%(t)s").replace("$2", "%(q)s").replace("$3", "%(k)s")
+
+    args = {"t": large_tenant, "q": query, "k": k}
+    bounded, floor, read = best(sql(statements.for_tenant(statements.RECALL_HITS, f"'{large_tenant}'")), args)
+    every, _, all_read = best(sql(ALL_POSTINGS.format(terms=statements.query_terms("$2"),
+                                                      terms_out=statements.TERMS_OUT)), args)
+    if query == "printer warehouse":  # two frequent words, together in a few hundred turns
+        assert read < all_read, "the bound is not reached: this case proves nothing"
+    assert len(bounded) == len(every)
+    assert all(i in bounded or s <= floor + 1e-9 for i, s in every.items())
