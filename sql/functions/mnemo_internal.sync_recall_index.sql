@@ -33,6 +33,7 @@ DECLARE
     v_key text := substr(md5(p_tenant_id), 1, 16);
     v_rows integer;
     v_written integer := 0;
+    v_built boolean := false;
 BEGIN
     SELECT * INTO v_known FROM mnemo_internal.recall_tenants AS r WHERE r.tenant_id = p_tenant_id;
     SELECT coalesce(max(s.last_message_id), 0), coalesce(sum(s.n_messages), 0) INTO v_sealed_to, v_sealed
@@ -78,15 +79,23 @@ BEGIN
         EXECUTE format('CREATE INDEX %I ON mnemo_internal.recall_index USING hnsw '
             '(embedding halfvec_cosine_ops) WHERE tenant_id = %L AND NOT is_memory',
             'recall_index_msg_hnsw_' || v_key, p_tenant_id);
+        v_built := true;
     END IF;
     IF to_regclass(format('mnemo_internal.%I', 'recall_index_mem_hnsw_' || v_key)) IS NULL THEN
         EXECUTE format('CREATE INDEX %I ON mnemo_internal.recall_index USING hnsw '
             '(embedding halfvec_cosine_ops) WHERE tenant_id = %L AND is_memory',
             'recall_index_mem_hnsw_' || v_key, p_tenant_id);
+        v_built := true;
     END IF;
     IF to_regclass(format('mnemo_internal.%I', 'recall_index_gin_' || v_key)) IS NULL THEN
         EXECUTE format('CREATE INDEX %I ON mnemo_internal.recall_index USING gin (search_tsv) '
             'WHERE tenant_id = %L', 'recall_index_gin_' || v_key, p_tenant_id);
+    END IF;
+    IF v_built THEN
+        -- The tenant's rows just came in (thousands at once): without fresh statistics
+        -- the planner took its KNN for a few rows and sorted them all instead of
+        -- asking the new index (seen in the container's test run).
+        ANALYZE mnemo_internal.recall_index;
     END IF;
     IF v_known.tenant_id IS NULL THEN
         INSERT INTO mnemo_internal.recall_tenants (tenant_id, messages_up_to, memories_synced_at,

@@ -169,6 +169,7 @@ def test_memories_nearer_a_question_leave_its_turns_room(db, tenant):
         "SELECT indexrelid::regclass::text FROM pg_index WHERE indrelid = 'mnemo_internal.recall_index'::regclass "
         "AND pg_get_expr(indpred, indrelid) LIKE %s", (f"%{tenant}%",))}
     assert len([n for n in names if "hnsw" in n]) == 2, names
+    c.execute("ANALYZE mnemo_internal.recall_index")  # the 150 memories came after the sync's own
     with c.transaction():
         c.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
         c.execute("SET LOCAL hnsw.ef_search = 400")  # as mnemo_internal.compile_context sets them
@@ -177,7 +178,8 @@ def test_memories_nearer_a_question_leave_its_turns_room(db, tenant):
             .replace("$2", "%(k)s"), {"v": vector, "k": k}))
         found = c.execute(statements.for_tenant(statements.RECALL_KNN, f"'{tenant}'").replace("$1", "%(v)s")
                           .replace("$2", "%(k)s"), {"v": vector, "k": k}).fetchone()
-    assert plan.count("Index Scan using recall_index_") == 2 and "hnsw" in plan, plan
+    # (the memories' side may be sorted whole: 150 rows are fewer than a graph search reads)
+    assert "Index Scan using recall_index_msg_hnsw_" in plan, plan
     messages = [i for m, i in zip(found[0], found[1], strict=True) if not m]
     assert needle_id in messages
     assert sum(found[0]) == k and len(messages) == k
