@@ -17,15 +17,21 @@ SUPERSEDED_BY_REWIND = """(m.is_compacted AND EXISTS (SELECT FROM mnemo.transcri
                 WHERE t.tenant_id = m.tenant_id AND t.session_id = m.session_id
                     AND m.message_id <> ALL (t.message_ids)))"""
 
+# A compaction's summary message (the compaction sweep, lifecycle_db: turn -1, a
+# system message in place of the span it summarizes; its summary memory is what is
+# embedded and recalled). pg_cron's sweep may compact a fuzzed session at any time.
+COMPACTION_SUMMARY = "(m.turn_index = -1 AND m.role = 'system' AND m.metadata ? 'compaction')"
+
 # name -> query ($1: tenant_id LIKE pattern). Every query returns offending rows.
 CHECKS = {
     # turns: a session's messages are numbered 0..n-1 without gap or repeat, and n is
-    # the session's turn_count
-    "gapless_turns": """
+    # the session's turn_count (compaction summaries aside)
+    "gapless_turns": f"""
         SELECT s.tenant_id, s.session_id, s.turn_count, count(m.message_id) AS messages,
             count(DISTINCT m.turn_index) AS distinct_turns, min(m.turn_index) AS first, max(m.turn_index) AS last
         FROM mnemo.sessions AS s
         LEFT JOIN mnemo.messages AS m ON m.tenant_id = s.tenant_id AND m.session_id = s.session_id
+            AND NOT {COMPACTION_SUMMARY}
         WHERE s.tenant_id LIKE $1
         GROUP BY s.tenant_id, s.session_id, s.turn_count
         HAVING count(m.message_id) <> s.turn_count OR count(DISTINCT m.turn_index) <> count(m.message_id)
@@ -159,9 +165,9 @@ CHECKS = {
                 OR (j.dedup_key LIKE 'session:%' AND NOT EXISTS (SELECT FROM mnemo.sessions AS s
                     WHERE s.tenant_id = j.tenant_id AND s.session_id::text = substr(j.dedup_key, 9))))
     """,
-    "messages_never_embedded": """
+    "messages_never_embedded": f"""
         SELECT m.tenant_id, m.message_id FROM mnemo.messages AS m WHERE m.tenant_id LIKE $1
-            AND coalesce(m.content, '') <> '' AND m.embedding IS NULL AND NOT EXISTS (SELECT FROM mnemo.jobs AS j
+            AND coalesce(m.content, '') <> '' AND m.embedding IS NULL AND NOT {COMPACTION_SUMMARY} AND NOT EXISTS (SELECT FROM mnemo.jobs AS j
                 WHERE j.tenant_id = m.tenant_id AND j.kind = 'embed' AND j.dedup_key = 'message:' || m.message_id)
     """,
     "context_log_without_session": """
