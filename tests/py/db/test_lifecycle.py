@@ -17,8 +17,8 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from consistency import violations
 from conftest import DSN
+from consistency import violations
 from helpers import assert_tool_pairs_whole, waits_for_a_lock
 from lifecycle_checks import check_levels
 from mnemo_db import tokens
