@@ -565,6 +565,20 @@ def load_sweep(conn, pool_factory, sizes: list[int], now: datetime, mode: str) -
     print(f"[sweep] VACUUM ANALYZE {vacuum_analyze(conn):.1f} s", flush=True)
 
 
+RECALL_INDEX_SETTINGS = {"hnsw.iterative_scan": "relaxed_order", "hnsw.ef_search": "400", "jit": "off"}
+
+
+def _recall_index_knn(nearest: int) -> str:
+    """The `nearest` messages by a tenant's recall index (its HNSW index over
+    messages), the 10 best of them by their full vectors."""
+    return ("WITH c AS MATERIALIZED (SELECT r.item_id, r.created_at FROM mnemo_internal.recall_index AS r "
+            "WHERE r.tenant_id = %(t)s AND NOT r.is_memory "
+            f"ORDER BY r.embedding <=> %(v)s::halfvec LIMIT {nearest}) "
+            "SELECT m.message_id, m.embedding <=> %(v)s::vector AS d FROM c JOIN mnemo.messages AS m "
+            "ON m.tenant_id = %(t)s AND m.message_id = c.item_id AND m.created_at = c.created_at "
+            "ORDER BY d LIMIT 10")
+
+
 # Bare KNN on one tenant's messages, vector passed in, with each result's distance
 # (recall is counted by distance: texts repeat, and tied rows are interchangeable).
 KNN_SWEEP = {
@@ -580,23 +594,11 @@ KNN_SWEEP = {
     # the tenant's own recall index (migrations 0017, 0024; a tenant past the threshold
     # only): its partial HNSW index over messages (halfvec), with the compile's settings
     # (relaxed order, ef_search 400), the distances of what it found taken in full
-    "recall_index": (("WITH c AS MATERIALIZED (SELECT r.item_id, r.created_at FROM mnemo_internal.recall_index AS r "
-                      "WHERE r.tenant_id = %(t)s AND NOT r.is_memory "
-                      "ORDER BY r.embedding <=> %(v)s::halfvec LIMIT 10) "
-                      "SELECT m.message_id, m.embedding <=> %(v)s::vector AS d FROM c JOIN mnemo.messages AS m "
-                      "ON m.tenant_id = %(t)s AND m.message_id = c.item_id AND m.created_at = c.created_at "
-                      "ORDER BY d"),
-                     {"hnsw.iterative_scan": "relaxed_order", "hnsw.ef_search": "400", "jit": "off"}),
+    "recall_index": (_recall_index_knn(10), RECALL_INDEX_SETTINGS),
     # the same as the compile reads it (statements.RECALL_KNN): at least
     # 2 x MIN_CANDIDATES = 120 nearest messages, all re-scored by their full vectors
     # (the compile's cosine), the 10 best kept
-    "recall_index_k120": (("WITH c AS MATERIALIZED (SELECT r.item_id, r.created_at FROM mnemo_internal.recall_index AS r "
-                           "WHERE r.tenant_id = %(t)s AND NOT r.is_memory "
-                           "ORDER BY r.embedding <=> %(v)s::halfvec LIMIT 120) "
-                           "SELECT m.message_id, m.embedding <=> %(v)s::vector AS d FROM c JOIN mnemo.messages AS m "
-                           "ON m.tenant_id = %(t)s AND m.message_id = c.item_id AND m.created_at = c.created_at "
-                           "ORDER BY d LIMIT 10"),
-                          {"hnsw.iterative_scan": "relaxed_order", "hnsw.ef_search": "400", "jit": "off"}),
+    "recall_index_k120": (_recall_index_knn(120), RECALL_INDEX_SETTINGS),
 }
 
 

@@ -141,17 +141,11 @@ class Embedder:
         got = self.embed([PROBE_TEXT])[0]
         return expected.shape == got.shape and float(got @ expected) >= PROBE_MIN_COSINE
 
-    def inputs(self, texts: list[str]) -> dict[str, np.ndarray]:
-        """The encoder's inputs for texts: WordPiece ids padded to the longest text,
-        the attention mask, token types."""
-        encs = self.tokenizer.encode_batch([t or "" for t in texts])
-        width = max(len(e.ids) for e in encs)
-        ids = np.zeros((len(texts), width), dtype=np.int64)
-        mask = np.zeros((len(texts), width), dtype=np.int64)
-        for row, e in enumerate(encs):
-            ids[row, : len(e.ids)] = e.ids
-            mask[row, : len(e.ids)] = 1
-        return {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+    def inputs(self, text: str) -> dict[str, np.ndarray]:
+        """The encoder's inputs for one text (one per run: see embed): its WordPiece
+        ids, the attention mask, token types."""
+        ids = np.asarray([self.tokenizer.encode(text or "").ids], dtype=np.int64)
+        return {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)}
 
     def embed(self, texts: list[str]) -> np.ndarray:
         """Return an array (len(texts), 384) of L2-normalised float32 embeddings.
@@ -161,7 +155,7 @@ class Embedder:
         out = np.empty((len(texts), DIMENSIONS), dtype=np.float32)
         tokens = 0
         for row, text in enumerate(texts):
-            inputs = self.inputs([text])
+            inputs = self.inputs(text)
             tokens += inputs["input_ids"].size
             out[row] = mean_pooled(self.session.run(None, inputs)[0], inputs["attention_mask"])[0]
         if tokens >= RELEASE_AFTER_TOKENS:
@@ -176,7 +170,7 @@ class Embedder:
         it would start late on the longer of a compile's two paths: waiting here
         (a thread wake-up) starts it at once (docs/performance.md). Bounded: a
         thread still busy with an earlier text is not waited for."""
-        inputs = self.inputs([text])
+        inputs = self.inputs(text)
         started = threading.Event()
 
         def encode():

@@ -31,6 +31,11 @@ DECLARE
     -- before this: a margin, so that the next sync and the compiles still see it
     v_synced timestamptz := clock_timestamp() - interval '5 minutes';
     v_key text := substr(md5(p_tenant_id), 1, 16);
+    v_msg_hnsw text := 'recall_index_msg_hnsw_' || v_key;
+    v_mem_hnsw text := 'recall_index_mem_hnsw_' || v_key;
+    v_gin text := 'recall_index_gin_' || v_key;
+    v_index text;
+    v_definition text;
     v_rows integer;
     v_written integer := 0;
     v_built boolean := false;
@@ -75,33 +80,27 @@ BEGIN
     -- again: migration 0024 dropped the HNSW index over both kinds). Two HNSW
     -- indexes, messages apart from memories: memories sit nearer a question than
     -- turns do, and took almost all of the k nearest on a graph of both (0024).
-    IF to_regclass(format('mnemo_internal.%I', 'recall_index_msg_hnsw_' || v_key)) IS NULL THEN
-        EXECUTE format('CREATE INDEX %I ON mnemo_internal.recall_index USING hnsw '
-            '(embedding halfvec_cosine_ops) WHERE tenant_id = %L AND NOT is_memory',
-            'recall_index_msg_hnsw_' || v_key, p_tenant_id);
-        v_built := true;
-    END IF;
-    IF to_regclass(format('mnemo_internal.%I', 'recall_index_mem_hnsw_' || v_key)) IS NULL THEN
-        EXECUTE format('CREATE INDEX %I ON mnemo_internal.recall_index USING hnsw '
-            '(embedding halfvec_cosine_ops) WHERE tenant_id = %L AND is_memory',
-            'recall_index_mem_hnsw_' || v_key, p_tenant_id);
-        v_built := true;
-    END IF;
-    IF to_regclass(format('mnemo_internal.%I', 'recall_index_gin_' || v_key)) IS NULL THEN
-        EXECUTE format('CREATE INDEX %I ON mnemo_internal.recall_index USING gin (search_tsv) '
-            'WHERE tenant_id = %L', 'recall_index_gin_' || v_key, p_tenant_id);
-    END IF;
+    FOR v_index, v_definition IN VALUES
+        (v_msg_hnsw, 'hnsw (embedding halfvec_cosine_ops) WHERE tenant_id = %L AND NOT is_memory'),
+        (v_mem_hnsw, 'hnsw (embedding halfvec_cosine_ops) WHERE tenant_id = %L AND is_memory'),
+        (v_gin, 'gin (search_tsv) WHERE tenant_id = %L')
+    LOOP
+        IF to_regclass(format('mnemo_internal.%I', v_index)) IS NULL THEN
+            EXECUTE format('CREATE INDEX %I ON mnemo_internal.recall_index USING ' || v_definition,
+                v_index, p_tenant_id);
+            v_built := true;
+        END IF;
+    END LOOP;
     IF v_built THEN
-        -- The tenant's rows just came in (thousands at once): without fresh statistics
-        -- the planner took its KNN for a few rows and sorted them all instead of
-        -- asking the new index (seen in the container's test run).
+        -- The tenant's rows just came in (thousands at once), or an index was missing:
+        -- without fresh statistics the planner took its KNN for a few rows and sorted
+        -- them all instead of asking the new index (seen in the container's test run).
         ANALYZE mnemo_internal.recall_index;
     END IF;
     IF v_known.tenant_id IS NULL THEN
         INSERT INTO mnemo_internal.recall_tenants (tenant_id, messages_up_to, memories_synced_at,
             hnsw_index, memory_hnsw_index, gin_index)
-        VALUES (p_tenant_id, v_sealed_to, v_synced, 'recall_index_msg_hnsw_' || v_key,
-            'recall_index_mem_hnsw_' || v_key, 'recall_index_gin_' || v_key);
+        VALUES (p_tenant_id, v_sealed_to, v_synced, v_msg_hnsw, v_mem_hnsw, v_gin);
     ELSE
         UPDATE mnemo_internal.recall_tenants AS r SET messages_up_to = greatest(r.messages_up_to, v_sealed_to),
             memories_synced_at = v_synced

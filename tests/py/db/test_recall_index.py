@@ -170,14 +170,12 @@ def test_memories_nearer_a_question_leave_its_turns_room(db, tenant):
         "AND pg_get_expr(indpred, indrelid) LIKE %s", (f"%{tenant}%",))}
     assert len([n for n in names if "hnsw" in n]) == 2, names
     c.execute("ANALYZE mnemo_internal.recall_index")  # the 150 memories came after the sync's own
+    knn = statements.for_tenant(statements.RECALL_KNN, f"'{tenant}'").replace("$1", "%(v)s").replace("$2", "%(k)s")
     with c.transaction():
         c.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
         c.execute("SET LOCAL hnsw.ef_search = 400")  # as mnemo_internal.compile_context sets them
-        plan = "\n".join(r[0] for r in c.execute(
-            "EXPLAIN " + statements.for_tenant(statements.RECALL_KNN, f"'{tenant}'").replace("$1", "%(v)s")
-            .replace("$2", "%(k)s"), {"v": vector, "k": k}))
-        found = c.execute(statements.for_tenant(statements.RECALL_KNN, f"'{tenant}'").replace("$1", "%(v)s")
-                          .replace("$2", "%(k)s"), {"v": vector, "k": k}).fetchone()
+        plan = "\n".join(r[0] for r in c.execute("EXPLAIN " + knn, {"v": vector, "k": k}))
+        found = c.execute(knn, {"v": vector, "k": k}).fetchone()
     # (the memories' side may be sorted whole: 150 rows are fewer than a graph search reads)
     assert "Index Scan using recall_index_msg_hnsw_" in plan, plan
     messages = [i for m, i in zip(found[0], found[1], strict=True) if not m]
