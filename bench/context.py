@@ -1009,7 +1009,7 @@ def explain_candidates(tenant: str, session: str, query: str) -> None:
         history = phases.read_history(db, s)
         plan = phases.plan(s, history, query)
         vector = np.asarray(json.loads(conn.execute("SELECT mnemo.embed(%s)::text AS v", (query,)).fetchone()["v"]))
-        # as mnemo_internal.compile_context sets them
+        # as mnemo_internal.compile_context sets them (generic plans: a backend past its first compiles)
         for setting, value in (("plan_cache_mode", "force_generic_plan"), ("max_parallel_workers_per_gather", "0"),
                                ("jit", "off"), ("hnsw.iterative_scan", "relaxed_order")):
             conn.execute(sql.SQL("SET {} = {}").format(sql.Identifier(*setting.split(".")), sql.Literal(value)))

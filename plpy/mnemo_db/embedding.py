@@ -125,13 +125,22 @@ class Embedder:
         def session(path: str):
             return ort.InferenceSession(path, _session_options(threads), providers=["CPUExecutionProvider"])
 
-        self.session = session(path)
-        if path.endswith(SERVER_MODEL) and not self.probe_matches(path + ".probe"):
-            # this CPU's integer kernels do not compute the quantized model
-            import warnings
+        if path.endswith(SERVER_MODEL):
+            # The server model falls back to model.onnx where this onnxruntime cannot
+            # load it (an older one than the export's: its graph holds fused operators)
+            # or where this CPU's integer kernels do not compute it (its probe).
+            try:
+                self.session = session(path)
+                problem = None if self.probe_matches(path + ".probe") else "does not reproduce its probe here"
+            except Exception as e:  # noqa: BLE001 (onnxruntime's errors, Fail, InvalidGraph, ..., share no base)
+                problem = f"cannot be loaded here ({type(e).__name__}: {e})"
+            if problem:
+                import warnings
 
-            warnings.warn(f"{path} does not reproduce its probe here; loading model.onnx", stacklevel=2)
-            self.session = session(os.path.join(model_dir, "model.onnx"))
+                warnings.warn(f"{path} {problem}; loading model.onnx", stacklevel=2)
+                path = os.path.join(model_dir, "model.onnx")
+        if not path.endswith(SERVER_MODEL):
+            self.session = session(path)
         release_freed_memory()
 
     def probe_matches(self, probe_file: str) -> bool:

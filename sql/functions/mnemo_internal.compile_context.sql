@@ -15,10 +15,12 @@ CREATE OR REPLACE FUNCTION mnemo_internal.compile_context(
 LANGUAGE plpython3u
 VOLATILE
 SET search_path = pg_catalog, public, pg_temp
--- The retrieval statements span every partition of two tables: planning them anew
--- per call (custom plans) costs more than running them. Generic plans prune the
--- partitions at run time.
-SET plan_cache_mode = force_generic_plan
+-- The retrieval statements span every partition of two tables. A backend's first
+-- compiles plan them for the tenant at hand (custom plans: its hash partition alone);
+-- a backend that has compiled many times switches to generic plans for the rest of
+-- the call (built once over every partition, pruned at run time; compiler.py,
+-- GENERIC_PLANS_AFTER).
+SET plan_cache_mode = force_custom_plan
 -- Parallel workers take longer to start than the per-tenant scans they would share.
 SET max_parallel_workers_per_gather = 0
 -- Nor does JIT compilation pay here: a generic plan's row estimates can pass its cost

