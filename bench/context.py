@@ -283,6 +283,11 @@ def generate(pool: Pool, i: int, n_msg: int, n_mem: int, now: datetime, out: dic
         turns, recombs = pool.turns[c], pool.recombs[c]
         offset = rng.randrange(len(turns))
         t = start
+        # Turns come 15-240 s apart (127.5 s on average), squeezed where a long session
+        # would run past now: a history (and the memories formed from it) is in the
+        # past. Future times made every compile of the size sweep's 100k tenant read
+        # ~1,000 memories 'changed since the recall index's last sync'.
+        squeeze = min(1.0, (now - timedelta(hours=1) - start).total_seconds() / (size * 127.5 * 1.05))
         for turn in range(size):
             r = rng.random()
             if r < 0.25:
@@ -300,7 +305,7 @@ def generate(pool: Pool, i: int, n_msg: int, n_mem: int, now: datetime, out: dic
                 f"{tid}\t{sid}\t{turn}\t{role}\t{pool.esc[p]}\t{name}\t"
                 f"{pool.msg_tokens[p]}\t{pool.msg_hash[p]}\t{vec(p)}\t{_ts(t)}\t"
                 f"{_esc(json.dumps(levels)) if levels else NULL}")
-            t += timedelta(seconds=rng.uniform(15, 240))
+            t = min(t + timedelta(seconds=rng.uniform(15, 240) * squeeze), now - timedelta(minutes=1))
         status = "active" if s_idx == len(sizes) - 1 else "closed"
         out["sessions"].append(
             f"{tid}\t{sid}\t{status}\tgpt-4o\t128000\t4096\t\\\\x{p_hash}\t{p_tokens}\t{size}\t"

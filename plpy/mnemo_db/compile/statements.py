@@ -361,7 +361,10 @@ FROM ((SELECT r.is_memory, r.item_id, r.created_at FROM mnemo_internal.recall_in
 """
 
 CANDIDATE_POOL_RECALLED = _CANDIDATE_POOL.format(terms=query_terms("$4", "$9"), terms_out=TERMS_OUT, memories=f"""
-        AND mm.memory_id IN (
+        -- the ids first, as one array: each memory is then found by the primary key
+        -- (an IN semi-join read every memory of the tenant in key order to match them:
+        -- a generic plan takes any tenant for an average one)
+        AND mm.memory_id = ANY (ARRAY(
             SELECT unnest($10::bigint[])
             UNION ALL
             SELECT u.memory_id FROM mnemo.memories AS u WHERE u.tenant_id = $1 AND u.updated_at >= $11
@@ -379,7 +382,7 @@ CANDIDATE_POOL_RECALLED = _CANDIDATE_POOL.format(terms=query_terms("$4", "$9"), 
             UNION ALL
             SELECT g.memory_id FROM mnemo.memories AS g
             WHERE g.tenant_id = $1 AND g.is_active AND $3 IS NOT NULL AND $3 <% g.content_full
-        )""")
+        ))""")
 CANDIDATE_POOL_RECALLED_TYPES = CANDIDATE_POOL_TYPES + ["bigint[]", "timestamptz"]
 
 RECALLED_MESSAGES = f"""
