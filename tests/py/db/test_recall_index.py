@@ -12,8 +12,8 @@ import uuid
 
 import pytest
 from conftest import DSN
-from psycopg import sql
 from helpers import run_jobs, text_of
+from psycopg import sql
 from test_segments import _conversation, build
 
 from mnemosyne import connect
