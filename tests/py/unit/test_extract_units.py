@@ -155,7 +155,33 @@ def test_a_turn_with_nothing_to_note_is_not_admitted():
     assert not admission.score(notes[0], None, SAID)["admitted"]
 
 
-def test_remind_me_is_an_open_loop_only_as_a_request():
-    assert [k for k, _ in kept(chat(("user", "Remind me to renew the TLS certificate on Friday.")))] == ["open_loop"]
-    got = kept(chat(("user", "These long walks by the river remind me to slow down and enjoy the little things.")))
+@pytest.mark.parametrize("request_", [
+    "Remind me to renew the TLS certificate on Friday.",
+    "I need you to remind me to renew the TLS certificate on Friday.",
+])
+def test_remind_me_is_an_open_loop_only_as_a_request(request_):
+    assert [k for k, _ in kept(chat(("user", request_)))] == ["open_loop"]
+
+
+@pytest.mark.parametrize("text", [
+    "These long walks by the river remind me to slow down and enjoy the little things.",
+    "I have a painting in my room to remind me to stay true to myself.",
+    "I'm lucky to have friends like you to remind me of that.",
+    "Sorry I didn't get back to you sooner, the week was hectic.",
+])
+def test_what_only_mentions_reminding_or_getting_back_is_no_open_loop(text):
+    got = kept(chat(("user", text)))
     assert not [k for k, _ in got if k == "open_loop"], got
+
+
+@pytest.mark.parametrize("text", [
+    "I'll definitely check it out!", "I will add it to my list.", "I'll look into it.",
+    "I'll send it to you later.", "I'll check it out and let you know what I think.",
+])
+def test_a_commitment_that_names_nothing_is_not_written_down(text):
+    assert kept(chat(("user", text))) == []
+
+
+def test_a_commitment_that_names_its_object_is_a_task():
+    got = kept(chat(("user", "I'll check out the book you mentioned, it looks great for the trip.")))
+    assert [k for k, _ in got] == ["task"] and "check out the book" in got[0][1], got
