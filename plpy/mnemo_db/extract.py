@@ -367,6 +367,13 @@ _REACTION = re.compile(
     r"|excited|thankful|grateful|jealous|impressed|amazed|stoked|hope|bet|wish|admire|appreciate|agree|understand"
     r"|know|think|believe|guess|can tell|can't wait|cannot wait|love (?:that|how|the way|your|you|it)|like (?:that|how"
     r"|your)|mean|miss you|feel you|get (?:it|you|that))\b")
+# A first person guessing at the other speaker's experience or reassuring them ("I bet
+# those rides brought back memories", "I can imagine how proud you must feel", "I'm
+# sure it'll be a blast", "I'll keep you posted"): a courtesy, not something the speaker
+# asserts. Of such notes 6 in 40 matched a LoCoMo observation, against 2 in 3 overall.
+_HEDGE = re.compile(
+    r"(?i)^I(?:'m|’m| am)? (?:(?:just|really|totally|so|pretty|quite) )*(?:bet|can imagine|can only imagine|sure)\b"
+    r"|^I(?:'ll|’ll| will) keep (?:you|my fingers)\b")
 _PAST_OR_PLAN = re.compile(
     r"(?i)\b(?:\w+ed|went|got|made|took|saw|came|gave|found|felt|had|did|bought|built|ran|wrote|began|met|won"
     r"|going to|planning|plan to|thinking (?:about|of)|want to|hope to|next|last|yesterday|tomorrow|tonight"
@@ -529,7 +536,7 @@ def _sentence_candidates(s: str, t: Turn) -> list[dict]:
     # would write it. Not: questions, small talk, reactions to the other speaker, a
     # "we" that is only a sentiment, a line with little content.
     singular = bool(_SINGULAR.search(s))
-    if (question or _FILLER.match(s) or _THANKS.match(s) or _IMPERATIVE.match(s)
+    if (question or _FILLER.match(s) or _THANKS.match(s) or _IMPERATIVE.match(s) or _HEDGE.match(s)
             or not (singular or _PLURAL.search(s))):
         return []
     if (_SECOND.search(s) or len(s.split()) < 8) and (_REACTION.search(s) or not singular):

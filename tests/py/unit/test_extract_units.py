@@ -185,3 +185,22 @@ def test_a_commitment_that_names_nothing_is_not_written_down(text):
 def test_a_commitment_that_names_its_object_is_a_task():
     got = kept(chat(("user", "I'll check out the book you mentioned, it looks great for the trip.")))
     assert [k for k, _ in got] == ["task"] and "check out the book" in got[0][1], got
+
+
+@pytest.mark.parametrize("text", [
+    "I bet those rides brought back some great memories of the summer.",
+    "I can imagine how proud you must feel seeing your ideas come to life in a game.",
+    "I'm sure it'll be a blast with everyone there on Saturday night.",
+    "I'll keep you updated on which brands I choose for the new line.",
+])
+def test_a_guess_at_the_listeners_experience_is_no_note(text):
+    """Courtesies in the first person (a guess at what the other speaker feels, a
+    reassurance, a promise to keep them posted) assert nothing about the speaker."""
+    assert kept(chat(("user", text))) == []
+
+
+def test_a_courtesy_leaves_the_rest_of_the_turn_its_note():
+    turn = ("I'm sure it'll be a blast. I'm even getting everyone custom controller decorations "
+            "from the shop downtown for the tournament.")
+    got = kept(chat(("user", turn)))
+    assert len(got) == 1 and "custom controller decorations" in got[0][1] and "blast" not in got[0][1], got
