@@ -130,12 +130,34 @@ async def run_level(url: str, clients: int, rounds: int, headers: dict, tag: str
             "wall_s": time.perf_counter() - started}
 
 
+def cpu_busy_s() -> float:
+    """The machine's CPU time spent busy so far, in seconds, all cores together
+    (/proc/stat: everything but idle and iowait; 0 where there is no /proc)."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+    except OSError:
+        return 0.0
+    return (sum(fields[:8]) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def timed_level(url: str, clients: int, rounds: int, headers: dict, tag: str) -> dict:
+    """run_level, with the machine's CPU time per call while it ran (cpu_ms_per_call:
+    the database's, the proxy's, the provider's and the clients' work, and anything
+    else the machine runs meanwhile)."""
+    busy = cpu_busy_s()
+    run = asyncio.run(run_level(url, clients, rounds, headers, tag))
+    run["cpu_ms_per_call"] = (cpu_busy_s() - busy) * 1000 / max(len(run["total"]), 1)
+    return run
+
+
 def summary(run: dict) -> dict:
     ms = 1000.0
     return {"ttfb_p50_ms": round(pct(run["ttfb"], 0.5) * ms, 1), "ttfb_p95_ms": round(pct(run["ttfb"], 0.95) * ms, 1),
             "total_p50_ms": round(pct(run["total"], 0.5) * ms, 1),
             "total_p95_ms": round(pct(run["total"], 0.95) * ms, 1),
             "calls": len(run["total"]), "errors": len(run["errors"]),
+            "cpu_ms_per_call": round(run.get("cpu_ms_per_call", float("nan")), 1),
             # the proxy's own Server-Timing: median milliseconds per stage
             **{f"{k}_p50_ms": round(pct([st[k] for st in run["stages"] if k in st], 0.5), 1)
                for k in ("open", "sync", "compile") if run["stages"]}}
@@ -178,11 +200,17 @@ def main() -> None:
         asyncio.run(run_level(proxy_url, 8, 4, headers, f"warm-{run_id}"))
         asyncio.run(run_level(direct_url, 4, 2, headers, f"warm-{run_id}"))
         for n in levels:
-            direct = summary(asyncio.run(run_level(direct_url, n, args.rounds, headers, f"d{n}-{run_id}")))
-            proxied_run = asyncio.run(run_level(proxy_url, n, args.rounds, headers, f"p{n}-{run_id}"))
+            direct = summary(timed_level(direct_url, n, args.rounds, headers, f"d{n}-{run_id}"))
+            proxied_run = timed_level(proxy_url, n, args.rounds, headers, f"p{n}-{run_id}")
             proxied = summary(proxied_run)
             overhead = {k.replace("_ms", "_overhead_ms"): round(proxied[k] - direct[k], 1)
                         for k in ("ttfb_p50_ms", "ttfb_p95_ms", "total_p50_ms", "total_p95_ms")}
+            # The CPU a proxied call adds, and what that alone costs n calls that arrive
+            # together on this machine's cores: the last of them waits for the others'
+            # work (a floor for the p95 overhead at n clients, whatever the code's latency).
+            extra = proxied["cpu_ms_per_call"] - direct["cpu_ms_per_call"]
+            overhead["cpu_ms_per_call_added"] = round(extra, 1)
+            overhead["cpu_floor_ms"] = round(extra * n / (os.cpu_count() or 1), 1)
             results["levels"][str(n)] = {"direct": direct, "proxy": proxied, **overhead}
             print(f"[bench-proxy] {n:>2} clients: direct ttfb p50/p95 {direct['ttfb_p50_ms']}/"
                   f"{direct['ttfb_p95_ms']} ms, total {direct['total_p50_ms']}/{direct['total_p95_ms']} ms | "
@@ -190,7 +218,8 @@ def main() -> None:
                   f"{proxied['total_p50_ms']}/{proxied['total_p95_ms']} ms | overhead total p50/p95 "
                   f"{overhead['total_p50_overhead_ms']}/{overhead['total_p95_overhead_ms']} ms "
                   f"(open/sync/compile p50 {proxied.get('open_p50_ms')}/{proxied.get('sync_p50_ms')}/"
-                  f"{proxied.get('compile_p50_ms')} ms), "
+                  f"{proxied.get('compile_p50_ms')} ms), CPU per call +{overhead['cpu_ms_per_call_added']} ms "
+                  f"(floor at {n} clients {overhead['cpu_floor_ms']} ms), "
                   f"errors {proxied['errors']}" + (f" ({proxied_run['errors'][0]})" if proxied_run["errors"] else ""),
                   flush=True)
     finally:
