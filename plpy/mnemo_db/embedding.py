@@ -13,8 +13,11 @@ the server model.
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import threading
+from collections import OrderedDict
+from collections.abc import Callable
 from concurrent.futures import Executor, Future
 
 import numpy as np
@@ -26,6 +29,8 @@ HANDOFF_TIMEOUT_S = 0.005  # see Embedder.start
 # glibc keeps in the backend's heap unless told to hand them back (Embedder.embed):
 # +160 MB kept after 32 texts of 256 word pieces. Below it, the trim is not worth its cost.
 RELEASE_AFTER_TOKENS = 2048
+# Texts whose vectors a backend keeps (Embedder.recall): ~0.4 MB.
+RECENT_TEXTS = 256
 
 _lock = threading.Lock()
 _model: Embedder | None = None
@@ -117,6 +122,7 @@ class Embedder:
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
+        self._recent: OrderedDict[bytes, np.ndarray] = OrderedDict()  # recall / remember
         self.tokenizer = Tokenizer.from_file(os.path.join(model_dir, "tokenizer.json"))
         self.tokenizer.enable_truncation(MAX_TOKENS)
         self.tokenizer.no_padding()
@@ -141,6 +147,7 @@ class Embedder:
                 path = os.path.join(model_dir, "model.onnx")
         if not path.endswith(SERVER_MODEL):
             self.session = session(path)
+        self._recent.clear()  # the probe's vector, maybe of the model set aside
         release_freed_memory()
 
     def probe_matches(self, probe_file: str) -> bool:
@@ -164,12 +171,33 @@ class Embedder:
         out = np.empty((len(texts), DIMENSIONS), dtype=np.float32)
         tokens = 0
         for row, text in enumerate(texts):
-            inputs = self.inputs(text)
-            tokens += inputs["input_ids"].size
-            out[row] = mean_pooled(self.session.run(None, inputs)[0], inputs["attention_mask"])[0]
+            key = _text_key(text)
+            vector = self.recall(key)
+            if vector is None:
+                inputs = self.inputs(text)
+                tokens += inputs["input_ids"].size
+                vector = self.remember(key, mean_pooled(self.session.run(None, inputs)[0], inputs["attention_mask"])[0])
+            out[row] = vector
         if tokens >= RELEASE_AFTER_TOKENS:
             release_freed_memory()
         return out
+
+    def recall(self, key: bytes) -> np.ndarray | None:
+        """The vector of a text this backend embedded lately (by _text_key), or None.
+        The same text comes back within moments: a user message is embedded when it is
+        recorded (paging's topic shift), and again as the query of the compile that
+        follows; a proxy's next call compares it with the new message."""
+        vector = self._recent.get(key)
+        if vector is not None:
+            self._recent.move_to_end(key)
+        return vector
+
+    def remember(self, key: bytes, vector: np.ndarray) -> np.ndarray:
+        """Keeps a text's vector for recall (the RECENT_TEXTS latest, ~1.5 kB each)."""
+        self._recent[key] = vector
+        if len(self._recent) > RECENT_TEXTS:
+            self._recent.popitem(last=False)
+        return vector
 
     def start(self, text: str, executor: Executor) -> PendingEmbedding:
         """Starts embedding one text on the executor's thread and returns once the
@@ -179,6 +207,12 @@ class Embedder:
         it would start late on the longer of a compile's two paths: waiting here
         (a thread wake-up) starts it at once (docs/performance.md). Bounded: a
         thread still busy with an earlier text is not waited for."""
+        key = _text_key(text)
+        vector = self.recall(key)
+        if vector is not None:
+            done: Future = Future()
+            done.set_result(None)
+            return PendingEmbedding(done, None, vector=vector)
         inputs = self.inputs(text)
         started = threading.Event()
 
@@ -188,19 +222,33 @@ class Embedder:
 
         future = executor.submit(encode)
         started.wait(HANDOFF_TIMEOUT_S)
-        return PendingEmbedding(future, inputs["attention_mask"])
+        return PendingEmbedding(future, inputs["attention_mask"], on_done=lambda v: self.remember(key, v))
 
 
 class PendingEmbedding:
-    """An embedding whose encoder runs elsewhere; result() waits and pools it."""
+    """An embedding whose encoder runs elsewhere; result() waits and pools it (once:
+    on_done gets the vector). `vector`: one already known."""
 
-    def __init__(self, future: Future, mask: np.ndarray):
+    def __init__(self, future: Future, mask: np.ndarray | None, vector: np.ndarray | None = None,
+                 on_done: Callable[[np.ndarray], object] | None = None):
         self._future = future
         self._mask = mask
+        self._vectors = None if vector is None else vector[None, :]
+        self._on_done = on_done
 
     def result(self) -> np.ndarray:
         """The embeddings, (n, 384) L2-normalised float32."""
-        return mean_pooled(self._future.result()[0], self._mask)
+        if self._vectors is None:
+            self._vectors = mean_pooled(self._future.result()[0], self._mask)
+            if self._on_done is not None:
+                self._on_done(self._vectors[0])
+        return self._vectors
+
+
+def _text_key(text: str | None) -> bytes:
+    """A text's key among a backend's recent embeddings (a 16-byte digest: the texts
+    themselves may be long)."""
+    return hashlib.blake2b((text or "").encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
 def mean_pooled(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:

@@ -203,3 +203,40 @@ def test_a_large_batch_leaves_no_buffers_in_the_backend():
         conn.execute("SELECT mnemo.embed_batch(%s)", ([f"{k} {long_text}" for k in range(32)],))
         grown = _backend_heap_mb(pid) - before
     assert grown < 40, f"the backend's heap grew by {grown:.0f} MB and kept it"
+
+
+def test_a_text_embedded_lately_is_not_encoded_again():
+    """A backend keeps the vectors of the texts it embedded lately (a user message is
+    embedded when recorded, and again as the query of the compile that follows): the
+    same text is not run through the encoder twice, and gets the same vector, whether
+    embedded in a batch or started on a thread as a compile does."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from mnemo_db import embedding
+
+    e = embedding.Embedder(_local_model_dir())
+    runs = []
+
+    class Counting:
+        def __init__(self, inner):
+            self.inner = inner
+
+        def run(self, *args):
+            runs.append(1)
+            return self.inner.run(*args)
+
+    e.session = Counting(e.session)
+    first = e.embed(["The staging database moved to port 6543.", "Something else entirely."])
+    assert len(runs) == 2
+    again = e.embed(["Something else entirely.", "The staging database moved to port 6543."])
+    assert len(runs) == 2 and np.array_equal(again, first[::-1])
+    with ThreadPoolExecutor(1) as pool:
+        started = e.start("The staging database moved to port 6543.", pool).result()
+        assert len(runs) == 2 and np.array_equal(started[0], first[0])
+        new = e.start("A question nobody asked before.", pool).result()
+        assert len(runs) == 3
+    assert np.array_equal(e.embed(["A question nobody asked before."])[0], new[0]) and len(runs) == 3
+    for i in range(embedding.RECENT_TEXTS):
+        e.embed([f"filler text number {i}"])
+    e.embed(["Something else entirely."])  # the oldest: forgotten, encoded again
+    assert len(runs) == 3 + embedding.RECENT_TEXTS + 1
