@@ -295,3 +295,27 @@ def test_an_indexed_compile_reads_the_memories_it_wants_by_their_ids(db, tenant)
             c.execute("DEALLOCATE recalled_pool")
     assert sorted(got[0]) == sorted(wanted)
     assert "(memory_id = ANY (" in plan, plan
+
+
+def test_migration_0026_retires_an_index_below_the_threshold(db, tenant):
+    """A tenant indexed under the old threshold (5,000) and below today's loses its
+    recall index, rows and indexes; the deploy ran the migration once, before this
+    tenant existed, so the test runs its statement again (it only reads the setting)."""
+    from pathlib import Path
+
+    _conversation(db, tenant, sessions=1, turns=6)
+    build(db, tenant)
+    recall_index(db, tenant)  # indexed below the threshold, as under the old one
+    c = db.conn
+    names = c.execute("SELECT hnsw_index, memory_hnsw_index, gin_index FROM mnemo_internal.recall_tenants "
+                      "WHERE tenant_id = %s", (tenant,)).fetchone()
+    assert all(c.execute("SELECT to_regclass(%s)", (f"mnemo_internal.{n}",)).fetchone()[0] for n in names)
+    c.execute(Path(__file__).resolve().parents[3].joinpath(
+        "sql", "migrations", "0026_recall_index_retire_small.sql").read_text())
+    assert not indexed(db, tenant)
+    assert not any(c.execute("SELECT to_regclass(%s)", (f"mnemo_internal.{n}",)).fetchone()[0] for n in names)
+    assert c.execute("SELECT count(*) FROM mnemo_internal.recall_index WHERE tenant_id = %s",
+                     (tenant,)).fetchone()[0] == 0
+    # the compile reads the whole history again, and finds what it found before
+    session = c.execute("SELECT session_id FROM mnemo.sessions WHERE tenant_id = %s LIMIT 1", (tenant,)).fetchone()[0]
+    assert db.compile_context(tenant, session, "cobalt theme")
