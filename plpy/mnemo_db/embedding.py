@@ -193,7 +193,9 @@ class Embedder:
         return vector
 
     def remember(self, key: bytes, vector: np.ndarray) -> np.ndarray:
-        """Keeps a text's vector for recall (the RECENT_TEXTS latest, ~1.5 kB each)."""
+        """Keeps a text's vector for recall (the RECENT_TEXTS latest, ~1.5 kB each),
+        read-only: callers get it back as is."""
+        vector.setflags(write=False)
         self._recent[key] = vector
         if len(self._recent) > RECENT_TEXTS:
             self._recent.popitem(last=False)
@@ -210,9 +212,7 @@ class Embedder:
         key = _text_key(text)
         vector = self.recall(key)
         if vector is not None:
-            done: Future = Future()
-            done.set_result(None)
-            return PendingEmbedding(done, None, vector=vector)
+            return PendingEmbedding.known(vector)
         inputs = self.inputs(text)
         started = threading.Event()
 
@@ -227,14 +227,21 @@ class Embedder:
 
 class PendingEmbedding:
     """An embedding whose encoder runs elsewhere; result() waits and pools it (once:
-    on_done gets the vector). `vector`: one already known."""
+    on_done gets the vector). PendingEmbedding.known: one already there."""
 
-    def __init__(self, future: Future, mask: np.ndarray | None, vector: np.ndarray | None = None,
+    def __init__(self, future: Future | None, mask: np.ndarray | None,
                  on_done: Callable[[np.ndarray], object] | None = None):
         self._future = future
         self._mask = mask
-        self._vectors = None if vector is None else vector[None, :]
+        self._vectors: np.ndarray | None = None
         self._on_done = on_done
+
+    @classmethod
+    def known(cls, vector: np.ndarray) -> PendingEmbedding:
+        """One whose vector is already there (nothing runs)."""
+        pending = cls(None, None)
+        pending._vectors = vector[None, :]
+        return pending
 
     def result(self) -> np.ndarray:
         """The embeddings, (n, 384) L2-normalised float32."""

@@ -138,6 +138,8 @@ _DECISION = re.compile(
 _RATIONALE = re.compile(r"(?i)\b(?:because|since|as it|so that|due to|given that|the reason is)\b\s*(?P<why>.+)")
 _ALTERNATIVE = re.compile(
     r"(?i)\b(?:instead of|rather than|over|not|and not)\s+(?P<alt>[^,.;]{2,60}?)(?=\s+(?:because|since|as|so|due)\b|[,.;]|$)")
+# The two-word actions of a commitment (_TASK; vague_commitment skips both words).
+_PHRASAL_ACTIONS = ("set up", "follow up", "get back", "look into", "find out", "pick up", "sign up", "fill out")
 # Task markers end with a colon or a dash ("TODO: ...", "Task - ..."), so "Todoist" or
 # "Tasks are ..." are not tasks; commitments name a first-person subject and an action.
 _TASK = re.compile(
@@ -145,8 +147,8 @@ _TASK = re.compile(
     r"\b(?:I|we)(?:'ll|’ll|'m going to|’m going to|'re going to|’re going to| (?:need to|have to|must|should|will"
     r"|am going to|are going to)) (?:(?:still|also|really|definitely|first) )?"
     r"(?P<t2>(?:finish|fix|write|send|call|email|review|deploy|ship|update|add|remove|book|buy|pay|"
-    r"submit|prepare|schedule|check|test|migrate|refactor|document|clean|renew|file|order|set up|"
-    r"follow up|get back|look into|find out|pick up|sign up|apply|register|cancel|return|move|fill out)\b.+)")
+    r"submit|prepare|schedule|check|test|migrate|refactor|document|clean|renew|file|order|"
+    r"apply|register|cancel|return|move|" + "|".join(_PHRASAL_ACTIONS) + r")\b.+)")
 # "remind me" only as a request ("Remind me to ...", "can you remind me", "I need you
 # to remind me"): "these moments remind me to slow down" and "a painting in my room to
 # remind me to stay true" are not open loops. "Sorry I didn't get back to you" is an
@@ -169,8 +171,7 @@ def vague_commitment(action: str) -> bool:
     """A commitment's action (the _TASK match after its subject) whose words after the
     verb name nothing (_VAGUE_WORDS)."""
     words = re.findall(r"[a-z']+", action.lower())
-    verb = 2 if " ".join(words[:2]) in ("set up", "follow up", "get back", "look into", "find out", "pick up",
-                                        "sign up", "fill out") else 1
+    verb = 2 if " ".join(words[:2]) in _PHRASAL_ACTIONS else 1
     return all(w in _VAGUE_WORDS for w in words[verb:])
 
 
