@@ -36,16 +36,25 @@ DURABLE_KINDS = ("fact", "preference", "instruction", "decision")
 HELPER_BATCH_MESSAGES = 40
 JOB_MESSAGES = 100
 
+# A user message that paging segmented into a tool object (paging/store.py) is the
+# environment's answer to an action an agent wrote in its text (SWE-agent and the
+# like): it is read as that tool's output, not as something the user said.
 MESSAGES = """
-SELECT m.message_id, m.turn_index, m.role, m.name, m.content, m.session_id::text AS session_id,
+SELECT m.message_id, m.turn_index, CASE WHEN env.tool IS NULL THEN m.role ELSE 'tool' END AS role,
+    m.name, m.content, m.session_id::text AS session_id,
     m.sensitivity, extract(epoch FROM m.created_at)::float8 AS created_epoch,
-    tc.name AS tool_name,
+    coalesce(tc.name, env.tool) AS tool_name,
     (SELECT c #>> '{function,arguments}' FROM mnemo.messages AS a, jsonb_array_elements(a.tool_calls) AS c
         WHERE a.tenant_id = m.tenant_id AND a.message_id = tc.message_id
             AND c ->> 'id' = m.tool_call_id LIMIT 1) AS tool_args
 FROM mnemo.messages AS m
 LEFT JOIN mnemo.tool_calls AS tc
     ON tc.tenant_id = m.tenant_id AND tc.session_id = m.session_id AND tc.tool_call_id = m.tool_call_id
+LEFT JOIN LATERAL (
+    SELECT rtrim(split_part(o.label, ' ', 1), ':') AS tool FROM mnemo.semantic_objects AS o
+    WHERE m.role = 'user' AND o.tenant_id = m.tenant_id AND o.session_id = m.session_id
+        AND o.message_ids @> ARRAY[m.message_id] AND o.kind <> 'conversation_phase'
+    LIMIT 1) AS env ON true
 WHERE m.tenant_id = $1 AND m.session_id = $2 AND m.turn_index > $3 AND m.turn_index <= $4
 ORDER BY m.turn_index
 """

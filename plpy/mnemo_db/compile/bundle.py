@@ -91,12 +91,18 @@ def paging_report(plan: Plan) -> dict:
             "evicted_units": p.evicted_units}
 
 
-def evicted_sources(prepared: PreparedHistory) -> set[str]:
-    """The history's messages that paging evicted."""
+def paged_sources(prepared: PreparedHistory, lowest: int = 1) -> set[str]:
+    """The history's messages that paging holds at `lowest` or below (1: any fidelity
+    under full; len(FIDELITIES): evicted)."""
     if prepared.floors is None:
         return set()
-    return {f"msg:{m['message_id']}" for unit, f in zip(prepared.units, prepared.floors) if f == len(FIDELITIES)
+    return {f"msg:{m['message_id']}" for unit, f in zip(prepared.units, prepared.floors) if f >= lowest
             for m in unit}
+
+
+def evicted_sources(prepared: PreparedHistory) -> set[str]:
+    """The history's messages that paging evicted."""
+    return paged_sources(prepared, len(FIDELITIES))
 
 
 def pinned_reserve(items: list[Item]) -> int:
@@ -131,13 +137,15 @@ def verbatim_sources(pick: HistoryPick) -> set[str]:
     return {f"msg:{mid}" for mid, fid, _ in pick.fidelities if fid == "full"}
 
 
-def repeats_history(items: list[Item], derived_from: dict[str, frozenset[str]], verbatim: set[str]) -> set[str]:
-    """The memories formed only from messages the history sends whole, pinned ones
-    aside: the block would say again what the model reads a few lines below (a coding
-    session's file and tool-output memories, all of whose sources are still in the
-    window). derived_from: each memory's source messages (msg:N)."""
+def repeats_history(items: list[Item], derived_from: dict[str, frozenset[str]], covered: set[str]) -> set[str]:
+    """The memories formed only from messages the history covers, pinned ones aside:
+    sent whole (the block would say again what the model reads a few lines below: a
+    coding session's file and tool-output memories, all of whose sources are still in
+    the window), or held lower by paging (paging decided what of them the model needs;
+    the memory would undo its decision, and memory_restore brings them back).
+    derived_from: each memory's source messages (msg:N)."""
     return {i.source for i in items
-            if not i.pinned and derived_from.get(i.source) and derived_from[i.source] <= verbatim}
+            if not i.pinned and derived_from.get(i.source) and derived_from[i.source] <= covered}
 
 
 def memory_candidates(items: list[Item], in_history: set[str], max_items: int | None) -> list[Item]:
@@ -241,7 +249,8 @@ def decide(session: Session, history: list[dict], plan: Plan, candidates: list[d
     b_hist = max(min(plan.history_share, available - pinned_reserve(all_items)), 0)
     pick, summary, summary_tokens = history_pick(plan.prepared, b_hist, session.summary_text)
     derived = {c["source"]: c["derived_from"] for c in visible if c.get("derived_from")}
-    repeated = repeats_history(all_items, derived, verbatim_sources(pick))
+    paged = paged_sources(plan.prepared)
+    repeated = repeats_history(all_items, derived, verbatim_sources(pick) | paged)
     in_history = history_sources(pick) | repeated
 
     # Memories within B - history, greedy knapsack over fidelities; an evicted turn of
@@ -260,7 +269,7 @@ def decide(session: Session, history: list[dict], plan: Plan, candidates: list[d
         wider = available - mem_tokens
         if wider > pick.tokens + summary_tokens:
             pick, summary, summary_tokens = history_pick(plan.prepared, wider, session.summary_text)
-            repeated = repeats_history(all_items, derived, verbatim_sources(pick))
+            repeated = repeats_history(all_items, derived, verbatim_sources(pick) | paged)
             in_history = history_sources(pick) | repeated
             chosen = [i for i in chosen if i.source not in in_history]
 

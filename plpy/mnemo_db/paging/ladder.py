@@ -54,6 +54,12 @@ DEFAULTS = {
     # a file read superseded by a later read of the same lines, or made stale by a
     # write to the file, and a duplicated output, go to this fidelity
     "superseded_to": "stub",
+    # outdated once this many tool calls are newer: a command's output that a later
+    # write has made stale (the state it showed is gone: running it again is not a
+    # re-read), and an edit's own output (the agent knows what it wrote, a read shows
+    # the file now); the newest calls stay whole while the agent works on them
+    "outdated_after_calls": 3,
+    "outdated_to": "compact",
 }
 
 

@@ -138,6 +138,21 @@ JOIN mnemo.semantic_objects AS o ON o.tenant_id = $1 AND o.object_id = x.object_
 JOIN mnemo.object_residency AS r ON r.tenant_id = $1 AND r.session_id = $2 AND r.object_id = o.object_id
 WHERE x.n > $3 AND o.kind = 'tool_result' AND r.fidelity = 'full' AND r.pinned_until_turn <= $4
     AND NOT r.anchored""", ["text", "uuid", "integer", "integer"]),
+    # objects a write has outdated, once $3 tool calls are newer (ladder.DEFAULTS
+    # outdated_after_calls): a read of the file written since (superseded), an edit's
+    # own output, a command's output (no file read, no fetch) with any write after it
+    "outdated": ("""SELECT o.object_id, r.fidelity, NOT o.writes_source AND o.source_key IS NOT NULL AS is_read FROM (
+    SELECT o.object_id, row_number() OVER (ORDER BY o.first_turn DESC, o.object_id DESC) AS n
+    FROM mnemo.semantic_objects AS o
+    WHERE o.tenant_id = $1 AND o.session_id = $2 AND o.kind <> 'conversation_phase' AND o.memory_id IS NULL) AS x
+JOIN mnemo.semantic_objects AS o ON o.tenant_id = $1 AND o.object_id = x.object_id
+JOIN mnemo.object_residency AS r ON r.tenant_id = $1 AND r.session_id = $2 AND r.object_id = o.object_id
+WHERE x.n > $3 AND r.fidelity NOT IN ('stub', 'evicted') AND r.pinned_until_turn <= $4 AND NOT r.anchored
+    AND (o.writes_source OR (o.kind <> 'external_reference' AND EXISTS (
+        SELECT FROM mnemo.semantic_objects AS w WHERE w.tenant_id = $1 AND w.session_id = $2
+            AND w.writes_source AND w.first_turn > o.first_turn
+            AND (o.source_key IS NULL OR w.source_key = o.source_key))))""",
+                 ["text", "uuid", "integer", "integer"]),
     "previous_user": ("""SELECT 1 - (mnemo.embed($4) <=> coalesce(m.embedding, mnemo.embed(m.content))) AS cosine
 FROM mnemo.messages AS m WHERE m.tenant_id = $1 AND m.session_id = $2 AND m.role = 'user'
     AND m.turn_index < $3 AND coalesce(m.content, '') <> ''
@@ -330,6 +345,10 @@ class Pager:
         stale = self.x("stale", [t, s, cfg["stale_after_calls"], m["turn"]])
         self.change(t, s, [Change(r["object_id"], r["fidelity"], cfg["stale_to"], "waste", None) for r in stale],
                     m["turn"])
+        outdated = [(r, cfg["superseded_to"] if r["is_read"] else cfg["outdated_to"])
+                    for r in self.x("outdated", [t, s, cfg["outdated_after_calls"], m["turn"]])]
+        self.change(t, s, [Change(r["object_id"], r["fidelity"], to, "waste", None) for r, to in outdated
+                           if LEVEL[r["fidelity"]] < LEVEL[to]], m["turn"])
 
     def _touch(self, t: str, s: str, new: dict, a: sources.Access, turn: int, cfg: dict) -> None:
         """A read or a write of a source by the new object: faults, supersession, staleness."""
@@ -349,10 +368,8 @@ class Pager:
                     self.move(t, s, o, down, "waste", turn)
                 if covers(a.lines, lines_of(o)):
                     self.x("link", [t, new["object_id"], "supersedes", o["object_id"]])
-        if a.writes:
+        if a.writes:  # the reads it outdates go down once it is not among the newest calls
             for o in reads:
-                if LEVEL[o["fidelity"]] < LEVEL[down]:
-                    self.move(t, s, o, down, "waste", turn)
                 self.x("link", [t, new["object_id"], "supersedes", o["object_id"]])
 
     def _on_result(self, t: str, s: str, m: dict, cfg: dict) -> None:

@@ -173,6 +173,27 @@ def test_admission_rejects_routine_output_and_acknowledgements_admits_decisions(
     assert d[0]["alternatives"] == ["Memcached"] and "persistence" in d[0]["rationale"][0]
 
 
+def test_an_environment_answer_to_a_text_action_is_read_as_the_tools_output(db, tenant):
+    """Agents that act in text (SWE-agent) get the environment's answer as a user
+    message: what it says is tool output, not a request or a fact of the user's."""
+    s = db.start_session(tenant, context_window=8192)
+    now = datetime.now(UTC)
+    say(db, tenant, s, "user", "We need to fix the rounding bug in src/money.py; the total is off by a cent.", now)
+    say(db, tenant, s, "assistant", "Let me fix the rounding.\n```\nedit 12:12\n    return round(x, 2)\nend_of_edit\n```",
+        now)
+    env = say(db, tenant, s, "user", "[File: /repo/src/money.py (40 lines total)]\n12:    return round(x, 2)\n"
+              "File updated. Please review the changes and make sure they are correct (correct indentation, "
+              "no duplicate lines, etc). Edit the file again if necessary.", now)
+    extract(db, tenant, s)
+    sources = rows(db, "SELECT kind, content_full FROM mnemo.memories WHERE tenant_id = %(t)s"
+                       " AND source_message_ids @> ARRAY[%(m)s]::bigint[]", t=tenant, m=env)
+    assert all(kind in ("tool_result", "file_context", "error_context") for kind, _ in sources), sources
+    assert not any("asked the assistant" in text or "The user" in text for _, text in sources)
+    # the user's own message still gives its task
+    assert rows(db, "SELECT 1 FROM mnemo.memories WHERE tenant_id = %(t)s AND content_full LIKE '%%rounding%%'"
+                    " AND NOT source_message_ids @> ARRAY[%(m)s]::bigint[]", t=tenant, m=env)
+
+
 def test_file_reread_supersedes_previous_read_and_unchanged_reread_merges(db, tenant):
     s = db.start_session(tenant, context_window=8192)
     now = datetime.now(UTC)

@@ -407,7 +407,7 @@ def test_rereads_that_are_not_faults(db, tenant):
     # a re-read of a resident read: waste, not a fault; the old read goes to stub
     s.read("src/billing/part_0.py")
     # a write in between: not a fault either, and the write made the old read stale
-    s.tool("Edit", {"file_path": "src/billing/part_1.py", "old_string": "a", "new_string": "b"}, "ok")
+    edit, _ = s.tool("Edit", {"file_path": "src/billing/part_1.py", "old_string": "a", "new_string": "b"}, "ok")
     s.set(reads[2], "evicted")
     assert s.residency()[reads[1]]["fidelity"] == "stub"
     s.read("src/billing/part_1.py")
@@ -417,7 +417,9 @@ def test_rereads_that_are_not_faults(db, tenant):
     s.tool("Read", {"file_path": "src/billing/other.py", "offset": 500, "limit": 10}, "(no lines)")
     assert s.faults() == []
     waste = [r for r in s.log() if r["trigger"] == "waste"]
-    assert {(r["object_id"], r["to_fidelity"]) for r in waste} == {(reads[0], "stub"), (reads[1], "stub")}
+    # and three calls after it, the edit's own output is outdated: compact
+    assert {(r["object_id"], r["to_fidelity"]) for r in waste} == {
+        (reads[0], "stub"), (reads[1], "stub"), (s.object_of(edit), "compact")}
 
 
 def test_duplicated_outputs_and_stale_tool_results_are_degraded(db, tenant):
@@ -434,6 +436,66 @@ def test_duplicated_outputs_and_stale_tool_results_are_degraded(db, tenant):
     assert s.residency()[s.object_of(second)]["fidelity"] == "detail"
     triggers = {r["object_id"]: r["trigger"] for r in s.log()}
     assert triggers[s.object_of(second)] == "waste"
+
+
+def test_outputs_a_write_outdated_go_down_once_three_calls_are_newer(db, tenant):
+    s = Session(db, tenant)
+    s.say("user", "Make the parser accept empty fields.")
+    util = s.read("src/util.py")
+    grep, _ = s.tool("Bash", {"command": "grep -rn split src"},
+                     "".join(f"src/parser.py:{i}: fields = line.split(',')  # {i}\n" for i in range(40)))
+    test, _ = s.tool("Bash", {"command": "pytest -q tests/test_parser.py"},
+                     "".join(f"tests/test_parser.py::test_{i} PASSED\n" for i in range(40))
+                     + "FAILED tests/test_parser.py::test_split - ValueError: empty field\n")
+    read = s.read("src/parser.py")
+    edit, _ = s.tool("Edit", {"file_path": "src/parser.py", "old_string": "a", "new_string": "b"},
+                     "The file src/parser.py has been updated:\n" + source("parser", 12))
+    grep, test, edit = s.object_of(grep), s.object_of(test), s.object_of(edit)
+
+    def fidelities():
+        res = s.residency()
+        return [res[o]["fidelity"] for o in (util, grep, test, read, edit)]
+
+    # the write outdated the grep, the test run and the read of the file it changed;
+    # each goes down once three calls are newer (the agent works on the newest)
+    assert fidelities() == ["full", "compact", "full", "full", "full"]
+    ls, _ = s.tool("Bash", {"command": "ls -R src"}, "".join(f"src/module_{i}/__init__.py\n" for i in range(80)))
+    assert fidelities() == ["full", "compact", "compact", "full", "full"]
+    s.read("src/module_1/__init__.py")
+    # a read the write outdated is a stub (a read shows the file now); the edit's own
+    # output is outdated three calls later
+    assert fidelities() == ["full", "compact", "compact", "stub", "full"]
+    s.read("src/module_2/__init__.py")
+    assert fidelities() == ["full", "compact", "compact", "stub", "compact"]
+    # a read of a file nothing wrote, and commands after the last write, stay whole
+    assert s.residency()[s.object_of(ls)]["fidelity"] == "full"
+    assert {r["trigger"] for r in s.log()} == {"waste"}
+    assert s.faults() == []
+
+
+def test_a_memory_of_what_paging_holds_lower_does_not_come_back_in_the_block(db, tenant):
+    s = Session(db, tenant)
+    s.say("user", "Find out why the nightly export is slow.")
+    out = ("export_orders scanned 48213 rows in 9120 ms using seq scan on orders_archive\n"
+           + "".join(f"partition orders_{y}_{m:02d}: 4017 rows, 760 ms\n" for y in (2023, 2024) for m in range(1, 13)))
+    call, _ = s.tool("Bash", {"command": "python scripts/profile_export.py"}, out)
+    obj = s.object_of(call)
+    db._call("SELECT mnemo_internal.extract(%(t)s, %(p)s)",
+             {"t": tenant, "p": json.dumps({"session_id": str(s.s)})})
+    mems = db._rows("SELECT memory_id FROM mnemo.memories WHERE tenant_id = %(t)s"
+                    " AND content_full LIKE '%%orders_archive%%'", {"t": tenant})
+    assert mems, "the profile's output became a memory"
+    question = "why is the export of orders_archive slow?"
+    before = db.compile_context_bundle(tenant, s.s, question)
+    assert "orders_archive" in text_of(before)
+    # released by the model: the history holds a stub, and the memory formed from the
+    # output does not bring its text back (memory_restore does)
+    db.memory_release(tenant, s.s, [f"obj:{obj}"])
+    after = db.compile_context_bundle(tenant, s.s, question)
+    assert [i for i in after["report"]["items"] if i["section"] == "memory"] == []
+    assert {o["source"] for o in after["report"]["omissions"] if o["reason"] == "repeats_history"} >= {
+        f"mem:{m['memory_id']}" for m in mems}
+    assert "9120 ms" not in text_of(after)
 
 
 @pytest.mark.usefixtures("small_working_set")
