@@ -18,7 +18,11 @@ A zone acts until the ratio is at most `target` or its moves run out (hysteresis
 changes come in batches, so most compiles change nothing and the prompt prefix stays
 byte-identical).
 Pinned objects (a fault or restore pinned them for some turns), anchored ones (the
-anchor tag) and the protected newest objects never move under pressure.
+anchor tag) and the protected ones (the newest, and a revisited source's among the
+newest: residency.plan_residency) never move under pressure. Relevance is 1 for an
+object of a source the agent read or wrote more than once, 0 otherwise: what was
+read once leaves first (LRU-2; the generated long sessions' faults were re-reads of
+the files beside the one being edited, 14-23 calls after the read).
 """
 
 from __future__ import annotations
@@ -41,6 +45,8 @@ DEFAULTS = {
     # newest objects pressure never degrades below full (the working set: agents
     # re-read what they read 3-10 calls before; with 2, most faults were such re-reads)
     "protect_newest": 12,
+    # ... and the objects of a source accessed more than once, among the newest this many
+    "protect_hot": 30,
     # §12: conversation phases and small tool results under this merge with their
     # neighbour of the same kind
     "min_object_tokens": 500,

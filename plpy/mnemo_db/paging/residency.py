@@ -62,6 +62,7 @@ def plan_residency(prepared, objects: list[dict], capacity: int, cfg: dict, turn
         residents.append(Resident(
             object_id=o["object_id"], kind=o["kind"], fidelity=o["fidelity"], last_turn=o["last_turn"],
             pinned=o["pinned_until_turn"] > turn, anchored=o["anchored"],
+            relevance=float(o.get("accesses", 1) > 1),
             cost=lambda f, us=us: sum(unit_cost(prepared, u, LEVEL[f]) for u in us)))
     if not residents:
         return PagingPlan(floors=[0] * len(units), tokens=sum(prepared.full_costs), turn=turn,
@@ -70,6 +71,12 @@ def plan_residency(prepared, objects: list[dict], capacity: int, cfg: dict, turn
     last_users = [u for u, unit in enumerate(units) if unit[0]["role"] == "user"][-2:]
     for o in residents[-cfg["protect_newest"]:]:
         o.protected = True
+    # a source the agent came back to (read or written more than once) is its working
+    # set: its objects among the newest `protect_hot` stay too (LRU-2: a source read
+    # once is what leaves first)
+    for o in residents[-cfg["protect_hot"]:] if cfg["protect_hot"] > 0 else ():
+        if o.relevance > 0:
+            o.protected = True
     for o in residents:
         if any(u in last_users for u in owned[o.object_id]):
             o.protected = True
@@ -90,15 +97,20 @@ def plan_residency(prepared, objects: list[dict], capacity: int, cfg: dict, turn
 
 # The compile's statements (run through compile/phases.Database by name).
 STATEMENTS = {
+    # accesses: the objects of the history that read or wrote the same source (a
+    # command's object: 1)
     "paging_objects": ("""SELECT mnemo_internal.setting('paging')::text AS settings, (
     SELECT coalesce(jsonb_agg(jsonb_build_object(
         'object_id', o.object_id, 'kind', o.kind, 'message_ids', o.message_ids, 'memory_id', o.memory_id,
-        'last_turn', o.last_turn, 'fidelity', r.fidelity, 'pinned_until_turn', r.pinned_until_turn,
-        'anchored', r.anchored, 'summary', o.summary) ORDER BY o.first_turn), '[]')::text
-    FROM mnemo.semantic_objects AS o
-    JOIN mnemo.object_residency AS r
-        ON r.tenant_id = o.tenant_id AND r.session_id = o.session_id AND r.object_id = o.object_id
-    WHERE o.tenant_id = $1 AND o.session_id = $2 AND (o.last_turn >= $3 OR o.memory_id IS NOT NULL)
+        'last_turn', o.last_turn, 'fidelity', o.fidelity, 'pinned_until_turn', o.pinned_until_turn,
+        'anchored', o.anchored, 'summary', o.summary, 'accesses', o.accesses) ORDER BY o.first_turn), '[]')::text
+    FROM (
+        SELECT o.*, r.fidelity, r.pinned_until_turn, r.anchored,
+            CASE WHEN o.source_key IS NULL THEN 1 ELSE count(*) OVER (PARTITION BY o.source_key) END AS accesses
+        FROM mnemo.semantic_objects AS o
+        JOIN mnemo.object_residency AS r
+            ON r.tenant_id = o.tenant_id AND r.session_id = o.session_id AND r.object_id = o.object_id
+        WHERE o.tenant_id = $1 AND o.session_id = $2 AND (o.last_turn >= $3 OR o.memory_id IS NOT NULL)) AS o
     ) AS objects""", ["text", "uuid", "integer"]),
     "paging_write": ("""WITH c AS (
     SELECT * FROM unnest($3::bigint[], $4::text[], $5::text[], $6::text[])

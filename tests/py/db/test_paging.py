@@ -17,11 +17,12 @@ PIN_TURNS = 8  # sql/settings.sql paging.pin_turns
 @pytest.fixture
 def small_working_set(db):
     """The zone tests' crafted sessions hold a handful of objects: they test each zone's
-    moves with a working set of 2 and a target of 0.4 (the defaults before migration
-    0023; with 12 protected, none of their objects would move). The setting is the
-    server's, restored afterwards."""
+    moves with a working set of 2, no revisited source protected, and a target of 0.4
+    (the defaults before migration 0023; with 12 protected, none of their objects would
+    move). The setting is the server's, restored afterwards."""
     old = db._call("SELECT value::text FROM mnemo_internal.settings WHERE key = 'paging'", {})
-    db._call("UPDATE mnemo_internal.settings SET value = value || '{\"protect_newest\": 2, \"target\": 0.4}'"
+    db._call("UPDATE mnemo_internal.settings SET value = value"
+             " || '{\"protect_newest\": 2, \"protect_hot\": 0, \"target\": 0.4}'"
              " WHERE key = 'paging' RETURNING true", {})
     yield
     db._call("UPDATE mnemo_internal.settings SET value = %(v)s::jsonb WHERE key = 'paging' RETURNING true",
@@ -179,6 +180,21 @@ def test_normal_zone_observes_only(db, tenant):
     assert b["report"]["paging"]["zone"] == "normal"
     assert pressure_moves(s) == []
     assert "[detail of" not in text_of(b) and "[stub of" not in text_of(b)
+
+
+@pytest.mark.usefixtures("small_working_set")
+def test_pressure_keeps_a_source_the_agent_came_back_to(db, tenant):
+    s, reads = coding_session(db, tenant)
+    # part_1 read again (its first lines: the whole read stays, nothing superseded)
+    again = s.tool("Read", {"file_path": "src/billing/part_1.py", "offset": 1, "limit": 6},
+                   source("part_1", 3))[0]
+    s.window_for(0.75)
+    assert s.compile()["report"]["paging"]["zone"] == "warning"
+    moved = {m["object_id"] for m in pressure_moves(s)}
+    # the sources read once leave first, oldest first; part_1's reads stay whole
+    assert reads[0] in moved and reads[2] in moved
+    assert reads[1] not in moved and s.object_of(again) not in moved
+    assert s.residency()[reads[1]]["fidelity"] == "full"
 
 
 @pytest.mark.usefixtures("small_working_set")
