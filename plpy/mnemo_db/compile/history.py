@@ -5,6 +5,7 @@ are dropped."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from .. import tokens
@@ -66,6 +67,31 @@ def openai_message(m: dict, content: str | None = None) -> dict:
 
 
 WITHHELD = "[content withheld: sensitivity {s} is not allowed on this channel]"
+# A tool call's string argument longer than this is cut to its first line (at most
+# this long) when the call is sent at compact or stub: what an edit wrote or a script
+# ran is done; the path, the range and the command's first line still say what it was.
+ARGUMENT_KEEP_CHARS = 120
+
+
+def abbreviated_calls(calls: list[dict], ref: str) -> list[dict]:
+    """Tool calls with their long string arguments cut (ARGUMENT_KEEP_CHARS), naming
+    the message memory_restore brings back whole. Ids and names stay (the results
+    still pair up); arguments that are not a JSON object stay as the model wrote them."""
+    out = []
+    for tc in calls:
+        fn = tc.get("function") or {}
+        try:
+            args = json.loads(fn.get("arguments") or "")
+        except (TypeError, ValueError, RecursionError):
+            args = None
+        if not isinstance(args, dict):
+            out.append(tc)
+            continue
+        cut = {k: (v.split("\n", 1)[0][:ARGUMENT_KEEP_CHARS] + f" [... {len(v)} chars; memory_restore {ref}]"
+                   if isinstance(v, str) and len(v) > ARGUMENT_KEEP_CHARS else v) for k, v in args.items()}
+        out.append(tc if cut == args else
+                   dict(tc, function=dict(fn, arguments=json.dumps(cut, ensure_ascii=False))))
+    return out
 
 
 def history_versions(m: dict, allowed: tuple[str, ...]) -> tuple[dict[str, dict], dict[str, int]]:
@@ -96,6 +122,11 @@ def history_versions(m: dict, allowed: tuple[str, ...]) -> tuple[dict[str, dict]
             where = (f"full output in artifact {m['artifact_id']}" if m.get("artifact_id")
                      else "memory_restore for the full text")
             msg = openai_message(m, f"[{name} of {ref}; {where}] {lv['text']}")
+            cost = tokens.count_message(msg)
+            if cost < above_cost:
+                above, above_cost = msg, cost
+        if name != "detail" and above.get("tool_calls"):
+            msg = dict(above, tool_calls=abbreviated_calls(above["tool_calls"], ref))
             cost = tokens.count_message(msg)
             if cost < above_cost:
                 above, above_cost = msg, cost

@@ -362,3 +362,24 @@ def test_conflicts_rank_provenance_as_the_seed_does():
     old = {"valid_epoch": at.timestamp(), "provenance_type": "correction", "confidence": 0.95}
     assert Former.newer_wins({"valid_from": at, "provenance_type": "user_stated", "confidence": 0.5}, old)
     assert not Former.newer_wins({"valid_from": at, "provenance_type": "system_inferred", "confidence": 1.0}, old)
+
+
+def test_a_tool_call_below_detail_keeps_its_id_name_and_short_arguments():
+    import json
+
+    from mnemo_db.compile.history import history_versions
+    written = "import os\n" + "".join(f"value_{i} = os.environ.get('V{i}')\n" for i in range(300))
+    calls = [{"id": "c1", "type": "function", "function": {"name": "Write", "arguments": json.dumps(
+                 {"file_path": "src/settings.py", "content": written})}},
+             {"id": "c2", "type": "function", "function": {"name": "bash", "arguments": "ls -la " + "x" * 400}}]
+    m = {"message_id": 7, "role": "assistant", "content": None, "tool_calls": calls, "sensitivity": "none",
+         "token_count": None, "levels": None}
+    versions, costs = history_versions(m, ("none",))
+    assert versions["full"]["tool_calls"] == versions["detail"]["tool_calls"] == calls
+    for name in ("compact", "stub"):
+        write, shell = versions[name]["tool_calls"]
+        assert (write["id"], write["function"]["name"], shell) == ("c1", "Write", calls[1])  # not JSON: as written
+        args = json.loads(write["function"]["arguments"])
+        assert args["file_path"] == "src/settings.py"
+        assert args["content"] == f"import os [... {len(written)} chars; memory_restore msg:7]"
+    assert costs["compact"] < costs["full"] / 10
