@@ -66,6 +66,10 @@ DEFAULTS = {
     # the file now); the newest calls stay whole while the agent works on them
     "outdated_after_calls": 3,
     "outdated_to": "compact",
+    # a stub older than this many tool calls is evicted: a long session's stubs (its
+    # call and a line each) otherwise grow with it, and a re-read faults on a stub as
+    # on an evicted object; memory_query and memory_restore still reach it
+    "evict_stubs_after_calls": 40,
 }
 
 
@@ -160,6 +164,31 @@ def relieve(objects: list[Resident], used: int, capacity: int, cfg: dict) -> tup
             changes.append(Change(o.object_id, o.fidelity, to, "pressure", zone))
             o.fidelity, moved = to, True
     return zone, changes, used
+
+
+def aging(objects: list[dict], cfg: dict) -> list[Change]:
+    """Structural waste among a session's older tool objects, at any pressure (store.py
+    'aging' gives each with n, how many tool objects are newer, and written_after):
+    what a write outdated (a read of the file written: superseded_to; an edit's own
+    output and a command's output with a write after it: outdated_to) once n exceeds
+    outdated_after_calls; a command's output (tool_result) past stale_after_calls:
+    stale_to; a stub past evict_stubs_after_calls: evicted. The lowest applicable
+    fidelity wins; nothing moves up."""
+    changes = []
+    for o in objects:
+        targets = []
+        if o["n"] > cfg["outdated_after_calls"] and (o["writes_source"] or o["written_after"]) \
+                and o["kind"] != "external_reference":
+            read = o["has_source"] and not o["writes_source"]
+            targets.append(cfg["superseded_to"] if read else cfg["outdated_to"])
+        if o["n"] > cfg["stale_after_calls"] and o["kind"] == "tool_result":
+            targets.append(cfg["stale_to"])
+        if o["n"] > cfg["evict_stubs_after_calls"] and o["fidelity"] == "stub":
+            targets.append("evicted")
+        to = max(targets, key=LEVEL.__getitem__, default=None)
+        if to is not None and LEVEL[to] > LEVEL[o["fidelity"]]:
+            changes.append(Change(o["object_id"], o["fidelity"], to, "waste", None))
+    return changes
 
 
 def goal_shift(objects: list[Resident], matching: set[int], cfg: dict) -> list[Change]:

@@ -130,29 +130,26 @@ JOIN mnemo.semantic_objects AS o ON o.tenant_id = $1 AND o.object_id = c.object_
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)""",
               ["text", "uuid", "bigint", "bigint", "text", "text", "integer", "text", "text", "integer",
                "integer", "real", "text[]"]),
-    "stale": ("""SELECT o.object_id, r.fidelity FROM (
-    SELECT o.object_id, row_number() OVER (ORDER BY o.first_turn DESC, o.object_id DESC) AS n
+    # The session's tool objects with more than $3 newer ones (ladder.aging decides):
+    # n, how many are newer (1: the newest); written_after, whether a write came after
+    # it (to its source, for a read; to anything, for a command's output).
+    "aging": ("""WITH x AS (
+    SELECT o.object_id, o.first_turn, o.source_key,
+        row_number() OVER (ORDER BY o.first_turn DESC, o.object_id DESC) AS n
     FROM mnemo.semantic_objects AS o
-    WHERE o.tenant_id = $1 AND o.session_id = $2 AND o.kind <> 'conversation_phase' AND o.memory_id IS NULL) AS x
+    WHERE o.tenant_id = $1 AND o.session_id = $2 AND o.kind <> 'conversation_phase' AND o.memory_id IS NULL),
+w AS (
+    SELECT o.source_key, max(o.first_turn) AS last_write FROM mnemo.semantic_objects AS o
+    WHERE o.tenant_id = $1 AND o.session_id = $2 AND o.writes_source GROUP BY o.source_key)
+SELECT o.object_id, x.n, o.kind, r.fidelity, o.writes_source, o.source_key IS NOT NULL AS has_source,
+    CASE WHEN o.source_key IS NULL THEN (SELECT max(w.last_write) FROM w) > o.first_turn
+        ELSE EXISTS (SELECT FROM w WHERE w.source_key = o.source_key AND w.last_write > o.first_turn)
+    END AS written_after
+FROM x
 JOIN mnemo.semantic_objects AS o ON o.tenant_id = $1 AND o.object_id = x.object_id
 JOIN mnemo.object_residency AS r ON r.tenant_id = $1 AND r.session_id = $2 AND r.object_id = o.object_id
-WHERE x.n > $3 AND o.kind = 'tool_result' AND r.fidelity = 'full' AND r.pinned_until_turn <= $4
-    AND NOT r.anchored""", ["text", "uuid", "integer", "integer"]),
-    # objects a write has outdated, once $3 tool calls are newer (ladder.DEFAULTS
-    # outdated_after_calls): a read of the file written since (superseded), an edit's
-    # own output, a command's output (no file read, no fetch) with any write after it
-    "outdated": ("""SELECT o.object_id, r.fidelity, NOT o.writes_source AND o.source_key IS NOT NULL AS is_read FROM (
-    SELECT o.object_id, row_number() OVER (ORDER BY o.first_turn DESC, o.object_id DESC) AS n
-    FROM mnemo.semantic_objects AS o
-    WHERE o.tenant_id = $1 AND o.session_id = $2 AND o.kind <> 'conversation_phase' AND o.memory_id IS NULL) AS x
-JOIN mnemo.semantic_objects AS o ON o.tenant_id = $1 AND o.object_id = x.object_id
-JOIN mnemo.object_residency AS r ON r.tenant_id = $1 AND r.session_id = $2 AND r.object_id = o.object_id
-WHERE x.n > $3 AND r.fidelity NOT IN ('stub', 'evicted') AND r.pinned_until_turn <= $4 AND NOT r.anchored
-    AND (o.writes_source OR (o.kind <> 'external_reference' AND EXISTS (
-        SELECT FROM mnemo.semantic_objects AS w WHERE w.tenant_id = $1 AND w.session_id = $2
-            AND w.writes_source AND w.first_turn > o.first_turn
-            AND (o.source_key IS NULL OR w.source_key = o.source_key))))""",
-                 ["text", "uuid", "integer", "integer"]),
+WHERE x.n > $3 AND r.fidelity <> 'evicted' AND r.pinned_until_turn <= $4 AND NOT r.anchored""",
+              ["text", "uuid", "integer", "integer"]),
     "previous_user": ("""SELECT 1 - (mnemo.embed($4) <=> coalesce(m.embedding, mnemo.embed(m.content))) AS cosine
 FROM mnemo.messages AS m WHERE m.tenant_id = $1 AND m.session_id = $2 AND m.role = 'user'
     AND m.turn_index < $3 AND coalesce(m.content, '') <> ''
@@ -342,13 +339,8 @@ class Pager:
         for a in accesses:
             if a.source:
                 self._touch(t, s, new, a, m["turn"], cfg)
-        stale = self.x("stale", [t, s, cfg["stale_after_calls"], m["turn"]])
-        self.change(t, s, [Change(r["object_id"], r["fidelity"], cfg["stale_to"], "waste", None) for r in stale],
-                    m["turn"])
-        outdated = [(r, cfg["superseded_to"] if r["is_read"] else cfg["outdated_to"])
-                    for r in self.x("outdated", [t, s, cfg["outdated_after_calls"], m["turn"]])]
-        self.change(t, s, [Change(r["object_id"], r["fidelity"], to, "waste", None) for r, to in outdated
-                           if LEVEL[r["fidelity"]] < LEVEL[to]], m["turn"])
+        newest = min(cfg["outdated_after_calls"], cfg["stale_after_calls"], cfg["evict_stubs_after_calls"])
+        self.change(t, s, ladder.aging(self.x("aging", [t, s, newest, m["turn"]]), cfg), m["turn"])
 
     def _touch(self, t: str, s: str, new: dict, a: sources.Access, turn: int, cfg: dict) -> None:
         """A read or a write of a source by the new object: faults, supersession, staleness."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from mnemo_db.paging import ladder
 from mnemo_db.paging.ladder import Change
 from mnemo_db.paging.residency import net_changes
 
@@ -17,3 +18,29 @@ def test_an_object_stepped_down_twice_in_a_compile_is_stored_where_it_ended():
     # down and back up again is no change at all
     assert net_changes([Change(3, "full", "detail", "pressure", "caution"),
                         Change(3, "detail", "full", "goal_shift", None)]) == []
+
+
+def test_aging_takes_the_lowest_fidelity_any_rule_gives_and_never_raises_one():
+    cfg = ladder.settings(None)  # outdated after 3, stale after 8, stubs evicted after 40
+
+    def obj(oid, n, kind="tool_result", fidelity="full", writes=False, source=False, written_after=False):
+        return {"object_id": oid, "n": n, "kind": kind, "fidelity": fidelity, "writes_source": writes,
+                "has_source": source, "written_after": written_after}
+
+    objects = [
+        obj(1, 3, written_after=True),                                  # among the newest: stays
+        obj(2, 4, written_after=True),                                  # a command before a write: compact
+        obj(3, 4, kind="file_context", source=True, written_after=True),  # a read of a file written: stub
+        obj(4, 4, kind="file_context", source=True),                    # a read nothing wrote: stays
+        obj(5, 4, writes=True, source=True),                            # an edit's own output: compact
+        obj(6, 9),                                                      # a stale command output: detail
+        obj(7, 9, written_after=True),                                  # stale and outdated: compact
+        obj(8, 9, fidelity="stub", written_after=True),                 # already lower: stays
+        obj(9, 41, kind="file_context", fidelity="stub", source=True),  # an old stub: evicted
+        obj(10, 41, kind="file_context", source=True),                  # an old read at full: stays
+        obj(11, 5, kind="external_reference", source=True, written_after=True),  # a fetch: stays
+    ]
+    got = {c.object_id: (c.from_fidelity, c.to_fidelity) for c in ladder.aging(objects, cfg)}
+    assert got == {2: ("full", "compact"), 3: ("full", "stub"), 5: ("full", "compact"), 6: ("full", "detail"),
+                   7: ("full", "compact"), 9: ("stub", "evicted")}
+    assert all(c.trigger == "waste" and c.zone is None for c in ladder.aging(objects, cfg))
