@@ -20,12 +20,15 @@ hash of the vocabulary.
 from __future__ import annotations
 
 import functools
+import hashlib
 import heapq
 import json
 import mmap
 import os
 import struct
+import threading
 import zlib
+from collections import OrderedDict
 
 ENCODING = "o200k_base"
 # Per-message framing overhead of the chat format (role, separators), as in OpenAI's
@@ -64,6 +67,15 @@ CACHED_PIECE_CHARS = 40
 CACHE_SIZE = 8192
 
 _count = None
+# A compile counts the same texts as the one before it (an agent compiles its session
+# before every model call: each history message at each fidelity, each candidate's
+# line): the counts of the last RECENT_TEXTS texts of RECENT_TEXT_CHARS or more are
+# kept by digest (16 bytes each, not the text). A long coding session's compile spent
+# half its time counting them again.
+RECENT_TEXT_CHARS = 48
+RECENT_TEXTS = 16384
+_recent: OrderedDict[bytes, int] = OrderedDict()
+_recent_lock = threading.Lock()
 
 
 def source_vocabulary() -> str:
@@ -216,7 +228,20 @@ def count(text: str | None) -> int:
         return 0
     if _count is None:
         _count = _make_counter(_load_table(TABLE))
-    return _count(text)
+    if len(text) < RECENT_TEXT_CHARS:
+        return _count(text)
+    key = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+    with _recent_lock:
+        n = _recent.get(key)
+        if n is not None:
+            _recent.move_to_end(key)
+            return n
+    n = _count(text)
+    with _recent_lock:
+        _recent[key] = n
+        if len(_recent) > RECENT_TEXTS:
+            _recent.popitem(last=False)
+    return n
 
 
 def count_line_text(text: str) -> int:

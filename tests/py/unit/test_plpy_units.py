@@ -383,3 +383,23 @@ def test_a_tool_call_below_detail_keeps_its_id_name_and_short_arguments():
         assert args["file_path"] == "src/settings.py"
         assert args["content"] == f"import os [... {len(written)} chars; memory_restore msg:7]"
     assert costs["compact"] < costs["full"] / 10
+
+
+def test_a_text_counted_lately_is_not_tokenized_again(monkeypatch):
+    text = "def retry(n):\n    return min(2 ** n, 60)  # seconds\n" * 20
+    expected = tokens.count(text)
+    inner = tokens._count
+
+    def refuse(t):
+        raise AssertionError(f"tokenized again: {t[:40]!r}")
+
+    monkeypatch.setattr(tokens, "_count", refuse)
+    assert tokens.count(text) == expected  # by its digest
+    with pytest.raises(AssertionError):
+        tokens.count(text + "x")  # another text is counted
+    monkeypatch.setattr(tokens, "_count", inner)
+    for k in range(tokens.RECENT_TEXTS):  # the oldest is forgotten
+        tokens.count(f"{k:08d} " + "z" * tokens.RECENT_TEXT_CHARS)
+    monkeypatch.setattr(tokens, "_count", refuse)
+    with pytest.raises(AssertionError):
+        tokens.count(text)
