@@ -54,7 +54,8 @@ WHERE o.tenant_id = $1 AND o.session_id = $2 AND tc.tool_call_id = $3""", ["text
                   "AND o.source_key = $3 AND o.object_id <> $4 ORDER BY o.first_turn DESC, o.object_id DESC"),
                   ["text", "uuid", "text", "bigint"]),
     "by_output": ((f"SELECT {OBJECT_COLUMNS} {FROM_OBJECTS} WHERE o.tenant_id = $1 AND o.session_id = $2 "
-                  "AND o.output_hash = $3 AND o.object_id <> $4"), ["text", "uuid", "bytea", "bigint"]),
+                  "AND o.output_hash = $3 AND o.object_id <> $4 ORDER BY o.first_turn DESC, o.object_id DESC LIMIT 1"),
+                  ["text", "uuid", "bytea", "bigint"]),
     "latest_phase": (("SELECT o.object_id FROM mnemo.semantic_objects AS o WHERE o.tenant_id = $1 "
                      "AND o.session_id = $2 AND o.kind = 'conversation_phase' "
                      "ORDER BY o.first_turn DESC LIMIT 1"), ["text", "uuid"]),
@@ -175,6 +176,9 @@ WHERE m.tenant_id = $1 AND m.session_id = $2 AND m.message_id = ANY ($3) AND m.s
 ORDER BY m.turn_index""", ["text", "uuid", "bigint[]"]),
     "memory": (("SELECT m.memory_id, m.kind, m.content_full, m.tokens_full FROM mnemo.memories AS m "
                "WHERE m.tenant_id = $1 AND m.memory_id = $2 AND m.sensitivity <> 'secret'"), ["text", "bigint"]),
+    "previous": ((f"SELECT {OBJECT_COLUMNS} {FROM_OBJECTS} WHERE o.tenant_id = $1 AND o.session_id = $2 "
+                  "AND o.memory_id IS NULL AND (o.first_turn, o.object_id) < ($3, $4) "
+                  "ORDER BY o.first_turn DESC, o.object_id DESC LIMIT 1"), ["text", "uuid", "integer", "bigint"]),
     "all_objects": ((f"SELECT {OBJECT_COLUMNS} {FROM_OBJECTS} WHERE o.tenant_id = $1 AND o.session_id = $2 "
                     "AND o.memory_id IS NULL ORDER BY o.first_turn"), ["text", "uuid"]),
     "helper": ("SELECT mnemo_internal.helper_answer($1::jsonb)::text AS reply", ["text"]),
@@ -404,12 +408,8 @@ class Pager:
         if (obj["kind"] != "tool_result" or obj["source_key"] or obj["pinned_until_turn"] > turn
                 or obj["token_count"] >= cfg["min_object_tokens"]):
             return
-        objects = self.x("all_objects", [t, s])
-        at = next((k for k, o in enumerate(objects) if o["object_id"] == object_id), 0)
-        if at == 0:
-            return
-        prev = objects[at - 1]
-        if (prev["kind"] == "tool_result" and not prev["source_key"] and prev["fidelity"] == obj["fidelity"]
+        prev = self.one("previous", [t, s, obj["first_turn"], object_id])
+        if prev and (prev["kind"] == "tool_result" and not prev["source_key"] and prev["fidelity"] == obj["fidelity"]
                 and not prev["anchored"] and prev["pinned_until_turn"] <= turn
                 and prev["token_count"] + obj["token_count"] < cfg["min_object_tokens"]):
             self.x("merge", [t, s, prev["object_id"], object_id])
