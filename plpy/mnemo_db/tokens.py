@@ -125,9 +125,10 @@ def table_bytes(source: str | None = None) -> bytes:
 def build_table(path: str = TABLE) -> str:
     """Writes the rank table under a temporary name renamed into place, so that a
     backend never maps half a table."""
+    data = table_bytes()  # first: a missing vocabulary leaves no empty file behind
     tmp = f"{path}.{os.getpid()}"
     with open(tmp, "wb") as f:
-        f.write(table_bytes())
+        f.write(data)
     os.replace(tmp, path)
     return path
 
