@@ -91,18 +91,23 @@ def paging_report(plan: Plan) -> dict:
             "evicted_units": p.evicted_units}
 
 
-def paged_sources(prepared: PreparedHistory, lowest: int = 1) -> set[str]:
-    """The history's messages that paging holds at `lowest` or below (1: any fidelity
-    under full; len(FIDELITIES): evicted)."""
+def evicted_sources(prepared: PreparedHistory) -> set[str]:
+    """The history's messages that paging evicted."""
     if prepared.floors is None:
         return set()
-    return {f"msg:{m['message_id']}" for unit, f in zip(prepared.units, prepared.floors) if f >= lowest
+    return {f"msg:{m['message_id']}" for unit, f in zip(prepared.units, prepared.floors) if f == len(FIDELITIES)
             for m in unit}
 
 
-def evicted_sources(prepared: PreparedHistory) -> set[str]:
-    """The history's messages that paging evicted."""
-    return paged_sources(prepared, len(FIDELITIES))
+def paged_tool_sources(plan: Plan) -> set[str]:
+    """The history's tool calls and outputs that paging holds below full (its waste
+    rules and zones decided what of them the model needs). Conversation is left out:
+    a goal shift demotes old phases, and a memory of one may say what the question
+    asks more briefly than the demoted turn."""
+    prepared, p = plan.prepared, plan.paging
+    if prepared.floors is None or p is None:
+        return set()
+    return {f"msg:{m['message_id']}" for u in p.tool_units if prepared.floors[u] > 0 for m in prepared.units[u]}
 
 
 def pinned_reserve(items: list[Item]) -> int:
@@ -249,7 +254,7 @@ def decide(session: Session, history: list[dict], plan: Plan, candidates: list[d
     b_hist = max(min(plan.history_share, available - pinned_reserve(all_items)), 0)
     pick, summary, summary_tokens = history_pick(plan.prepared, b_hist, session.summary_text)
     derived = {c["source"]: c["derived_from"] for c in visible if c.get("derived_from")}
-    paged = paged_sources(plan.prepared)
+    paged = paged_tool_sources(plan)
     repeated = repeats_history(all_items, derived, verbatim_sources(pick) | paged)
     in_history = history_sources(pick) | repeated
 

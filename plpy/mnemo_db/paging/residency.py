@@ -25,6 +25,7 @@ class PagingPlan:
     turn: int = 0
     restored_memories: frozenset[str] = frozenset()
     evicted_units: int = 0
+    tool_units: frozenset[int] = frozenset()  # the units of objects other than conversation phases
 
 
 def net_changes(changes: list[Change]) -> list[Change]:
@@ -92,7 +93,9 @@ def plan_residency(prepared, objects: list[dict], capacity: int, cfg: dict, turn
     used = sum(unit_cost(prepared, u, f) for u, f in enumerate(floors))
     return PagingPlan(floors=floors, changes=net_changes(changes), zone=zone, tokens=used, turn=turn,
                       restored_memories=restored_memories,
-                      evicted_units=sum(1 for f in floors if f >= EVICTED))
+                      evicted_units=sum(1 for f in floors if f >= EVICTED),
+                      tool_units=frozenset(u for o in residents if o.kind != "conversation_phase"
+                                           for u in owned[o.object_id]))
 
 
 # The compile's statements (run through compile/phases.Database by name).

@@ -44,3 +44,16 @@ def test_aging_takes_the_lowest_fidelity_any_rule_gives_and_never_raises_one():
     assert got == {2: ("full", "compact"), 3: ("full", "stub"), 5: ("full", "compact"), 6: ("full", "detail"),
                    7: ("full", "compact"), 9: ("stub", "evicted")}
     assert all(c.trigger == "waste" and c.zone is None for c in ladder.aging(objects, cfg))
+
+
+def test_only_tool_units_paging_holds_lower_keep_their_memories_out_of_the_block():
+    from types import SimpleNamespace
+
+    from mnemo_db.compile.bundle import paged_tool_sources
+    from mnemo_db.paging.residency import PagingPlan
+    units = [[{"message_id": 1}], [{"message_id": 2}, {"message_id": 3}], [{"message_id": 4}], [{"message_id": 5}]]
+    floors = [1, 2, 0, 3]  # a demoted phase, a compacted tool call, a whole one, a stubbed phase
+    plan = SimpleNamespace(prepared=SimpleNamespace(units=units, floors=floors),
+                           paging=PagingPlan(floors=floors, tool_units=frozenset({1, 2})))
+    assert paged_tool_sources(plan) == {"msg:2", "msg:3"}
+    assert paged_tool_sources(SimpleNamespace(prepared=SimpleNamespace(units=units, floors=None), paging=None)) == set()
