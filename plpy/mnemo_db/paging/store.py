@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import time
 
 from .. import tokens
@@ -59,10 +60,13 @@ WHERE o.tenant_id = $1 AND o.session_id = $2 AND tc.tool_call_id = $3""", ["text
     "latest_phase": (("SELECT o.object_id FROM mnemo.semantic_objects AS o WHERE o.tenant_id = $1 "
                      "AND o.session_id = $2 AND o.kind = 'conversation_phase' "
                      "ORDER BY o.first_turn DESC LIMIT 1"), ["text", "uuid"]),
-    "recent_sources": ("""SELECT DISTINCT ON (o.source_key) o.object_id, o.source_key FROM mnemo.semantic_objects AS o
-WHERE o.tenant_id = $1 AND o.session_id = $2 AND o.source_key IS NOT NULL AND o.object_id <> $3
-    AND NOT o.writes_source AND o.kind = 'file_context'
-ORDER BY o.source_key, o.first_turn DESC LIMIT 50""", ["text", "uuid", "bigint"]),
+    # the newest read of each of the 50 files read last
+    "recent_sources": ("""SELECT r.object_id, r.source_key FROM (
+    SELECT DISTINCT ON (o.source_key) o.object_id, o.source_key, o.first_turn FROM mnemo.semantic_objects AS o
+    WHERE o.tenant_id = $1 AND o.session_id = $2 AND o.source_key IS NOT NULL AND o.object_id <> $3
+        AND NOT o.writes_source AND o.kind = 'file_context'
+    ORDER BY o.source_key, o.first_turn DESC) AS r
+ORDER BY r.first_turn DESC LIMIT 50""", ["text", "uuid", "bigint"]),
     "related": (f"""SELECT {OBJECT_COLUMNS} {FROM_OBJECTS}
 JOIN mnemo.object_links AS l ON l.tenant_id = o.tenant_id AND l.dst_object_id = o.object_id
 WHERE o.tenant_id = $1 AND o.session_id = $2 AND l.src_object_id = $3
@@ -230,6 +234,13 @@ MEMORY_KINDS = {"decision": "design_decision", "plan": "plan", "file_context": "
                 "error_context": "error_context", "tool_result": "tool_result"}
 
 
+def names_file(text: str, path: str) -> bool:
+    """Whether a text names a file by its base name, as a word of its own (a.py is not
+    named by data.py)."""
+    base = path.rstrip("/").rsplit("/", 1)[-1]
+    return bool(base) and re.search(rf"(?<![\w.-]){re.escape(base)}(?!\w)", text) is not None
+
+
 class PagingError(Exception):
     def __init__(self, code: str, message: str, hint: str | None = None):
         super().__init__(message)
@@ -367,6 +378,9 @@ class Pager:
         if a.writes:  # the reads it outdates go down once it is not among the newest calls
             for o in reads:
                 self.x("link", [t, new["object_id"], "supersedes", o["object_id"]])
+            # the edit was made from what the agent last read of the file (§5.3)
+            if reads:
+                self.x("link", [t, new["object_id"], "depends_on", reads[0]["object_id"]])
 
     def _on_result(self, t: str, s: str, m: dict, cfg: dict) -> None:
         obj = self.one("by_call", [t, s, m["tool_call_id"]])
@@ -376,7 +390,7 @@ class Pager:
 
     def _attach_result(self, t: str, s: str, obj: dict, m: dict, cfg: dict, call_name: str) -> None:
         """A tool's output (or the environment's answer to a text action) joins its
-        call's object: its kind, label, duplicates, what an error was caused by."""
+        call's object: its kind, label, duplicates, the files it names."""
         text = m.get("content") or ""
         digest = hashlib.sha256(text.encode()).digest() if len(text) >= 64 else None
         # a file's text is an error only when it is short and says so (No such file ...):
@@ -388,11 +402,13 @@ class Pager:
             first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
             label = f"{call_name}: {first[:120]}"
         self.x("append", [t, s, obj["object_id"], [m["message_id"]], m["turn"], m["tokens"], kind, label, digest])
-        if kind == "error_context":
-            # the error names the files it happened in: caused_by them (§5.3)
-            for o in self.x("recent_sources", [t, s, obj["object_id"]]):
-                if o["source_key"].rsplit("/", 1)[-1] in text[:ERROR_SCAN]:
-                    self.x("link", [t, obj["object_id"], "caused_by", o["object_id"]])
+        # the files an output names (the newest read of each): an error was caused_by
+        # them, any other output references them (§5.3; a grep's hits, a test's names)
+        relation = "caused_by" if kind == "error_context" else "references"
+        head = text[:ERROR_SCAN]
+        for o in self.x("recent_sources", [t, s, obj["object_id"]]):
+            if o["source_key"] != obj["source_key"] and names_file(head, o["source_key"]):
+                self.x("link", [t, obj["object_id"], relation, o["object_id"]])
         if digest is not None:
             for o in self.x("by_output", [t, s, digest, obj["object_id"]]):
                 o = dict(o)

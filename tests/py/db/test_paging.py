@@ -608,6 +608,26 @@ def test_relationships_and_restore_brings_back_what_an_error_was_caused_by(db, t
     assert s.residency()[reads[1]]["fidelity"] == "detail"
 
 
+def test_an_edit_depends_on_the_read_it_was_made_from_and_an_output_references_the_files_it_names(db, tenant):
+    s, reads = coding_session(db, tenant, files=3)
+    edit, _ = s.tool("Edit", {"file_path": "src/billing/part_2.py", "old_string": "a", "new_string": "b"}, "ok")
+    grep, _ = s.tool("Bash", {"command": "grep -rn step_3 src"},
+                     "src/billing/part_0.py:7: def part_0_step_3(value):\nsrc/billing/mypart_1.py:1: x\n")
+    links = {(r["src"], r["relation"], r["dst"]) for r in db._rows(
+        "SELECT src_object_id AS src, relation, dst_object_id AS dst FROM mnemo.object_links"
+        " WHERE tenant_id = %(t)s", {"t": tenant})}
+    edit, grep = s.object_of(edit), s.object_of(grep)
+    assert (edit, "depends_on", reads[2]) in links and (edit, "supersedes", reads[2]) in links
+    # part_0.py is named; part_1.py is not (mypart_1.py is another file)
+    assert (grep, "references", reads[0]) in links
+    assert (grep, "references", reads[1]) not in links
+    # restoring the grep's output brings back what it named, at detail
+    s.set(grep, "evicted")
+    s.set(reads[0], "evicted")
+    db.memory_restore(tenant, s.s, f"obj:{grep}")
+    assert s.residency()[reads[0]]["fidelity"] == "detail"
+
+
 def test_topic_and_goal_shifts(db, tenant):
     from conftest import drain_jobs
     s = Session(db, tenant)
