@@ -18,8 +18,9 @@ A zone acts until the ratio is at most `target` or its moves run out (hysteresis
 changes come in batches, so most compiles change nothing and the prompt prefix stays
 byte-identical).
 Pinned objects (a fault or restore pinned them for some turns), anchored ones (the
-anchor tag) and the protected ones (the newest, and a revisited source's among the
-newest: residency.plan_residency) never move under pressure. Relevance is 1 for an
+anchor tag) and the essential ones (the last two user turns, the newest object) never
+move under pressure; the protected working set (the newest, and a revisited source's
+among the newest: residency.plan_residency) moves in emergency only, last. Relevance is 1 for an
 object of a source the agent read or wrote more than once, 0 otherwise: what was
 read once leaves first (LRU-2; the generated long sessions' faults were re-reads of
 the files beside the one being edited, 14-23 calls after the read).
@@ -104,7 +105,8 @@ class Resident:
     last_turn: int
     pinned: bool = False
     anchored: bool = False
-    protected: bool = False
+    protected: bool = False  # the working set: no zone but emergency moves it
+    essential: bool = False  # the last two user turns and the newest object: no zone moves it
     relevance: float = 0.0
     # tokens of the object's messages at a fidelity (evicted: 0)
     cost: Callable[[str], int] = field(default=lambda f: 0, repr=False)
@@ -149,8 +151,9 @@ def relieve(objects: list[Resident], used: int, capacity: int, cfg: dict) -> tup
     changes: list[Change] = []
     if zone == "normal":
         return zone, changes, used
-    movable = sorted((o for o in objects if not (o.pinned or o.anchored or o.protected)),
-                     key=lambda o: (o.relevance, o.last_turn, o.object_id))
+    movable = sorted((o for o in objects
+                      if not (o.pinned or o.anchored or o.essential or (o.protected and zone != "emergency"))),
+                     key=lambda o: (o.protected, o.relevance, o.last_turn, o.object_id))
     moved = True
     while moved and used > cfg["target"] * capacity:
         moved = False

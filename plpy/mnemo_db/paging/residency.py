@@ -78,9 +78,10 @@ def plan_residency(prepared, objects: list[dict], capacity: int, cfg: dict, turn
     for o in residents[-cfg["protect_hot"]:] if cfg["protect_hot"] > 0 else ():
         if o.relevance > 0:
             o.protected = True
+    residents[-1].essential = True
     for o in residents:
         if any(u in last_users for u in owned[o.object_id]):
-            o.protected = True
+            o.essential = True
     floors = [0] * len(units)
     for o in residents:
         for u in owned[o.object_id]:

@@ -247,22 +247,30 @@ def test_critical_stubs_and_evicts(db, tenant):
     assert b["report"]["paging"]["evicted_units"] >= 1
 
 
-@pytest.mark.usefixtures("small_working_set")
-def test_emergency_keeps_only_the_last_user_turns_the_newest_objects_and_pins(db, tenant):
+def test_emergency_moves_the_working_set_too_but_not_the_last_user_turns_or_pins(db, tenant):
+    """With the default working set (the 12 newest objects: all of these reads), only
+    emergency moves it (seed 002 §4: what stays is the last two user turns and the
+    pins), oldest first, until the history is at the target."""
     s, reads = coding_session(db, tenant)
     restored = s.db.memory_restore(s.t, s.s, f"obj:{reads[2]}")
     s.window_for(1.5)
     b = s.compile()
     assert b["report"]["paging"]["zone"] == "emergency"
     res = s.residency()
-    for oid in reads[:-1]:
-        assert res[oid]["fidelity"] == ("full" if oid == reads[2] else "evicted"), oid
-    assert res[reads[-1]]["fidelity"] == "full"  # the newest tool call
+    evicted = [oid for oid in reads if res[oid]["fidelity"] == "evicted"]
+    assert evicted and evicted == [oid for oid in reads if oid != reads[2]][:len(evicted)]  # oldest first
+    assert res[reads[2]]["fidelity"] == "full"  # pinned by the restore
+    assert b["report"]["paging"]["history_tokens"] <= 0.6 * b["report"]["budget"]["available"]
     text = text_of(b)
     assert "Refactor the billing module" in text  # the user turn
-    assert "part_2_step_3(" in text and "part_1_step_3(" not in text
+    assert "part_2_step_3(" in text and "part_0_step_3(" not in text
     assert restored["pinned_until_turn"] == s.turn() + PIN_TURNS - 0
     assert b["report"]["tokens"]["total"] <= b["report"]["budget"]["available"]
+    # below emergency, the working set stays: a critical zone moves none of it
+    s2, reads2 = coding_session(db, tenant)
+    s2.window_for(0.9)
+    assert s2.compile()["report"]["paging"]["zone"] == "critical"
+    assert all(r["fidelity"] == "full" for o, r in s2.residency().items() if o in reads2)
 
 
 def test_a_budget_option_packs_this_call_only(db, tenant):
