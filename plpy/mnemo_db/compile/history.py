@@ -116,6 +116,8 @@ def history_versions(m: dict, allowed: tuple[str, ...]) -> tuple[dict[str, dict]
     versions, costs = {"full": above}, {"full": above_cost}
     levels = m.get("levels") or message_levels(m)
     ref = f"msg:{m['message_id']}"
+    # cut once: cutting the cut arguments again would count their cut length
+    short_calls = abbreviated_calls(above["tool_calls"], ref) if above.get("tool_calls") else None
     for name in ("detail", "compact", "stub"):
         lv = (levels or {}).get(name)
         if lv:
@@ -125,8 +127,8 @@ def history_versions(m: dict, allowed: tuple[str, ...]) -> tuple[dict[str, dict]
             cost = tokens.count_message(msg)
             if cost < above_cost:
                 above, above_cost = msg, cost
-        if name != "detail" and above.get("tool_calls"):
-            msg = dict(above, tool_calls=abbreviated_calls(above["tool_calls"], ref))
+        if name != "detail" and short_calls is not None and above["tool_calls"] is not short_calls:
+            msg = dict(above, tool_calls=short_calls)
             cost = tokens.count_message(msg)
             if cost < above_cost:
                 above, above_cost = msg, cost

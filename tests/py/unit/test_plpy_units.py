@@ -383,6 +383,14 @@ def test_a_tool_call_below_detail_keeps_its_id_name_and_short_arguments():
         assert args["file_path"] == "src/settings.py"
         assert args["content"] == f"import os [... {len(written)} chars; memory_restore msg:7]"
     assert costs["compact"] < costs["full"] / 10
+    # a long first line: cut once, its length the argument's (the stub is not the compact cut again)
+    long_first = "x = " + "1 + " * 60 + "1\n" + written
+    m2 = dict(m, message_id=8, tool_calls=[{"id": "c1", "type": "function", "function": {
+        "name": "Write", "arguments": json.dumps({"file_path": "src/settings.py", "content": long_first})}}])
+    versions, _ = history_versions(m2, ("none",))
+    for name in ("compact", "stub"):
+        args = json.loads(versions[name]["tool_calls"][0]["function"]["arguments"])
+        assert args["content"] == long_first[:120] + f" [... {len(long_first)} chars; memory_restore msg:8]"
 
 
 def test_a_text_counted_lately_is_not_tokenized_again(monkeypatch):
