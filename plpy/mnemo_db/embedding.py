@@ -13,14 +13,14 @@ the server model.
 from __future__ import annotations
 
 import functools
-import hashlib
 import os
 import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import Executor, Future
 
 import numpy as np
+
+from .recent import Recent, digest
 
 DIMENSIONS = 384
 MAX_TOKENS = 256  # the model's max_seq_length (sentence_bert_config.json)
@@ -122,7 +122,7 @@ class Embedder:
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
-        self._recent: OrderedDict[bytes, np.ndarray] = OrderedDict()  # recall / remember
+        self._recent = Recent(RECENT_TEXTS)  # recall / remember
         self.tokenizer = Tokenizer.from_file(os.path.join(model_dir, "tokenizer.json"))
         self.tokenizer.enable_truncation(MAX_TOKENS)
         self.tokenizer.no_padding()
@@ -171,7 +171,7 @@ class Embedder:
         out = np.empty((len(texts), DIMENSIONS), dtype=np.float32)
         tokens = 0
         for row, text in enumerate(texts):
-            key = _text_key(text)
+            key = digest(text)
             vector = self.recall(key)
             if vector is None:
                 inputs = self.inputs(text)
@@ -183,23 +183,17 @@ class Embedder:
         return out
 
     def recall(self, key: bytes) -> np.ndarray | None:
-        """The vector of a text this backend embedded lately (by _text_key), or None.
+        """The vector of a text this backend embedded lately (by recent.digest), or None.
         The same text comes back within moments: a user message is embedded when it is
         recorded (paging's topic shift), and again as the query of the compile that
         follows; a proxy's next call compares it with the new message."""
-        vector = self._recent.get(key)
-        if vector is not None:
-            self._recent.move_to_end(key)
-        return vector
+        return self._recent.get(key)
 
     def remember(self, key: bytes, vector: np.ndarray) -> np.ndarray:
         """Keeps a text's vector for recall (the RECENT_TEXTS latest, ~1.5 kB each),
         read-only: callers get it back as is."""
         vector.setflags(write=False)
-        self._recent[key] = vector
-        if len(self._recent) > RECENT_TEXTS:
-            self._recent.popitem(last=False)
-        return vector
+        return self._recent.put(key, vector)
 
     def start(self, text: str, executor: Executor) -> PendingEmbedding:
         """Starts embedding one text on the executor's thread and returns once the
@@ -209,7 +203,7 @@ class Embedder:
         it would start late on the longer of a compile's two paths: waiting here
         (a thread wake-up) starts it at once (docs/performance.md). Bounded: a
         thread still busy with an earlier text is not waited for."""
-        key = _text_key(text)
+        key = digest(text)
         vector = self.recall(key)
         if vector is not None:
             return PendingEmbedding.known(vector)
@@ -250,12 +244,6 @@ class PendingEmbedding:
             if self._on_done is not None:
                 self._on_done(self._vectors[0])
         return self._vectors
-
-
-def _text_key(text: str | None) -> bytes:
-    """A text's key among a backend's recent embeddings (a 16-byte digest: the texts
-    themselves may be long)."""
-    return hashlib.blake2b((text or "").encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
 def mean_pooled(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:

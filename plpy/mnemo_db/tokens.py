@@ -20,15 +20,14 @@ hash of the vocabulary.
 from __future__ import annotations
 
 import functools
-import hashlib
 import heapq
 import json
 import mmap
 import os
 import struct
-import threading
 import zlib
-from collections import OrderedDict
+
+from .recent import Recent, digest
 
 ENCODING = "o200k_base"
 # Per-message framing overhead of the chat format (role, separators), as in OpenAI's
@@ -74,8 +73,7 @@ _count = None
 # half its time counting them again.
 RECENT_TEXT_CHARS = 48
 RECENT_TEXTS = 16384
-_recent: OrderedDict[bytes, int] = OrderedDict()
-_recent_lock = threading.Lock()
+_recent = Recent(RECENT_TEXTS)
 
 
 def source_vocabulary() -> str:
@@ -231,18 +229,9 @@ def count(text: str | None) -> int:
         _count = _make_counter(_load_table(TABLE))
     if len(text) < RECENT_TEXT_CHARS:
         return _count(text)
-    key = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
-    with _recent_lock:
-        n = _recent.get(key)
-        if n is not None:
-            _recent.move_to_end(key)
-            return n
-    n = _count(text)
-    with _recent_lock:
-        _recent[key] = n
-        if len(_recent) > RECENT_TEXTS:
-            _recent.popitem(last=False)
-    return n
+    key = digest(text)
+    n = _recent.get(key)
+    return n if n is not None else _recent.put(key, _count(text))
 
 
 def count_line_text(text: str) -> int:
