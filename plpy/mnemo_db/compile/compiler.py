@@ -34,6 +34,12 @@ TENANT_PLANS = 64
 # and reused. Custom planning has then cost about what the generic build does, so a
 # backend never pays much more than twice the better of the two (ski rental).
 GENERIC_PLANS_AFTER = 20
+# The compiles that build a backend's caches (its first: the compiler's first plans and
+# the catalog entries behind them; the first with generic plans) free more than they
+# keep: parse trees, planner scratch. glibc keeps freed heap pages for the life of the
+# backend unless asked; handing them back after these two compiles lowers a backend's
+# resident memory by 5-8 MB (issue 20; docs/performance.md) for ~1 ms, twice a backend.
+TRIM_AFTER_COMPILES = (1, GENERIC_PLANS_AFTER + 1)
 
 
 class Stopwatch:
@@ -149,4 +155,6 @@ class Compiler:
         report["context_id"] = context_id
         report["session_id"] = session_id
         report["latency_ms"] = round(latency, 3)
+        if self.compiles in TRIM_AFTER_COMPILES:
+            embedding.release_freed_memory()
         return dumps(bundle["messages"] if messages_only else bundle)
