@@ -297,37 +297,50 @@ MESSAGE_SEGMENTS_TYPES = ["text", "uuid", "text[]", "text[]", "text", "text"]
 TENANT = "@tenant"
 
 # RECALL_HITS reads every item that holds a rare term of the query (a tenant's
-# lexicon says how many hold it: at most RECALL_POSTINGS) or two of its frequent
-# ones. When those are at least k ($3), of the items that hold one frequent term
-# alone it reads the first RECALL_POSTINGS: they hold one low-idf term and nothing
+# lexicon says how many hold it: at most RECALL_POSTINGS), then the items that hold
+# two of its frequent terms, the pairs of highest idf first, up to RECALL_PAIR_ROWS
+# rows. When those are at least k ($3), it reads RECALL_POSTINGS items that hold a
+# frequent term, that of highest idf first: they hold one low-idf term and nothing
 # else, so the k best lie elsewhere (else it reads them all: a question of frequent
 # words alone is ranked among them by length). Each item found is then matched
-# against every term, so its BM25 is exact. It read every posting before: 13,600
-# rows (158 ms) for a question naming a speaker in a 100,000-message tenant
-# (docs/performance.md).
+# against every term, so its BM25 is exact. The order matters where the bounds bite:
+# an item's BM25 here is the sum of the idfs of the terms it holds, scaled by its
+# length, so the items of the higher-idf pairs and terms are the better ones. It read
+# every posting before: 13,600 rows (158 ms) for a question naming a speaker in a
+# 100,000-message tenant; then every pair's and 1,000 of each frequent term's: a
+# question of five frequent words read 32,000 rows (260 ms) (docs/performance.md).
 RECALL_POSTINGS = 1000
-RECALL_HITS = f"""
+RECALL_PAIR_ROWS = 5000
+
+
+def recall_hits(postings: int = RECALL_POSTINGS, pair_rows: int = RECALL_PAIR_ROWS) -> str:
+    """RECALL_HITS with its bounds (a test narrows them to a small tenant's size)."""
+    return f"""
 WITH {query_terms("$2")},
 base AS MATERIALIZED (
     SELECT r.is_memory, r.item_id, r.created_at, r.search_tsv
     FROM terms AS t JOIN mnemo_internal.recall_index AS r ON r.tenant_id = {TENANT} AND r.search_tsv @@ t.tq
-    WHERE t.df <= {RECALL_POSTINGS}
+    WHERE t.df <= {postings}
     UNION ALL
-    SELECT r.is_memory, r.item_id, r.created_at, r.search_tsv
-    FROM terms AS a JOIN terms AS b ON a.k < b.k AND a.df > {RECALL_POSTINGS} AND b.df > {RECALL_POSTINGS}
-    JOIN mnemo_internal.recall_index AS r ON r.tenant_id = {TENANT} AND r.search_tsv @@ (a.tq && b.tq)
+    (SELECT r.is_memory, r.item_id, r.created_at, r.search_tsv
+    FROM (SELECT a.tq && b.tq AS tq FROM terms AS a JOIN terms AS b
+            ON a.k < b.k AND a.df > {postings} AND b.df > {postings}
+            ORDER BY a.idf + b.idf DESC, a.k, b.k) AS pair
+    CROSS JOIN LATERAL (SELECT r.is_memory, r.item_id, r.created_at, r.search_tsv
+        FROM mnemo_internal.recall_index AS r WHERE r.tenant_id = {TENANT} AND r.search_tsv @@ pair.tq) AS r
+    LIMIT {pair_rows})
 ),
 found AS MATERIALIZED (
     SELECT DISTINCT ON (f.is_memory, f.item_id) f.is_memory, f.item_id, f.created_at, f.search_tsv
     FROM (
         SELECT * FROM base
         UNION ALL
-        SELECT r.is_memory, r.item_id, r.created_at, r.search_tsv
-        FROM terms AS t CROSS JOIN LATERAL (
+        (SELECT r.is_memory, r.item_id, r.created_at, r.search_tsv
+        FROM (SELECT t.tq FROM terms AS t WHERE t.df > {postings} ORDER BY t.idf DESC, t.k) AS t
+        CROSS JOIN LATERAL (
             SELECT r.is_memory, r.item_id, r.created_at, r.search_tsv FROM mnemo_internal.recall_index AS r
-            WHERE r.tenant_id = {TENANT} AND r.search_tsv @@ t.tq
-            LIMIT CASE WHEN (SELECT count(*) FROM base) >= $3 THEN {RECALL_POSTINGS} END) AS r
-        WHERE t.df > {RECALL_POSTINGS}
+            WHERE r.tenant_id = {TENANT} AND r.search_tsv @@ t.tq) AS r
+        LIMIT CASE WHEN (SELECT count(*) FROM base) >= $3 THEN {postings} END)
     ) AS f
 ),
 hits AS MATERIALIZED (
@@ -349,6 +362,9 @@ SELECT {TERMS_OUT},
     (SELECT array_agg(h.k ORDER BY i.pos, h.k) FROM hits AS h
         JOIN items AS i ON i.is_memory = h.is_memory AND i.item_id = h.item_id) AS hit_terms
 """
+
+
+RECALL_HITS = recall_hits()
 
 RECALL_KNN = f"""
 SELECT array_agg(r.is_memory) AS is_memory, array_agg(r.item_id) AS item_id,

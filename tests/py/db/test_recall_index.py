@@ -268,6 +268,36 @@ def test_bounded_postings_rank_the_same_k_best(db, large_tenant, query):
     assert all(i in bounded or s <= floor + 1e-9 for i, s in every.items())
 
 
+def test_recall_hits_reads_a_bounded_number_of_items_for_frequent_words(db, large_tenant):
+    """A question of five frequent words and no rare one: RECALL_HITS reads at most
+    pair_rows items holding two of them (the pairs of highest idf first) and postings
+    items holding one (that of highest idf first), where it read every pair's items
+    and `postings` of each word's (a question of five frequent words read 32,000
+    rows in a 100,000-message tenant). The bounds are narrowed to this tenant's size;
+    the k best it then ranks hold two or more of the words, as the k best do."""
+    import numpy as np
+    from mnemo_db.compile import statements
+    from psycopg.rows import dict_row
+
+    def sql(text: str) -> str:
+        return text.replace("$1", "%(t)s").replace("$2", "%(q)s").replace("$3", "%(k)s")
+
+    args = {"t": large_tenant, "q": "staging billing mobile printer warehouse", "k": 120}
+    postings, pair_rows = 300, 400
+    every = db.conn.cursor(row_factory=dict_row).execute(sql(ALL_POSTINGS.format(
+        terms=statements.query_terms("$2"), terms_out=statements.TERMS_OUT)), args).fetchone()
+    assert min(every["idf"]) > 0 and all(  # each word frequent: past the narrowed bound
+        n > postings for n in np.bincount(np.asarray(every["hit_terms"]), minlength=5))
+    held = np.bincount(np.asarray(every["hit_rows"]), minlength=len(every["item_id"]))
+    assert (held >= 2).sum() > pair_rows, "the pair bound is not reached: this case proves nothing"
+    got = db.conn.cursor(row_factory=dict_row).execute(sql(statements.for_tenant(
+        statements.recall_hits(postings=postings, pair_rows=pair_rows), f"'{large_tenant}'")), args).fetchone()
+    assert len(got["item_id"]) <= pair_rows + postings
+    assert len(got["item_id"]) < len(every["item_id"])
+    held_got = np.bincount(np.asarray(got["hit_rows"]), minlength=len(got["item_id"]))
+    assert (held_got >= 2).sum() >= 120  # enough items of two words for the k best
+
+
 def test_an_indexed_compile_reads_the_memories_it_wants_by_their_ids(db, tenant):
     """CANDIDATE_POOL_RECALLED reads the memories the index found (and the few it may
     lack) by primary key, not every memory of the tenant: as an IN semi-join its
