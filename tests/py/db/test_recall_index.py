@@ -65,6 +65,64 @@ def test_the_recall_index_changes_no_context_of_a_small_tenant(db, tenant):
         assert index["messages"] == whole["messages"]
 
 
+def test_turns_far_apart_in_time_keep_their_neighbours(db, tenant):
+    """RECALLED_MESSAGES finds each found turn's neighbours wherever they lie in time
+    (in another monthly partition: a session resumed after a pause): with every turn
+    of two sessions 20 days after the one before, the indexed compile holds the
+    contexts of the whole-history one, and the statement returns each found turn with
+    the turns before and after it."""
+    from datetime import datetime, timedelta, timezone
+
+    from test_segments import TOPICS
+
+    start = datetime.now(timezone.utc) - timedelta(days=330)
+    sids = []
+    for s in range(2):
+        sid = db.start_session(tenant, context_window=128000)
+        sids.append(sid)
+        for i in range(8):
+            at = start + timedelta(days=20 * i, minutes=s)
+            topic = TOPICS[(s + i) % len(TOPICS)]
+            db.record_message(tenant, sid, {"role": "user", "content": f"Session {s} turn {i}: what changed in {topic}?"},
+                              created_at=at)
+            db.record_message(tenant, sid, {"role": "assistant", "content": f"In session {s}, {topic} moved to plan "
+                                            f"S{s}T{i}."}, created_at=at + timedelta(days=20, seconds=-1))
+    run_jobs(db, tenant)
+    queries = [(sids[-1], "What happened to the PDF renderer upgrade?"), (sids[0], "what moved to plan S1T3?")]
+    build(db, tenant)
+    contexts = {}
+    for state in ("whole", "indexed"):
+        if state == "indexed":
+            assert recall_index(db, tenant) > 0
+        contexts[state] = [db.compile_context_bundle(tenant, s, q, budget=budget, log=False)
+                           for s, q in queries for budget in (400, 1500)]
+    for whole, index in zip(contexts["whole"], contexts["indexed"], strict=True):
+        assert index["messages"] == whole["messages"]
+    # the statement itself: each turn found comes with the turns before and after it
+    import numpy as np
+    from mnemo_db.compile import statements
+
+    c = db.conn
+    rows = c.execute("SELECT message_id, session_id::text, turn_index, extract(epoch FROM created_at) "
+                     "FROM mnemo.messages WHERE tenant_id = %s ORDER BY message_id", (tenant,)).fetchall()
+    found = [r for r in rows if r[2] in (0, 5, 15)]  # a session's first, a middle and its last turn
+    up_to = c.execute("SELECT messages_up_to FROM mnemo_internal.recall_tenants WHERE tenant_id = %s",
+                      (tenant,)).fetchone()[0]
+    args = statements.segments_args(tenant, str(sids[0]), [], "private", None, "channel") + [
+        [r[0] for r in found], [float(r[3]) for r in found], up_to]
+    with c.transaction():
+        c.execute("PREPARE recalled ({}) AS {}".format(", ".join(statements.RECALLED_MESSAGES_TYPES),
+                                                       statements.RECALLED_MESSAGES))
+        try:
+            got = c.execute(sql.SQL("EXECUTE recalled ({})").format(
+                sql.SQL(", ").join(map(sql.Literal, args)))).fetchall()
+        finally:
+            c.execute("DEALLOCATE recalled")
+    ids = {int(i) for r in got for i in np.frombuffer(r[1] or b"", dtype=">i8")}  # int8send, concatenated
+    wanted = {r[0] for r in rows for f in found if r[1] == f[1] and abs(r[2] - f[2]) <= 1}
+    assert ids == wanted
+
+
 def _large_tenant(db, tenant: str, n: int) -> None:
     """n filler messages over four sessions, bulk SQL: each two of the hundred work
     updates, its vector the normalized sum of theirs (their real embeddings: a text's
