@@ -71,11 +71,11 @@ def test_turns_far_apart_in_time_keep_their_neighbours(db, tenant):
     of two sessions 20 days after the one before, the indexed compile holds the
     contexts of the whole-history one, and the statement returns each found turn with
     the turns before and after it."""
-    from datetime import datetime, timedelta, timezone
+    from datetime import UTC, datetime, timedelta
 
     from test_segments import TOPICS
 
-    start = datetime.now(timezone.utc) - timedelta(days=330)
+    start = datetime.now(UTC) - timedelta(days=330)
     sids = []
     for s in range(2):
         sid = db.start_session(tenant, context_window=128000)
