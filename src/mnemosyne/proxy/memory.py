@@ -166,16 +166,21 @@ class Memory:
             options["caps"] = {"memory": memory_tokens}
         try:
             async with self.pool.connection() as conn:
-                return await self._prepare(AsyncClient(_Pinned(conn)), ident, key, system_prompt,
-                                           messages, model, context_window, response_reserve, options)
+                return await self._prepare(conn, ident, key, system_prompt, messages, model, context_window,
+                                           response_reserve, options)
         except (PoolTimeout, psycopg.OperationalError, psycopg.InterfaceError) as e:
             self.down_until = time.monotonic() + RETRY_AFTER_S
             raise Unavailable(_reason(e)) from e
 
-    async def _prepare(self, db: AsyncClient, ident: Identity, key: str, system_prompt: str | None,
+    async def _prepare(self, conn: psycopg.AsyncConnection, ident: Identity, key: str, system_prompt: str | None,
                        messages: list[dict], model: str, context_window: int, response_reserve: int,
                        options: dict[str, Any]) -> Prepared:
-        """prepare's three calls, on one connection (one wait for the pool, not three)."""
+        """prepare's three calls, on one connection (one wait for the pool, not three)
+        and in one transaction: one commit, one WAL flush (~2.7 ms on the development
+        VM's disk) where each call's own commit flushed it again. The compile runs in a
+        savepoint: a compile that fails leaves the history recorded, as it would be
+        by calls of their own."""
+        db = AsyncClient(_Pinned(conn))
         clock = time.perf_counter()
         timings: dict[str, float] = {}
 
@@ -185,16 +190,24 @@ class Memory:
             timings[name] = round((now - clock) * 1000, 2)
             clock = now
 
-        session_id = await db.open_session(
-            ident.tenant, key, agent_id=ident.agent, channel=ident.channel, model=model or "unknown",
-            context_window=context_window,
-            response_reserve=min(response_reserve, max(context_window - 256, 0)),
-            system_prompt=system_prompt, metadata={"source": "proxy"})
-        lap("open")
-        synced = await db.sync_messages(ident.tenant, session_id, messages, metadata={"source": "proxy"})
-        lap("sync")
-        bundle = await db.compile_context_bundle(ident.tenant, session_id, **options)
-        lap("compile")
+        failed: MnemoError | None = None
+        async with conn.transaction():
+            session_id = await db.open_session(
+                ident.tenant, key, agent_id=ident.agent, channel=ident.channel, model=model or "unknown",
+                context_window=context_window,
+                response_reserve=min(response_reserve, max(context_window - 256, 0)),
+                system_prompt=system_prompt, metadata={"source": "proxy"})
+            lap("open")
+            synced = await db.sync_messages(ident.tenant, session_id, messages, metadata={"source": "proxy"})
+            lap("sync")
+            try:
+                async with conn.transaction():
+                    bundle = await db.compile_context_bundle(ident.tenant, session_id, **options)
+            except MnemoError as e:
+                failed = e
+            lap("compile")
+        if failed is not None:
+            raise failed
         compiled = bundle["messages"]
         # the compile's first message is the session's system prompt: the client's own
         # leading messages go upstream instead, exactly as it sent them

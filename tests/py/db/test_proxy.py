@@ -192,6 +192,41 @@ def test_a_resent_history_records_nothing_twice(db, tenant, oai, upstream):
     assert not any(r["is_compacted"] for r in rows)
 
 
+def test_the_new_history_and_the_compile_commit_together(db, tenant, oai, upstream):
+    """The proxy opens the session, records what is new and compiles in one
+    transaction (one commit, one WAL flush, where each call's commit flushed it): while
+    the compile waits (here for a lock on context_log, which it writes), the message
+    just synced is not yet visible to anyone else; once the request ends it is."""
+    upstream.push(Reply(text="Done."))
+    probe = f"Lock probe {uuid.uuid4().hex[:8]}: what changed?"
+    messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": probe}]
+
+    def recorded() -> int:
+        return db._call("SELECT count(*) FROM mnemo.messages WHERE tenant_id = %(t)s AND content = %(c)s",
+                        {"t": tenant, "c": probe})
+
+    done: dict = {}
+    with psycopg.connect(DSN) as blocker:  # a transaction of its own until rollback
+        blocker.execute("LOCK TABLE mnemo.context_log IN EXCLUSIVE MODE")
+        worker = threading.Thread(target=lambda: done.setdefault("reply", openai_text(
+            oai.chat.completions.create(model="gpt-4o", messages=messages, stream=True))))
+        worker.start()
+        try:
+            for _ in range(1200):  # up to a minute on a busy machine
+                if db._call("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                            "AND query LIKE '%%compile_context_bundle%%'", {}):
+                    break
+                time.sleep(0.05)
+            else:
+                raise AssertionError("the compile never waited for the lock")
+            assert recorded() == 0  # synced, not committed: the compile's transaction holds it
+        finally:
+            blocker.rollback()
+        worker.join(60)
+    assert done["reply"] == ("Done.", "stop")
+    assert recorded() == 1
+
+
 def test_an_edited_history_supersedes_the_old_branch(db, tenant, oai, upstream):
     history = [{"role": "user", "content": "Plan the migration."}]
     raw = oai.chat.completions.with_raw_response.create(model="gpt-4o", messages=history)
