@@ -204,3 +204,88 @@ def test_a_courtesy_leaves_the_rest_of_the_turn_its_note():
             "from the shop downtown for the tournament.")
     got = kept(chat(("user", turn)))
     assert len(got) == 1 and "custom controller decorations" in got[0][1] and "blast" not in got[0][1], got
+
+
+# ------------------------------------------------------------------ notes worth keeping
+def named(*turns):
+    """A two-party conversation between named participants (Ana speaks first)."""
+    return chat(*turns, name_of={"user": "Ana", "assistant": "Bo"})
+
+
+@pytest.mark.parametrize("text", [
+    "If I find a good dog park near the lake, I'll let you know.",
+    "I'll definitely fill you in on the details of the garden tour when I get back.",
+])
+def test_a_promise_to_report_back_is_no_note(text):
+    assert kept(named(("user", "Any news?"), ("assistant", text))) == []
+
+
+def test_a_promise_to_report_back_leaves_what_else_the_sentence_says():
+    got = kept(named(("user", ("I'll bake the lemon cake for Sunday's picnic at the lake and let you know how it "
+                              "turns out.")), ("assistant", "Sounds good!")))
+    assert len(got) == 1 and "lemon cake" in got[0][1] and "let" not in got[0][1], got
+
+
+@pytest.mark.parametrize("text", ["I love those games too.", "I really love this quote.",
+                                  "I love them so much, honestly."])
+def test_a_liking_that_only_points_at_something_is_no_preference(text):
+    assert kept(named(("user", text), ("assistant", "Right?"))) == []
+
+
+def test_a_liking_that_names_its_object_is_a_preference():
+    got = kept(named(("user", "I love those old arcade racing games from the nineties."), ("assistant", "Me too")))
+    assert [k for k, _ in got] == ["preference"], got
+
+
+@pytest.mark.parametrize("text", [
+    "I'm gonna keep pushing and make this work. Hiccups won't stop me.",
+    "I won't give up, Gina. I will keep pushing and working to make my dreams happen.",
+])
+def test_a_resolve_to_keep_going_is_no_note(text):
+    assert kept(named(("user", text), ("assistant", "You got this!"))) == []
+
+
+def test_a_resolve_that_names_what_the_speaker_keeps_doing_stays():
+    got = kept(named(("user", "I'm gonna keep learning more about auto engineering and restoring old Mustangs."),
+                     ("assistant", "Nice")))
+    assert len(got) == 1 and "auto engineering" in got[0][1], got
+
+
+def test_we_is_the_speaker_with_others():
+    got = kept(named(("user", ("Last week we went camping with our kids at Lake Tahoe where we were swimming "
+                              "every day.")), ("assistant", "Fun!")))
+    assert len(got) == 1, got
+    assert got[0][1].startswith("Last week Ana's group went camping with their kids at Lake Tahoe where Ana's group "
+                                "was swimming every day"), got
+
+
+def test_the_we_of_both_speakers_stays():
+    got = kept(named(("user", "Since we last talked, I adopted a rescue greyhound named Pixel from the shelter."),
+                     ("assistant", "Wow")))
+    assert len(got) == 1 and got[0][1].startswith("Since we last talked, Ana adopted"), got
+
+
+@pytest.mark.parametrize("text", [
+    "Nature has a way of making us feel alive and centered.",
+    "We all need an outlet to express our thoughts and feelings.",
+    "It's always a shock where life will take us next!",
+])
+def test_a_maxim_about_people_in_general_is_no_note(text):
+    assert kept(named(("user", text), ("assistant", "So true"))) == []
+
+
+@pytest.mark.parametrize("text", [
+    "Last weekend our city held a pride parade downtown!",
+    "A car ran a red light and hit us on the way to the coast.",
+    "We need to get the word out about the chili cook-off at the fundraiser.",
+])
+def test_what_happened_to_the_group_is_a_note(text):
+    assert len(kept(named(("user", text), ("assistant", "Oh wow")))) == 1
+
+
+@pytest.mark.parametrize("text", [
+    "Good luck with your project, I'm sure the screenplay will turn out great!",
+    "Congrats on the cooking show, I'll definitely be tuning in on Friday nights!",
+])
+def test_a_wish_for_the_listener_is_no_note(text):
+    assert kept(named(("user", "Big week!"), ("assistant", text))) == []
