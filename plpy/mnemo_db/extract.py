@@ -456,13 +456,14 @@ def resolve_only(s: str) -> bool:
 _WE = re.compile(r"(?i)\bwe\b")
 _EVENT_TO_US = re.compile(
     r"(?i)\b(?:last|yesterday|ago|next \w+|tomorrow|tonight|this (?:week|month|year|weekend)|(?:mon|tues|wednes|thurs"
-    r"|fri|satur|sun)day)\b|\b(?:\w+(?<!e)ed|took|gave|hit|told|taught|sent|brought|wrote|made|let|left|got) (?:us|our)\b"
-    r"|\bour (?:\w+ ){1,2}(?:\w+(?<!e)ed|got|went|took|came|made|had|was|were)\b")
+    r"|fri|satur|sun)day)\b|\b(?:(?!(?:n|ind|succ|proc|exc|f|s|br|bl|sp|w|h)eed\b)\w+ed|took|gave|hit|told|taught|sent|brought|wrote|made|let|left|got) (?:us|our)\b"
+    r"|\bour (?:\w+ ){1,2}(?:(?!(?:n|ind|succ|proc|exc|f|s|br|bl|sp|w|h)eed\b)\w+ed|got|went|took|came|made|had|was|were)\b")
 # What makes a "we" statement an event or a plan rather than a sentiment. "-ed" is a past
-# tense, but "need", "indeed" and "succeed" are not ("We all need an outlet" is a maxim);
+# tense, but "need", "indeed", "succeed", "feed" and their like are not ("We all need an
+# outlet" is a maxim), while "agreed" and "freed" are;
 # "need to" / "have to" is a plan like "want to".
 _PAST_OR_PLAN = re.compile(
-    r"(?i)\b(?:\w+(?<!e)ed|went|got|made|took|saw|came|gave|found|felt|had|did|bought|built|ran|wrote|began|met|won"
+    r"(?i)\b(?:(?!(?:n|ind|succ|proc|exc|f|s|br|bl|sp|w|h)eed\b)\w+ed|went|got|made|took|saw|came|gave|found|felt|had|did|bought|built|ran|wrote|began|met|won"
     r"|going to|planning|plan to|thinking (?:about|of)|want to|hope to|need to|have to|next|last|yesterday|tomorrow|tonight"
     r"|ago|since|this (?:week|month|year|weekend))\b")
 # A statement of the AI assistant about the work it did ("I updated settings.py"):
