@@ -94,8 +94,9 @@ lint:
 bench-embed: deploy
 	@$(PY) bench/embed.py
 
+# ARGS: --conversations N --questions N (see bench/locomo.py)
 bench-locomo: deploy
-	@$(PY) bench/locomo.py
+	@$(PY) bench/locomo.py $(ARGS)
 
 # ARGS: --conversations N --sessions N --llm-url URL --calibrate (see bench/extraction.py)
 bench-extraction: deploy
