@@ -212,7 +212,7 @@ def read_pool(db: Database, session: Session, plan: Plan, query: str | None,
     words = query_words(query)
     lexical = db.run("candidate_pool", statements.pool_args(
         session.tenant_id, session.session_id, query, words, session.as_of, session.channel,
-        TIME_WORDS if plan.asks_when else None))[0]
+        TIME_WORDS if plan.asks_when or plan.date_ranges else None))[0]
     segments = db.run("message_segments", statements.segments_args(
         session.tenant_id, session.session_id, lexical["lexemes"], session.channel, session.agent_id,
         session.options["recall_scope"]))
@@ -238,7 +238,7 @@ def read_recalled_pool(db: Database, session: Session, plan: Plan, query: str | 
         memories, messages, created = memories + near[0], messages + near[1], created + near[2]
     lexical = db.run("candidate_pool_recalled", statements.pool_args(
         session.tenant_id, session.session_id, query, words, None, session.channel,
-        TIME_WORDS if plan.asks_when else None) + [memories, session.recall_synced_at])[0]
+        TIME_WORDS if plan.asks_when or plan.date_ranges else None) + [memories, session.recall_synced_at])[0]
     segments = db.run("recalled_messages", statements.segments_args(
         session.tenant_id, session.session_id, lexical["lexemes"], session.channel, session.agent_id,
         session.options["recall_scope"]) + [messages, created, session.recall_up_to])
@@ -265,7 +265,7 @@ def recall_scope(session: Session, pool: CandidatePool) -> dict:
 def read_candidates(db: Database, session: Session, plan: Plan, pool: CandidatePool,
                     cosine: np.ndarray) -> list[dict]:
     """The fused candidates with their rows, as decide takes them."""
-    fused = fuse_candidates(pool, cosine, session.weights, plan.room, plan.date_ranges)
+    fused = fuse_candidates(pool, cosine, session.weights, plan.room, plan.date_ranges, plan.asks_when)
     if not fused:
         return []
     return rows.candidates(db.run("candidate_rows", statements.rows_args(session.tenant_id, fused))[0], fused)

@@ -43,7 +43,8 @@ DEFAULT_WEIGHTS = {
     "neighbour": 0.50,
     # For a question that asks when, a line that dates something ("yesterday", "last
     # week", "in May": temporal.TIME_WORDS) earns this; a line said within a date
-    # range the query names ("in June", "two weeks ago") earns date_range_bonus.
+    # range the query names ("in June", "two weeks ago"), or a line that dates
+    # something said up to retrieval.DATED_REACH_DAYS after it, earns date_range_bonus.
     "dated_bonus": 0.20,
     "date_range_bonus": 0.20,
     # Each candidate's relevance less this much times its greatest cosine to a more

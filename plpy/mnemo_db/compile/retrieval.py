@@ -38,6 +38,10 @@ FREQUENT_GLOBAL = 20  # the most used global memories that are always candidates
 # packing then still has a choice at every fidelity. Within sane bounds.
 OVERFILL, LINE_OVERHEAD = 2.0, 8
 MIN_CANDIDATES, MAX_CANDIDATES = 60, 2000
+# A line that dates something ("yesterday", "last week", "two weeks ago") may tell of
+# a time up to this many days before it was said: it is in a date range the query
+# names when that span meets it.
+DATED_REACH_DAYS = 14
 
 
 # A tenant with a recall index (statements.RECALL_HITS, RECALL_KNN): its k nearest
@@ -278,16 +282,17 @@ def message_pool(parts: list[MessagePart], idf, avgdl: float, allowed: tuple[str
 
 
 def fuse_candidates(pool: CandidatePool, cosine: np.ndarray, w: dict, room: int,
-                    date_ranges: list | tuple = ()) -> list[dict]:
+                    date_ranges: list | tuple = (), asks_when: bool = True) -> list[dict]:
     """The candidates worth fetching, with their fused relevance:
         min(1, (1 - lexical) * cosine + lexical * BM25 / best BM25 + tag bonus)
             + dated bonus + date range bonus
     plus, for a message, `neighbour` times the better of the turns just before and
     after it in its session (a reply means little without the turn it answers),
     less the diversity discount (diversify). The dated bonus goes to a member whose
-    text dates something, for a question that asks when (pool.dated); the date range
-    bonus to one said within a date range the query names (`date_ranges`,
-    temporal.date_ranges).
+    text dates something, for a question that asks when (`asks_when`, pool.dated);
+    the date range bonus to one said within a date range the query names
+    (`date_ranges`, temporal.date_ranges), or said up to DATED_REACH_DAYS after it
+    when its text dates something (told "yesterday" or "last week").
     `cosine` is aligned with the pool (NaN: no embedding yet). Kept: the most relevant
     ones whose cheapest lines fill a memory block of `room` tokens OVERFILL times,
     every pinned memory, every trigram match, and the most used global memories.
@@ -305,10 +310,11 @@ def fuse_candidates(pool: CandidatePool, cosine: np.ndarray, w: dict, room: int,
                       + np.where(pool.tag_match, w["tag_bonus"], 0.0))
     # the date signals above the cap: a close match that does not say when must not
     # tie with one that does
-    if pool.dated is not None:
+    if pool.dated is not None and asks_when:
         rel0 += np.where(pool.dated, w["dated_bonus"], 0.0)
     if date_ranges and pool.event_epoch is not None:
-        rel0 += np.where(in_date_ranges(pool.event_epoch, list(date_ranges)), w["date_range_bonus"], 0.0)
+        reach = 0.0 if pool.dated is None else np.where(pool.dated, DATED_REACH_DAYS * 86400.0, 0.0)
+        rel0 += np.where(in_date_ranges(pool.event_epoch, list(date_ranges), reach), w["date_range_bonus"], 0.0)
     turn = rel0[n_mem:]
     before = np.zeros_like(turn)
     after = np.zeros_like(turn)

@@ -33,13 +33,16 @@ _NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 
 _UNIT_DAYS = {"day": 1, "week": 7, "month": 30, "year": 365}
 _AGO_RE = re.compile(r"(?i)\b(\d+|a|an|one|two|three|four|five|six|seven|eight|nine|ten|couple of|few)\s+"
                      r"(day|week|month|year)s?\s+ago\b")
+# (not "the last week of August": that week is read from the month)
 _LAST_RE = re.compile(r"(?i)\b(last|past|previous)\s+(week|weekend|month|year|"
-                      + "|".join(_WEEKDAYS) + r")\b")
+                      + "|".join(_WEEKDAYS) + r")\b(?!\s+of\b)")
 # a month, with its year if one follows ("June", "May 2023", "February 1, 2023",
-# "1 February, 2023"); "may" only with a year (else it is the verb)
-_MONTH_RE = re.compile(r"(?i)\b(" + "|".join(_MONTHS[:4] + _MONTHS[5:])
+# "1 February, 2023") and its day if one is named; "may" only with a year (else it
+# is the verb)
+_MONTH_RE = re.compile(r"(?i)(?:\b(?P<day0>\d{1,2})(?:st|nd|rd|th)?\s+(?:of\s+)?)?\b(?P<month>"
+                       + "|".join(_MONTHS[:4] + _MONTHS[5:])
                        + r"|may(?=(?:\s+\d{1,2}(?:st|nd|rd|th)?)?,?\s+\d{4}))\b"
-                       r"(?:(?:\s+\d{1,2}(?:st|nd|rd|th)?)?,?\s+(\d{4})\b)?")
+                       r"(?:(?:\s+(?P<day1>\d{1,2})(?:st|nd|rd|th)?)?,?\s+(?P<year>\d{4})\b)?")
 _YEAR_RE = re.compile(r"(?i)\b(?:in|during|of)\s+((?:19|20)\d\d)\b")
 _DAY_RE = re.compile(r"(?i)\b(yesterday|today)\b")
 
@@ -94,9 +97,19 @@ def date_ranges(query: str | None, now: datetime) -> list[tuple[datetime, dateti
         day = today - timedelta(days=1 if m.group(1).lower() == "yesterday" else 0)
         out.append((day, day + timedelta(days=1)))
     for m in _MONTH_RE.finditer(query):
-        month = _MONTHS.index(m.group(1).lower()) + 1
-        if m.group(2):
-            out.append(_month_range(int(m.group(2)), month))
+        month = _MONTHS.index(m.group("month").lower()) + 1
+        day = m.group("day0") or m.group("day1")
+        if m.group("year") and day:
+            # a day named: that day (what happened on it is often told a day or a week
+            # later: the lines that date something reach back, retrieval.fuse_candidates)
+            try:
+                start = datetime(int(m.group("year")), month, int(day))
+                out.append((start, start + timedelta(days=1)))
+                continue
+            except ValueError:  # no such day: the month
+                pass
+        if m.group("year"):
+            out.append(_month_range(int(m.group("year")), month))
         else:
             out.append((month, None))
     for m in _YEAR_RE.finditer(query):
@@ -106,21 +119,29 @@ def date_ranges(query: str | None, now: datetime) -> list[tuple[datetime, dateti
     return [(a - pad, b + pad) if b is not None else (a, None) for a, b in out]
 
 
-def in_date_ranges(epochs: np.ndarray, ranges: list) -> np.ndarray:
+def in_date_ranges(epochs: np.ndarray, ranges: list, reach: np.ndarray | float = 0.0) -> np.ndarray:
     """Whether each time (epoch seconds, UTC; NaN: none) falls in one of date_ranges'
-    ranges."""
+    ranges, or, `reach` seconds (per time, or one for all) back from it, did: a line
+    that says "yesterday" or "last week" tells of a time before it was said."""
     epochs = np.asarray(epochs, dtype=np.float64)
     hit = np.zeros(len(epochs), dtype=bool)
     if not ranges or not len(epochs):
         return hit
     known = ~np.isnan(epochs)
-    months = np.zeros(len(epochs), dtype=np.int64)
-    months[known] = epochs[known].astype("datetime64[s]").astype("datetime64[M]").astype(np.int64) % 12 + 1
+    earliest = epochs - np.asarray(reach, dtype=np.float64)
+
+    def month_of(t: np.ndarray) -> np.ndarray:  # months since January 1970
+        m = np.zeros(len(t), dtype=np.int64)
+        m[known] = t[known].astype("datetime64[s]").astype("datetime64[M]").astype(np.int64)
+        return m
+
+    first, last = month_of(earliest), month_of(epochs)
     for start, end in ranges:
-        if end is None:
-            hit |= known & (months == start)
+        if end is None:  # the month in any year: one the span from earliest to the time covers
+            k = (start - 1 - first) % 12
+            hit |= known & (first + k <= last)
         else:
             lo = start.replace(tzinfo=UTC).timestamp()
             hi = end.replace(tzinfo=UTC).timestamp()
-            hit |= known & (epochs >= lo) & (epochs < hi)
+            hit |= known & (epochs >= lo) & (earliest < hi)
     return hit

@@ -44,7 +44,13 @@ def test_date_ranges_are_read_against_the_sessions_now():
     start, end = single("what did I cook two weeks ago")
     assert start < datetime(2023, 7, 6) < end <= datetime(2023, 7, 12)
     assert single("in May 2023") == (datetime(2023, 5, 1) - day, datetime(2023, 6, 1) + day)
-    assert single("on 1 February, 2023") == (datetime(2023, 2, 1) - day, datetime(2023, 3, 1) + day)
+    # a named day is that day, not its month
+    assert single("on 1 February, 2023") == (datetime(2023, 2, 1) - day, datetime(2023, 2, 2) + day)
+    assert single("What was she doing on December 4, 2023?") == (datetime(2023, 12, 3), datetime(2023, 12, 6))
+    assert single("on February 30, 2023") == (datetime(2023, 2, 1) - day, datetime(2023, 3, 1) + day)  # no such day
+    # "the last week of August" is in August, not the week before now
+    assert single("Where was he during the last week of August 2023?") == (
+        datetime(2023, 8, 1) - day, datetime(2023, 9, 1) + day)
     assert single("How many times did she swim in 2022?") == (datetime(2022, 1, 1) - day, datetime(2023, 1, 1) + day)
     assert single("When did Melanie go camping in June?") == (6, None)  # June of any year
     assert temporal.date_ranges("I may come by later", now) == []  # "may" is the verb here
@@ -58,6 +64,24 @@ def test_in_date_ranges():
     july = [(datetime(2023, 6, 30), datetime(2023, 7, 2))]
     assert temporal.in_date_ranges(epochs, july).tolist() == [False, False, False, True]
     assert temporal.in_date_ranges(epochs, []).tolist() == [False] * 4
+
+
+def test_in_date_ranges_reaches_back_from_a_line_that_dates_something():
+    """A line said on 4 July that says "last week" tells of late June: with a reach
+    of 14 days it is in June (a range, or June of any year); said 20 days after
+    June, it is not; a time without a reach is where it was said."""
+    day = 86400.0
+    july4 = datetime(2023, 7, 4, tzinfo=UTC).timestamp()
+    epochs = np.array([july4, july4 + 16 * day, np.nan])
+    june = [(datetime(2023, 5, 31), datetime(2023, 7, 2))]
+    assert temporal.in_date_ranges(epochs, june).tolist() == [False, False, False]
+    assert temporal.in_date_ranges(epochs, june, 14 * day).tolist() == [True, False, False]
+    assert temporal.in_date_ranges(epochs, june, np.array([0.0, 14 * day, 14 * day])).tolist() == [False] * 3
+    assert temporal.in_date_ranges(epochs, [(6, None)], 14 * day).tolist() == [True, False, False]
+    # a reach across the new year: said on 5 January, it reaches December
+    jan5 = np.array([datetime(2024, 1, 5, tzinfo=UTC).timestamp()])
+    assert temporal.in_date_ranges(jan5, [(12, None)], 14 * day).tolist() == [True]
+    assert temporal.in_date_ranges(jan5, [(11, None)], 14 * day).tolist() == [False]
 
 
 def _memory_pool(vectors: list[list[float]]) -> retrieval.CandidatePool:
@@ -91,6 +115,24 @@ def test_fused_relevance_counts_dated_lines_and_date_ranges():
     ranged = {c["id"]: c["relevance"] for c in retrieval.fuse_candidates(pool, cos, w, 1000, [(6, None)])}
     assert plain[2] == pytest.approx(plain[1] + w["dated_bonus"]) and plain[3] == pytest.approx(plain[1])
     assert ranged[3] == pytest.approx(plain[3] + w["date_range_bonus"]) and ranged[1] == pytest.approx(plain[1])
+
+
+def test_a_dated_line_said_after_a_range_is_in_it_and_earns_no_dated_bonus_unless_asked_when():
+    """"What did he read in January?": the line said on 4 February that says "two
+    weeks ago" is in January; an undated line said then is not. A question that
+    does not ask when gives the dated line no bonus of its own."""
+    pool = _memory_pool([[1.0, 0.0], [1.0, 0.0], [1.0, 0.0]])
+    pool.dated = np.array([True, False, False])
+    feb4 = datetime(2023, 2, 4, tzinfo=UTC).timestamp()
+    pool.event_epoch = np.array([feb4, feb4, feb4 - 86400 * 30])
+    w = {**DEFAULT_WEIGHTS, "diversity": 0.0}
+    cos = np.array([0.5, 0.5, 0.5])
+    january = [(datetime(2022, 12, 31), datetime(2023, 2, 2))]
+    got = {c["id"]: c["relevance"] for c in retrieval.fuse_candidates(pool, cos, w, 1000, january, asks_when=False)}
+    assert got[1] == pytest.approx(got[2] + w["date_range_bonus"])  # dated, said after January: in it
+    assert got[3] == pytest.approx(got[2] + w["date_range_bonus"])  # said in January
+    asked = {c["id"]: c["relevance"] for c in retrieval.fuse_candidates(pool, cos, w, 1000, january, asks_when=True)}
+    assert asked[1] == pytest.approx(got[1] + w["dated_bonus"]) and asked[2] == pytest.approx(got[2])
 
 
 def test_recall_scope_option():
