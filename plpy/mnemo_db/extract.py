@@ -285,6 +285,14 @@ def third_person(sentence: str, speaker: str, addressee: str | None = None) -> s
     return s[:1].upper() + s[1:]
 
 
+# name_the_group: a "we" that is the subject (not the two speakers' "we last talked",
+# "we both"), an "our(s)"; at most GROUP_REWRITES of each in a sentence.
+_WE_SUBJECT = re.compile(r"\b[Ww]e\b(?!['’])(?! (?:last|both|(?:just |first )?(?:talked|spoke|chatted|caught up"
+                         r"|met)\b))")
+_OUR = re.compile(r"\b[Oo]urs?\b")
+GROUP_REWRITES = 16
+
+
 def name_the_group(sentence: str, speaker: str) -> str:
     """'Last week we had a blast at a concert with our kids' -> "Last week Ana's group had a
     blast at a concert with their kids": a note names who it is about, and the "we" of a
@@ -300,10 +308,16 @@ def name_the_group(sentence: str, speaker: str) -> str:
                      (r"\b[Uu]s\b", group), (r"\b[Oo]urselves\b", "themselves")):
         s = re.sub(pat, rep, s)
     # "we" as the subject, its verb in agreement with the group ("we go" -> "Ana's group goes")
-    while (w := re.search(r"\b[Ww]e\b(?!['’])(?! (?:last|both|(?:just |first )?(?:talked|spoke|chatted|caught up"
-                          r"|met)\b))", s)) is not None:
+    # (each rewrite reads the sentence again: a bounded number of them, as speech has)
+    for _ in range(GROUP_REWRITES):
+        w = _WE_SUBJECT.search(s)
+        if w is None:
+            break
         s = s[:w.start()] + group + _agree(s[w.end():])
-    while (o := re.search(r"\b[Oo]urs?\b", s)) is not None:
+    for _ in range(GROUP_REWRITES):
+        o = _OUR.search(s)
+        if o is None:
+            break
         named = group in s[:o.start()]
         word = ("their" if named else name + "'s") + ("s" if named and o.group(0).endswith("s") else "")
         s = s[:o.start()] + word + s[o.end():]
@@ -432,9 +446,11 @@ def pointer_only(obj: str) -> bool:
 # keep working hard to make it happen"): encouragement the speaker gives themselves, which
 # names no action; a note-taker writes down what they do, not that they will persevere.
 # It is dropped when, past the resolve, it says nothing but effort (_EFFORT_WORDS).
+# (the adverb runs are possessive, *+: two runs of the same words around an optional
+# word split a long run of them in every way, a quadratic search: 6 s for 8,000 words)
 _RESOLVE = re.compile(
-    r"(?i)^(?:I(?:'ll|’ll| will|'m|’m| am| won't| won’t)? )?(?:(?:just|definitely|really|still|also|not|never)\s+)*"
-    r"(?:gonna|going to|will|won't|won’t)?\s*(?:(?:just|definitely|really|still|also|not|never)\s+)*"
+    r"(?i)^(?:I(?:'ll|’ll| will|'m|’m| am| won't| won’t)? )?(?:(?:just|definitely|really|still|also|not|never)\s+)*+"
+    r"(?:gonna|going to|will|won't|won’t)?\s*(?:(?:just|definitely|really|still|also|not|never)\s+)*+"
     r"(?:keep(?: on)?|continue|give up|giving up|quit|stop|do my best|try my best)\b(?P<rest>.*)")
 _EFFORT_WORDS = frozenset([
     "pushing", "grinding", "plugging", "working", "trying", "striving", "chasing", "pursuing", "going", "moving",
