@@ -586,6 +586,13 @@ def _recall_index_knn(nearest: int) -> str:
 
 # Bare KNN on one tenant's messages, vector passed in, with each result's distance
 # (recall is counted by distance: texts repeat, and tied rows are interchangeable).
+# Recall is printed twice: strict (a result at most 1e-6 past the exact 10th distance)
+# and near (NEAR_TIE past it). The corpus holds near-copies of each text (its
+# variants: vectors a hair apart) and a recall index orders by halfvec distances, good
+# to ~1e-3, so among near-copies its order is arbitrary: the strict count called a copy
+# 1e-4 farther a miss (0.787 at 100k, where the near count gave 39 of 40 questions
+# whole). The floor is the fastest KNN of near recall >= 0.95.
+NEAR_TIE = 1e-3
 KNN_SWEEP = {
     # exact: the tenant's rows read and sorted (+ 0 keeps the planner off the indexes)
     "exact": (("SELECT message_id, embedding <=> %(v)s::vector AS d FROM mnemo.messages "
@@ -638,7 +645,7 @@ def index_sizes(conn, tenants: list[str]) -> dict[str, int]:
 
 def measure_sweep(args, sizes: list[int]) -> dict:
     """Per size: compile p50/p95, the embedding, each bare KNN (recall@10 by distance
-    against exact), the floor (embedding + the fastest KNN of recall >= 0.95, per
+    against exact), the floor (embedding + the fastest KNN of near recall >= 0.95, per
     sample), their ratio and the index sizes."""
     rng = random.Random(SEED + 3)
     main = psycopg.connect(DSN, autocommit=True, prepare_threshold=None)
@@ -690,14 +697,15 @@ def measure_sweep(args, sizes: list[int]) -> dict:
                     times[name].append(dt)
                     if name in found:
                         found[name].append([d for _, d in res])
-        recall = {}
+        recall, near = {}, {}
         for k in KNN_SWEEP:
-            hits = []
-            for mine, exact in zip(found[k], found["exact"], strict=True):
-                bound = exact[-1] + 1e-6 if exact else 0
-                hits.append(sum(d <= bound for d in mine[:len(exact)]) / max(len(exact), 1))
-            recall[k] = sum(hits) / len(hits)
-        usable = [k for k in KNN_SWEEP if recall[k] >= 0.95]
+            for out, tie in ((recall, 1e-6), (near, NEAR_TIE)):
+                hits = []
+                for mine, exact in zip(found[k], found["exact"], strict=True):
+                    bound = exact[-1] + tie if exact else 0
+                    hits.append(sum(d <= bound for d in mine[:len(exact)]) / max(len(exact), 1))
+                out[k] = sum(hits) / len(hits)
+        usable = [k for k in KNN_SWEEP if near[k] >= 0.95]
         best = min(usable, key=lambda k: pct(times[k], 95))
         floor = [e + k for e, k in zip(times["embed"], times[best], strict=True)]
         c50, c95 = pct(times["compile"], 50), pct(times["compile"], 95)
@@ -708,7 +716,8 @@ def measure_sweep(args, sizes: list[int]) -> dict:
                 "compile_whole_p95_ms": round(pct(times["compile_whole"], 95), 2)} if indexed else {}),
             "embed_p95_ms": round(pct(times["embed"], 95), 2),
             "knn": {k: {"p50_ms": round(pct(times[k], 50), 2), "p95_ms": round(pct(times[k], 95), 2),
-                        "recall_at_10": round(recall[k], 3)} for k in KNN_SWEEP},
+                        "recall_at_10": round(recall[k], 3), "recall_at_10_near": round(near[k], 3)}
+                  for k in KNN_SWEEP},
             "floor": best, "floor_p50_ms": round(pct(floor, 50), 2), "floor_p95_ms": round(pct(floor, 95), 2),
             "ratio_p95": round(c95 / pct(floor, 95), 2),
             "index_bytes": index_sizes(main, tenants),
@@ -720,7 +729,8 @@ def measure_sweep(args, sizes: list[int]) -> dict:
                  if indexed else "")
               + f"; floor ({best}) p95 {r['floor_p95_ms']} ms; "
               f"ratio {r['ratio_p95']}; " + ", ".join(
-                  f"{k} p95 {v['p95_ms']} ms recall {v['recall_at_10']}" for k, v in r["knn"].items()),
+                  f"{k} p95 {v['p95_ms']} ms recall {v['recall_at_10']} (near {v['recall_at_10_near']})"
+                  for k, v in r["knn"].items()),
               flush=True)
     for conn in (main, *knn.values()):
         conn.close()
@@ -730,7 +740,8 @@ def measure_sweep(args, sizes: list[int]) -> dict:
         whole = f"{r['compile_whole_p95_ms']:.1f}" if "compile_whole_p95_ms" in r else "-"
         print(f"{size:>16}{r['compile_p50_ms']:>13.1f}{r['compile_p95_ms']:>8.1f}{whole:>11}{r['floor_p95_ms']:>11.1f}"
               f"{r['ratio_p95']:>7.2f}  " + "  ".join(
-                  f"{k} {v['recall_at_10']:.3f} / {v['p95_ms']:.1f} ms" for k, v in r["knn"].items()))
+                  f"{k} {v['recall_at_10']:.3f} ({v['recall_at_10_near']:.3f}) / {v['p95_ms']:.1f} ms"
+                  for k, v in r["knn"].items()))
     for size, r in result.items():
         print(f"{size:>16}  index MB: " + ", ".join(f"{k} {v / 2**20:.1f}" for k, v in sorted(r["index_bytes"].items())))
     if len(result) > 1:
