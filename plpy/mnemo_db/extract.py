@@ -223,6 +223,11 @@ def third_singular(verb: str) -> str:
     return verb + "s"
 
 
+# A past tense in -ed (a word of the text, or the pattern's piece): "agreed" and "freed"
+# are, "need", "indeed", "succeed", "feed" and their like are not.
+_PAST_ED = r"(?!(?:n|ind|succ|proc|exc|f|s|br|bl|sp|w|h)eed\b)\w+ed"
+
+
 def _agree(rest: str) -> str:
     """The words after a rewritten singular subject, its verb put in agreement: adverbs
     are skipped ('still need' -> 'still needs'), a past tense, a modal or a word that is
@@ -233,7 +238,7 @@ def _agree(rest: str) -> str:
         return rest
     verb = m.group(2)
     low = verb.lower()
-    past = low.endswith("ed") and not low.endswith("eed") and low not in ("embed", "shed", "shred", "wed")
+    past = re.fullmatch(_PAST_ED, low) is not None and low not in ("embed", "shed", "shred", "wed")
     if (past or low in _NO_S or low in _FUNCTION_WORDS or low.endswith(("ly", "ing")) or not verb.islower()
             or low in _NOT_VERB):
         return rest
@@ -472,14 +477,13 @@ def resolve_only(s: str) -> bool:
 _WE = re.compile(r"(?i)\bwe\b")
 _EVENT_TO_US = re.compile(
     r"(?i)\b(?:last|yesterday|ago|next \w+|tomorrow|tonight|this (?:week|month|year|weekend)|(?:mon|tues|wednes|thurs"
-    r"|fri|satur|sun)day)\b|\b(?:(?!(?:n|ind|succ|proc|exc|f|s|br|bl|sp|w|h)eed\b)\w+ed|took|gave|hit|told|taught|sent|brought|wrote|made|let|left|got) (?:us|our)\b"
-    r"|\bour (?:\w+ ){1,2}(?:(?!(?:n|ind|succ|proc|exc|f|s|br|bl|sp|w|h)eed\b)\w+ed|got|went|took|came|made|had|was|were)\b")
-# What makes a "we" statement an event or a plan rather than a sentiment. "-ed" is a past
-# tense, but "need", "indeed", "succeed", "feed" and their like are not ("We all need an
-# outlet" is a maxim), while "agreed" and "freed" are;
-# "need to" / "have to" is a plan like "want to".
+    r"|fri|satur|sun)day)\b|\b(?:" + _PAST_ED + r"|took|gave|hit|told|taught|sent|brought|wrote|made|let|left|got) (?:us|our)\b"
+    r"|\bour (?:\w+ ){1,2}(?:" + _PAST_ED + r"|got|went|took|came|made|had|was|were)\b")
+# What makes a "we" statement an event or a plan rather than a sentiment: a past tense
+# (_PAST_ED: "We all need an outlet" is a maxim); "need to" / "have to" is a plan like
+# "want to".
 _PAST_OR_PLAN = re.compile(
-    r"(?i)\b(?:(?!(?:n|ind|succ|proc|exc|f|s|br|bl|sp|w|h)eed\b)\w+ed|went|got|made|took|saw|came|gave|found|felt|had|did|bought|built|ran|wrote|began|met|won"
+    r"(?i)\b(?:" + _PAST_ED + r"|went|got|made|took|saw|came|gave|found|felt|had|did|bought|built|ran|wrote|began|met|won"
     r"|going to|planning|plan to|thinking (?:about|of)|want to|hope to|need to|have to|next|last|yesterday|tomorrow|tonight"
     r"|ago|since|this (?:week|month|year|weekend))\b")
 # A statement of the AI assistant about the work it did ("I updated settings.py"):

@@ -302,3 +302,15 @@ def test_a_hostile_sentence_is_read_in_linear_time(text):
     started = time.perf_counter()
     extract.extract([{"role": "user", "name": "Ana", "content": text, "message_id": 1, "created_at": None}])
     assert time.perf_counter() - started < 10
+
+
+@pytest.mark.parametrize(("sentence", "expected"), [
+    ("I agreed to help with the move.", "Ana agreed to help with the move."),
+    ("I freed up my Saturday for the trip.", "Ana freed up Ana's Saturday for the trip."),
+    ("I still need to call my mom.", "Ana still needs to call Ana's mom."),
+])
+def test_a_past_tense_in_eed_is_left_as_it_is(sentence, expected):
+    """The verb after a rewritten subject is put in agreement unless it is a past tense
+    (extract._PAST_ED, the one test of the statement rules too): "agreed" and "freed"
+    are ("Ana agreeds" before), "need" is not."""
+    assert extract.third_person(sentence, "Ana") == expected
