@@ -201,17 +201,23 @@ def main() -> None:
         asyncio.run(run_level(direct_url, 4, 2, headers, f"warm-{run_id}"))
         for n in levels:
             direct = summary(timed_level(direct_url, n, args.rounds, headers, f"d{n}-{run_id}"))
+            # the relay alone: the proxy with X-Mnemo-Bypass, which does no memory work
+            # (the HTTP hop, parsing and re-streaming): what any proxy in Python costs here
+            relay = summary(timed_level(proxy_url, n, args.rounds, {**headers, "X-Mnemo-Bypass": "1"},
+                                        f"b{n}-{run_id}"))
             proxied_run = timed_level(proxy_url, n, args.rounds, headers, f"p{n}-{run_id}")
             proxied = summary(proxied_run)
-            overhead = {k.replace("_ms", "_overhead_ms"): round(proxied[k] - direct[k], 1)
-                        for k in ("ttfb_p50_ms", "ttfb_p95_ms", "total_p50_ms", "total_p95_ms")}
+            keys = ("ttfb_p50_ms", "ttfb_p95_ms", "total_p50_ms", "total_p95_ms")
+            overhead = {k.replace("_ms", "_overhead_ms"): round(proxied[k] - direct[k], 1) for k in keys}
+            overhead.update({k.replace("_ms", "_relay_overhead_ms"): round(relay[k] - direct[k], 1) for k in keys})
             # The CPU a proxied call adds, and what that alone costs n calls that arrive
             # together on this machine's cores: the last of them waits for the others'
             # work (a floor for the p95 overhead at n clients, whatever the code's latency).
             extra = proxied["cpu_ms_per_call"] - direct["cpu_ms_per_call"]
             overhead["cpu_ms_per_call_added"] = round(extra, 1)
             overhead["cpu_floor_ms"] = round(extra * n / (os.cpu_count() or 1), 1)
-            results["levels"][str(n)] = {"direct": direct, "proxy": proxied, **overhead}
+            overhead["cpu_ms_per_call_added_by_relay"] = round(relay["cpu_ms_per_call"] - direct["cpu_ms_per_call"], 1)
+            results["levels"][str(n)] = {"direct": direct, "relay": relay, "proxy": proxied, **overhead}
             print(f"[bench-proxy] {n:>2} clients: direct ttfb p50/p95 {direct['ttfb_p50_ms']}/"
                   f"{direct['ttfb_p95_ms']} ms, total {direct['total_p50_ms']}/{direct['total_p95_ms']} ms | "
                   f"proxy ttfb {proxied['ttfb_p50_ms']}/{proxied['ttfb_p95_ms']} ms, total "
@@ -219,7 +225,9 @@ def main() -> None:
                   f"{overhead['total_p50_overhead_ms']}/{overhead['total_p95_overhead_ms']} ms "
                   f"(open/sync/compile p50 {proxied.get('open_p50_ms')}/{proxied.get('sync_p50_ms')}/"
                   f"{proxied.get('compile_p50_ms')} ms), CPU per call +{overhead['cpu_ms_per_call_added']} ms "
-                  f"(floor at {n} clients {overhead['cpu_floor_ms']} ms), "
+                  f"(floor at {n} clients {overhead['cpu_floor_ms']} ms) | relay alone (bypass) overhead "
+                  f"p50/p95 {overhead['total_p50_relay_overhead_ms']}/{overhead['total_p95_relay_overhead_ms']} ms, "
+                  f"CPU +{overhead['cpu_ms_per_call_added_by_relay']} ms, "
                   f"errors {proxied['errors']}" + (f" ({proxied_run['errors'][0]})" if proxied_run["errors"] else ""),
                   flush=True)
     finally:
@@ -236,6 +244,7 @@ def main() -> None:
         "bench": "proxy", "tenant": tenant, "memory_tokens": args.memory_tokens, "rounds": args.rounds, "pieces": PIECES, "provider_delay_s": args.delay,
         "goal_p95_overhead_at_8_ms": 30,
         "p95_overhead_at_8_ms": at8.get("total_p95_overhead_ms"),
+        "p95_relay_overhead_at_8_ms": at8.get("total_p95_relay_overhead_ms"),
         "errors_at_32": at32.get("proxy", {}).get("errors"),
         "goal_met": bool(at8 and at8["total_p95_overhead_ms"] <= 30 and at32 and at32["proxy"]["errors"] == 0),
     })
