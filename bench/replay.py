@@ -15,6 +15,9 @@ foresight). Figures (docs/replay.md says the same at length):
 - reduction: 1 - tokens sent / full-history tokens, summed over the calls. Tokens are
   o200k counts of each message's text (content, and each tool call's name and
   arguments) plus 4 a message, on both sides; tool definitions are left out of both.
+  reduction_ceiling: 1 - what every policy sends (the system prompt, the task, which is
+  the first user message, and the call's new input) / full: the reduction of a policy
+  that dropped everything else without a trace.
 - re-reads and faults: an action of the next message re-reads an earlier observation
   (a tool result, or the environment's reply to an action written in the text) when
   it reads the same file with an overlapping line range and nothing wrote that file
@@ -361,6 +364,8 @@ class Analysis:
                               if rec.system_prompt else 0)
         self.system_identifiers = identifiers(rec.system_prompt or "")
         self.idents = [identifiers(t) for t in self.text]
+        # the task: the first user message (every policy keeps it)
+        self.task = next((i for i, m in enumerate(msgs) if m.get("role") == "user"), None)
         # the writes seen so far: global count, and per path (a list of (path, epoch))
         self.epoch = 0
         self.writes: list[tuple[str, int]] = []
@@ -587,6 +592,9 @@ class Tally:
     absent: int = 0
     over_window: int = 0
     skipped: int = 0
+    # what every policy sends: the system prompt, the task (the first user message) and
+    # the call's new input; 1 - floor / full is the most any policy can remove
+    floor_tokens: int = 0
     fault_log: list[str] = field(default_factory=list)  # one line per fault (--show-faults)
 
     def add(self, other: Tally) -> None:
@@ -597,6 +605,7 @@ class Tally:
         return {
             **{k: getattr(self, k) for k in self.__dataclass_fields__ if k != "fault_log"},
             "reduction": round(1 - self.sent_tokens / self.full_tokens, 4) if self.full_tokens else 0.0,
+            "reduction_ceiling": round(1 - self.floor_tokens / self.full_tokens, 4) if self.full_tokens else 0.0,
             "fault_rate": round(self.faults / self.evictions, 5) if self.evictions else 0.0,
             "faults_per_call": round(self.faults / self.calls, 5) if self.calls else 0.0,
             "miss_rate": round(self.misses / self.candidates, 4) if self.candidates else 0.0,
@@ -630,6 +639,8 @@ def evaluate_call(analysis: Analysis, call: Call, sent: list[dict], previous: se
     t = Tally(calls=1)
     t.full_tokens = analysis.system_tokens + sum(analysis.tokens[:call.index])
     t.sent_tokens = sum(analysis.sent_tokens(m) for m in sent)
+    must = set(call.new_input) | ({analysis.task} if analysis.task is not None and analysis.task < call.index else set())
+    t.floor_tokens = analysis.system_tokens + sum(analysis.tokens[i] for i in must)
     t.over_window = int(t.sent_tokens > window)
     p = Presence(analysis, call, sent)
     offered = [i for i in analysis.observations if i < call.index]
