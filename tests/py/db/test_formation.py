@@ -102,9 +102,17 @@ def test_extract_paris_then_berlin_supersedes_and_as_of_sees_the_past(db, tenant
     q = db.start_session(tenant, context_window=8192)
     now_ctx = context_text(db, tenant, q, "Where does the user live?")
     assert "Berlin" in now_ctx and "lives in Paris" not in now_ctx
-    past = context_text(db, tenant, q, "Where does the user live?",
-                        as_of=(T0 + timedelta(days=10)).isoformat())
-    assert "lives in Paris" in past and "Berlin" not in past
+    as_of = (T0 + timedelta(days=10)).isoformat()
+    past = context_text(db, tenant, q, "Where does the user live?", as_of=as_of)
+    assert "Paris" in past and "Berlin" not in past
+    # the Paris memory is a candidate as of then (sent, or left out for the turn it
+    # restates, which the block recalls whole), and not now
+    def seen(report: dict) -> bool:
+        return f"mem:{paris[0]}" in {i["source"] for i in report["items"]} | {
+            o["source"] for o in report["omissions"] if o["reason"] == "repeats_block"}
+    ask = {"budget": 1500, "log": False}
+    assert seen(db.compile_context_bundle(tenant, q, "Where does the user live?", as_of=as_of, **ask)["report"])
+    assert not seen(db.compile_context_bundle(tenant, q, "Where does the user live?", **ask)["report"])
     # entities, mentions and the edge of the current fact
     edges = rows(db, "SELECT s.name, e.relation, d.name, e.valid_to IS NULL FROM mnemo.entity_edges AS e"
                      " JOIN mnemo.entities AS s ON s.tenant_id = e.tenant_id AND s.entity_id = e.src_entity_id"
