@@ -5,8 +5,9 @@ PIECES pieces; `mnemo serve` (its own process) sits in front of it with the loca
 database. At 1, 8 and 32 concurrent clients, each client holds a conversation of its
 own (a ~600-token system prompt, then turns of its questions and the replies, resent
 whole on every call, as agents do) and streams ROUNDS calls, first straight to the
-provider, then through the proxy: time to first byte and total, p50 and p95, and the
-proxy's overhead (proxied minus direct, per percentile), and the median of each stage
+provider, then through the proxy with X-Mnemo-Bypass (the relay alone, no memory
+work), then through the proxy: time to first byte and total, p50 and p95, and the
+proxy's overhead (proxied minus direct, per percentile; the relay's beside it), and the median of each stage
 the proxy reports in its Server-Timing header. Through the proxy every call
 opens the session, records what is new, compiles the context (query embedding
 included) and, after the response, records the reply. Errors are counted. The last
