@@ -159,8 +159,7 @@ def repeats_block(chosen: list[Item], derived_from: dict[str, frozenset[str]]) -
     the note made of it, 31 % of the memory lines at 1k tokens on LoCoMo). The turn
     stays: it is what was said, under its own day line; the note only restates it."""
     whole = {i.source for i in chosen if i.source.startswith("msg:") and i.options[i.chosen].fidelity == "full"}
-    return {i.source for i in chosen
-            if not i.pinned and derived_from.get(i.source) and derived_from[i.source] <= whole}
+    return repeats_history(chosen, derived_from, whole)
 
 
 # Packings of the memory block at most: each may choose new turns that make more notes

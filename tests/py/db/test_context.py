@@ -453,8 +453,8 @@ def test_a_memory_that_repeats_the_history_sent_whole_is_left_out(db, tenant):
 def test_a_memory_whose_turns_the_block_recalls_whole_is_left_out_for_another(db, tenant):
     """Issue 26: the memory block recalled a past turn and the note made of it side by
     side (31 % of its memory lines at 1k tokens on LoCoMo). The note is left out, with
-    the reason in the report, and its tokens go to another candidate; a pinned note,
-    and one whose turn is not recalled whole, stay."""
+    the reason in the report, and its tokens go to another candidate; a pinned note
+    stays."""
     old = db.start_session(tenant, context_window=128000)
     turn = say(db, tenant, old, "user", "Our staging database moved to the host db-stg-4.internal last week.")
     other = say(db, tenant, old, "user", "The staging database listens on port 6543 since the move.")
