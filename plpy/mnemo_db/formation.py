@@ -88,11 +88,11 @@ ORDER BY m.memory_id LIMIT 1
 """
 EMBED = "SELECT v::text AS v FROM unnest(mnemo.embed_batch($1)) WITH ORDINALITY AS e (v, i) ORDER BY i"
 NEAREST = """
-SELECT m.memory_id, m.kind, 1 - (m.embedding <=> $2::vector) AS cosine
+SELECT m.memory_id, m.kind, 1 - (m.embedding <=> $2) AS cosine
 FROM mnemo.memories AS m
 WHERE m.tenant_id = $1 AND m.is_active AND m.superseded_by IS NULL AND m.embedding IS NOT NULL
     AND (m.valid_to IS NULL OR m.valid_to > now())
-ORDER BY m.embedding <=> $2::vector LIMIT 5
+ORDER BY m.embedding <=> $2 LIMIT 5
 """
 CURRENT_FACTS = """
 SELECT m.memory_id, f.object, extract(epoch FROM m.valid_from)::float8 AS valid_epoch,
@@ -225,7 +225,7 @@ class Former:
             "seen": p(SEEN, [t, "bytea", "bigint[]"]),
             "exact": p(EXACT, [t, "bytea"]),
             "embed": p(EMBED, ["text[]"]),
-            "nearest": p(NEAREST, [t, t]),
+            "nearest": p(NEAREST, [t, "vector"]),
             "current_facts": p(CURRENT_FACTS, [t, t, t]),
             "same_key": p(SAME_KEY, [t, t, "bigint"]),
             "merge": p(MERGE, [t, "bigint", "bigint[]"]),
