@@ -44,7 +44,7 @@ from .policy import (
     memory_share,
     weights_for,
 )
-from .retrieval import CandidatePool, fuse_candidates, lexical_hits, query_words, recall_k, recalled
+from .retrieval import CandidatePool, fuse_candidates, query_words, recall_k, recalled
 from .temporal import TIME_WORDS, date_ranges, temporal_intent
 
 
@@ -230,8 +230,8 @@ def read_recalled_pool(db: Database, session: Session, plan: Plan, query: str | 
     index holds the memories active now.)"""
     words = query_words(query)
     k = recall_k(plan.room)
-    memories, messages, created = lexical_hits(
-        db.run_for_tenant("recall_hits", session.tenant_id, [session.tenant_id, query, k])[0], k)
+    memories, messages, created = recalled(
+        db.run_for_tenant("recall_hits", session.tenant_id, [session.tenant_id, query, k])[0])
     vector = query_vector() if query else None
     if vector is not None:
         near = recalled(db.run_for_tenant("recall_knn", session.tenant_id, [vector_text(vector), k])[0])

@@ -59,22 +59,13 @@ def recall_k(room: int) -> int:
                MAX_RECALL_K)
 
 
-def recalled(r: dict, best: np.ndarray | None = None) -> tuple[list[int], list[int], list[float]]:
-    """Items of a RECALL_HITS or RECALL_KNN row (those at `best`, else all): memory
-    ids, message ids and the messages' created_at (epoch)."""
+def recalled(r: dict) -> tuple[list[int], list[int], list[float]]:
+    """Items of a RECALL_HITS or RECALL_KNN row: memory ids, message ids and the
+    messages' created_at (epoch)."""
     ids = np.asarray(r["item_id"] or [], dtype=np.int64)
     is_memory = np.asarray(r["is_memory"] or [], dtype=bool)
     created = np.asarray(r["created_epoch"] or [], dtype=np.float64)
-    if best is not None:
-        ids, is_memory, created = ids[best], is_memory[best], created[best]
     return ids[is_memory].tolist(), ids[~is_memory].tolist(), created[~is_memory].tolist()
-
-
-def lexical_hits(r: dict, k: int) -> tuple[list[int], list[int], list[float]]:
-    """The RECALL_HITS row's k best items by BM25, as recalled() gives them."""
-    ids = np.asarray(r["item_id"] or [], dtype=np.int64)
-    score = bm25(len(ids), r["hit_rows"], r["hit_terms"], r["idf"], r["doc_length"] or [], r["avgdl"])
-    return recalled(r, np.lexsort((ids, -score))[:k])
 
 
 @dataclass

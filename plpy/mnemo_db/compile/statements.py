@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from .. import summarize
 from .policy import CHANNEL_EXCLUDED_KINDS, CHANNEL_SENSITIVITY, CHANNEL_SOURCES, RECENT_TURNS
-from .retrieval import FREQUENT_GLOBAL, trigram_query
+from .retrieval import BM25_B, BM25_K1, FREQUENT_GLOBAL, trigram_query
 
 ENTER = "SELECT mnemo_internal.enter_tenant($1)"
 
@@ -279,8 +279,8 @@ MESSAGE_SEGMENTS_TYPES = ["text", "uuid", "text[]", "text[]", "text", "text"]
 # read by index, never whole: what a compile reads grows with k, not with its history.
 # 1. RECALL_HITS, while the query is embedded: the items that contain a query lexeme
 #    (of a frequent one, a bounded number: below), through the tenant's own GIN index
-#    (the postings of the query's terms only), with the lexicon's figures;
-#    retrieval.lexical_hits keeps the best by BM25.
+#    (the postings of the query's terms only), and ranks them by BM25 with the
+#    lexicon's figures: the k best leave it.
 # 2. RECALL_KNN, once the query's embedding is there: the k nearest messages and the
 #    k nearest memories, each by the tenant's own HNSW index over that kind
 #    (migration 0024: on one graph, memories took almost all of the k nearest).
@@ -347,23 +347,35 @@ found AS MATERIALIZED (
     ) AS f
 ),
 hits AS MATERIALIZED (
-    SELECT t.k, f.is_memory, f.item_id, f.created_at, length(f.search_tsv) AS doc_length
+    SELECT t.k, t.idf, f.is_memory, f.item_id, f.created_at, length(f.search_tsv) AS doc_length
     FROM found AS f JOIN terms AS t ON f.search_tsv @@ t.tq
 ),
-items AS MATERIALIZED (
-    SELECT (row_number() OVER (ORDER BY h.is_memory, h.item_id))::integer - 1 AS pos, h.is_memory,
-        h.item_id, min(h.created_at) AS created_at, min(h.doc_length) AS doc_length
+-- each item's BM25 as retrieval.bm25 computes it, with the same float operations in
+-- the same order (the idfs summed in term order, then scaled by the length), so the
+-- k best are ranked here and only they leave the statement: the arrays of every item
+-- read and its hits, and their conversion to Python, were a third of its time
+average AS (
+    SELECT CASE WHEN tot.total_length > 0 THEN tot.total_length / tot.n_docs ELSE 8.0 END AS avgdl
+    FROM totals AS tot
+),
+scored AS (
+    SELECT h.is_memory, h.item_id, min(h.created_at) AS created_at, count(*)::integer AS held,
+        sum(h.idf ORDER BY h.k) * ({BM25_K1}::float8 + 1) / (1 + {BM25_K1}::float8 * (1 - {BM25_B}::float8
+            + {BM25_B}::float8 * (min(h.doc_length) / (SELECT a.avgdl FROM average AS a)))) AS score
     FROM hits AS h GROUP BY h.is_memory, h.item_id
+),
+best AS MATERIALIZED (
+    -- ties: the lower id, then the message (retrieval.bm25's callers sort so)
+    SELECT * FROM scored AS s ORDER BY s.score DESC, s.item_id, s.is_memory LIMIT $3
 )
-SELECT {TERMS_OUT},
-    (SELECT array_agg(i.is_memory ORDER BY i.pos) FROM items AS i) AS is_memory,
-    (SELECT array_agg(i.item_id ORDER BY i.pos) FROM items AS i) AS item_id,
-    (SELECT array_agg(extract(epoch FROM i.created_at)::float8 ORDER BY i.pos) FROM items AS i) AS created_epoch,
-    (SELECT array_agg(i.doc_length ORDER BY i.pos) FROM items AS i) AS doc_length,
-    (SELECT array_agg(i.pos ORDER BY i.pos, h.k) FROM hits AS h
-        JOIN items AS i ON i.is_memory = h.is_memory AND i.item_id = h.item_id) AS hit_rows,
-    (SELECT array_agg(h.k ORDER BY i.pos, h.k) FROM hits AS h
-        JOIN items AS i ON i.is_memory = h.is_memory AND i.item_id = h.item_id) AS hit_terms
+SELECT (SELECT count(*) FROM found)::integer AS items_read,
+    array_agg(b.is_memory ORDER BY b.score DESC, b.item_id, b.is_memory) AS is_memory,
+    array_agg(b.item_id ORDER BY b.score DESC, b.item_id, b.is_memory) AS item_id,
+    array_agg(extract(epoch FROM b.created_at)::float8 ORDER BY b.score DESC, b.item_id, b.is_memory)
+        AS created_epoch,
+    array_agg(b.score ORDER BY b.score DESC, b.item_id, b.is_memory) AS score,
+    array_agg(b.held ORDER BY b.score DESC, b.item_id, b.is_memory) AS held
+FROM best AS b
 """
 
 
