@@ -34,10 +34,15 @@ BEGIN
             WHERE m.tenant_id = t.tenant_id AND m.message_id > coalesce((SELECT max(s.last_message_id)
                 FROM mnemo.message_segments AS s WHERE s.tenant_id = t.tenant_id), 0))
             -- a recall index whose memories changed since its sync (its compiles read
-            -- those whole: the lifecycle sweeps touch many at a time)
+            -- those whole: the lifecycle sweeps touch many at a time) long enough ago
+            -- that a sync now moves past them: a sync sets memories_synced_at 5
+            -- minutes back (sync_recall_index's margin for open transactions), so a
+            -- change in those 5 minutes stayed 'changed since' after it, and was read
+            -- whole by every compile until some later change (656 memories that the
+            -- promotion sweep touched, 6 -> 22 ms a compile in bench-context's sweep)
             OR EXISTS (SELECT FROM mnemo_internal.recall_tenants AS r
                 JOIN mnemo.memories AS mm ON mm.tenant_id = r.tenant_id
-                    AND mm.updated_at > r.memories_synced_at + interval '5 minutes'
+                    AND mm.updated_at >= r.memories_synced_at AND mm.updated_at < now() - interval '5 minutes'
                 WHERE r.tenant_id = t.tenant_id)
             -- a recall index missing one of its indexes (migration 0024 dropped one)
             OR EXISTS (SELECT FROM mnemo_internal.recall_tenants AS r
