@@ -58,6 +58,10 @@ _KEYWORD_SECRET = (r"(?:api[_ -]?key|apikey|secret(?:[_ -]?(?:access[_ -]?)?key)
                    r"access[_ -]?(?:token|key)|auth[_ -]?token|refresh[_ -]?token|private[_ -]?key|"
                    r"token|credentials?)")
 
+# A name in code, not a credential: words joined by `_` or `.` (snake_case, a dotted
+# attribute path, an environment variable's name), without a digit.
+_NAME = re.compile(r"[A-Za-z]+(?:[_.][A-Za-z]+)+")
+
 # (kind, pattern, group to replace or 0 for the whole match[, check the value must
 # pass]). Order matters: PEM blocks and URLs first, then prefixed key formats, then
 # keywords.
@@ -117,8 +121,12 @@ _PATTERNS: list[tuple] = [
     ("password", re.compile(
         r"(?i)" + _KW + _KEYWORD_PASSWORD + r"s?(?:\s+(?!is\b|was\b)[A-Za-z]+){0,5}?"
         r"(?:\s+(?:is|was|to|of|as|=|:))?\s+[\"'`]?(" + _CRED + ")"), 1),
+    # token = ..., "api_key": "...": a value, not code (`token = set_current_async_library(
+    # backend)` in a file an agent reads was redacted, and the agent saw a broken line):
+    # no call, and not a name made of words (below)
     ("secret", re.compile(
-        r"(?i)" + _KW + _KEYWORD_SECRET + r"\\?[\"']?\s*(?:=>?|:=?)\s*\\?[\"']?([A-Za-z0-9._~+/=-]{12,})"), 1),
+        r"(?i)" + _KW + _KEYWORD_SECRET + r"\\?[\"']?\s*(?:=>?|:=?)\s*\\?[\"']?([A-Za-z0-9._~+/=-]{12,})"
+        r"(?![A-Za-z0-9._~+/=(-])"), 1, lambda v: not _NAME.fullmatch(v)),
     # an identifier ending in key/pass/pw assigned a key-like value (cloudant_key = ...,
     # ibm_pass: ...): 12+ characters with a digit, or 20+ (no "_" or ".": not a name)
     ("secret", re.compile(

@@ -200,6 +200,10 @@ def test_artifact_bytes_are_redacted_text_or_binary():
     "com/example/service/UserAccountServiceImpl2Factory loads src/mnemosyne/client2.py",
     "the password reset flow failed with error 500 on login; the token budget is 128000 tokens",
     "secret key rotation runs at 03:00 UTC; use secret scanning in CI: gitleaks v8.18.2",
+    # code an agent reads: a keyword assigned a call or a name is not a credential
+    # (anyio's _eventloop.py: `token = set_current_async_library(backend)`)
+    "        token = set_current_async_library(backend)\n        api_key = settings.OPENAI_API_KEY",
+    "access_token = response.json()['access_token']; secret = base64.b64encode(raw)",
     "data:image/png;base64," + base64.b64encode(bytes(range(256)) * 12).decode(),
     base64.encodebytes(bytes(range(256)) * 3).decode(),
 ])
