@@ -120,7 +120,9 @@ _PATTERNS: list[tuple] = [
     # prose: "I use the password hunter2-prod", "the password for prod is Xy7!..."
     ("password", re.compile(
         r"(?i)" + _KW + _KEYWORD_PASSWORD + r"s?(?:\s+(?!is\b|was\b)[A-Za-z]+){0,5}?"
-        r"(?:\s+(?:is|was|to|of|as|=|:))?\s+[\"'`]?(" + _CRED + ")"), 1),
+        r"(?:\s+(?:is|was|to|of|as|=|:))?\s+[\"'`]?(" + _CRED + ")"), 1,
+     # (not a word ending a question: "the password for the prod database?")
+     lambda v: re.search(r"[0-9!@#$%^&*+=~?]", v.rstrip("?!")) is not None),
     # token = ..., "api_key": "...": a value, not code (`token = set_current_async_library(
     # backend)` in a file an agent reads was redacted, and the agent saw a broken line):
     # no call, and not a name made of words (below)
