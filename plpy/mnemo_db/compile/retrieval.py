@@ -278,7 +278,8 @@ def fuse_candidates(pool: CandidatePool, cosine: np.ndarray, w: dict, room: int,
         min(1, (1 - lexical) * cosine + lexical * BM25 / best BM25 + tag bonus)
             + dated bonus + date range bonus
     plus, for a message, `neighbour` times the better of the turns just before and
-    after it in its session (a reply means little without the turn it answers),
+    after it in its session, without their tag bonus (a reply means little without
+    the turn it answers; who said that turn is not the reply's speaker),
     less the diversity discount (diversify). The dated bonus goes to a member whose
     text dates something, for a question that asks when (`asks_when`, pool.dated);
     the date range bonus to one said within a date range the query names
@@ -297,16 +298,23 @@ def fuse_candidates(pool: CandidatePool, cosine: np.ndarray, w: dict, room: int,
     best_bm25 = pool.bm25.max()
     lexical = pool.bm25 / best_bm25 if best_bm25 > 0 else np.zeros(n)
     # fmax: a member without an embedding (NaN) counts as cosine 0
-    rel0 = np.minimum(1.0, (1 - w["lexical"]) * np.fmax(cosine, 0.0) + w["lexical"] * lexical
-                      + np.where(pool.tag_match, w["tag_bonus"], 0.0))
+    content = (1 - w["lexical"]) * np.fmax(cosine, 0.0) + w["lexical"] * lexical
+    rel0 = np.minimum(1.0, content + np.where(pool.tag_match, w["tag_bonus"], 0.0))
     # the date signals above the cap: a close match that does not say when must not
     # tie with one that does
+    dates = np.zeros(n)
     if pool.dated is not None and asks_when:
-        rel0 += np.where(pool.dated, w["dated_bonus"], 0.0)
+        dates += np.where(pool.dated, w["dated_bonus"], 0.0)
     if date_ranges and pool.event_epoch is not None:
         reach = 0.0 if pool.dated is None else np.where(pool.dated, DATED_REACH_DAYS * 86400.0, 0.0)
-        rel0 += np.where(in_date_ranges(pool.event_epoch, list(date_ranges), reach), w["date_range_bonus"], 0.0)
-    turn = rel0[n_mem:]
+        dates += np.where(in_date_ranges(pool.event_epoch, list(date_ranges), reach), w["date_range_bonus"], 0.0)
+    rel0 += dates
+    # A turn lends its neighbours what it says (its content and dates), not who said
+    # it: the reply to the person a question names is not that person's; lending the
+    # speaker's tag bonus as well lifted every turn around the named person's, and on
+    # LoCoMo's adversarial questions (which name the wrong person) it buried the
+    # other speaker's evidence.
+    turn = (np.minimum(1.0, content) + dates)[n_mem:]
     before = np.zeros_like(turn)
     after = np.zeros_like(turn)
     if len(turn) > 1:

@@ -119,6 +119,30 @@ def test_fusion_follows_the_formula_and_lends_relevance_to_neighbour_turns_only(
     assert got["msg:11"]["created_epoch"] == 1.7e9 + 1 and got["mem:1"]["created_epoch"] is None
 
 
+def test_a_turn_lends_its_neighbours_what_it_says_not_who_said_it():
+    """The neighbour term carries a turn's content relevance, not its tag bonus (the
+    speaker the query names): the reply to that person is not that person's line."""
+    w = policy.weights_for(None)
+    pool = _pool(messages=[{"id": 20, "session": "a", "tag": True}, {"id": 21, "session": "a"}])
+    cosine = np.array([0.4, 0.3])
+    got = {c["source"]: c["relevance"] for c in retrieval.fuse_candidates(pool, cosine, w, room=1000)}
+    content = lambda cos: (1 - w["lexical"]) * cos
+    assert got["msg:20"] == content(0.4) + w["tag_bonus"] + w["neighbour"] * content(0.3)
+    assert got["msg:21"] == content(0.3) + w["neighbour"] * content(0.4)
+
+
+def test_a_named_speaker_is_a_tie_breaker_not_a_topic():
+    """A question that names the wrong person ("What did Caroline make for the church?"
+    when Melanie made it): the named person's unrelated turn, and the turn beside
+    it, stay below the other speaker's clear match."""
+    w = policy.weights_for(None)
+    pool = _pool(messages=[{"id": 30, "session": "a", "tag": True}, {"id": 31, "session": "a"},
+                           {"id": 32, "session": "b"}])
+    cosine = np.array([0.30, 0.10, 0.55])  # 32: the other speaker, on the question's topic
+    got = {c["source"]: c["relevance"] for c in retrieval.fuse_candidates(pool, cosine, w, room=1000)}
+    assert got["msg:32"] > got["msg:30"] and got["msg:32"] > got["msg:31"]
+
+
 def test_fusion_keeps_what_fills_the_room_twice_plus_pinned_trigram_and_frequent():
     w = policy.weights_for(None)
     n = 500
