@@ -140,12 +140,15 @@ terms AS MATERIALIZED (
 )"""
 
 
+# The tenant's average document length (BM25's avgdl), from query_terms' totals
+# (as tot): what retrieval.bm25 is given and what RECALL_HITS scores with.
+AVGDL = "CASE WHEN tot.total_length > 0 THEN tot.total_length / tot.n_docs ELSE 8.0 END"
+
 # The lexicon's figures for the query: its lexemes, their idf, the average length.
-TERMS_OUT = """
+TERMS_OUT = f"""
     (SELECT array_agg(t.lexeme ORDER BY t.k) FROM terms AS t) AS lexemes,
     (SELECT array_agg(t.idf::float8 ORDER BY t.k) FROM terms AS t) AS idf,
-    (SELECT CASE WHEN tot.total_length > 0 THEN tot.total_length / tot.n_docs ELSE 8.0 END
-        FROM totals AS tot) AS avgdl"""
+    (SELECT {AVGDL} FROM totals AS tot) AS avgdl"""
 
 # {memories}: no more (all the tenant's visible memories), or a condition on mm that
 # picks some (CANDIDATE_POOL_RECALLED).
@@ -354,28 +357,19 @@ hits AS MATERIALIZED (
 -- the same order (the idfs summed in term order, then scaled by the length), so the
 -- k best are ranked here and only they leave the statement: the arrays of every item
 -- read and its hits, and their conversion to Python, were a third of its time
-average AS (
-    SELECT CASE WHEN tot.total_length > 0 THEN tot.total_length / tot.n_docs ELSE 8.0 END AS avgdl
-    FROM totals AS tot
-),
+average AS (SELECT {AVGDL} AS avgdl FROM totals AS tot),
 scored AS (
     SELECT h.is_memory, h.item_id, min(h.created_at) AS created_at, count(*)::integer AS held,
         sum(h.idf ORDER BY h.k) * ({BM25_K1}::float8 + 1) / (1 + {BM25_K1}::float8 * (1 - {BM25_B}::float8
             + {BM25_B}::float8 * (min(h.doc_length) / (SELECT a.avgdl FROM average AS a)))) AS score
     FROM hits AS h GROUP BY h.is_memory, h.item_id
-),
-best AS MATERIALIZED (
-    -- ties: the lower id, then the message (retrieval.bm25's callers sort so)
-    SELECT * FROM scored AS s ORDER BY s.score DESC, s.item_id, s.is_memory LIMIT $3
 )
-SELECT (SELECT count(*) FROM found)::integer AS items_read,
-    array_agg(b.is_memory ORDER BY b.score DESC, b.item_id, b.is_memory) AS is_memory,
-    array_agg(b.item_id ORDER BY b.score DESC, b.item_id, b.is_memory) AS item_id,
-    array_agg(extract(epoch FROM b.created_at)::float8 ORDER BY b.score DESC, b.item_id, b.is_memory)
-        AS created_epoch,
-    array_agg(b.score ORDER BY b.score DESC, b.item_id, b.is_memory) AS score,
-    array_agg(b.held ORDER BY b.score DESC, b.item_id, b.is_memory) AS held
-FROM best AS b
+SELECT (SELECT count(*) FROM found)::integer AS items_read, array_agg(b.is_memory) AS is_memory,
+    array_agg(b.item_id) AS item_id, array_agg(extract(epoch FROM b.created_at)::float8) AS created_epoch,
+    array_agg(b.score) AS score, array_agg(b.held) AS held
+-- the k best, ties to the lower id, then the message (as retrieval.bm25's callers
+-- sorted them), in that order (the aggregates keep their input's)
+FROM (SELECT * FROM scored AS s ORDER BY s.score DESC, s.item_id, s.is_memory LIMIT $3) AS b
 """
 
 
