@@ -50,7 +50,8 @@ _START = r"(?<![A-Za-z0-9])"
 _END = r"(?![A-Za-z0-9])"
 # A value that looks like a credential, not a word: 6+ characters with a digit or a
 # symbol in them, and a letter or digit.
-_CRED = r"(?=[^\s\"'`]*[0-9!@#$%^&*+=~?])(?=[^\s\"'`]*[A-Za-z0-9])[^\s\"'`,;)\]}]{6,}(?<![.:])"
+_CRED_MARK = r"[0-9!@#$%^&*+=~?]"  # what makes a word look like a credential
+_CRED = r"(?=[^\s\"'`]*" + _CRED_MARK + r")(?=[^\s\"'`]*[A-Za-z0-9])[^\s\"'`,;)\]}]{6,}(?<![.:])"
 # A keyword starts a word: not after a letter or digit, unless after an escape (\n).
 _KW = r"(?:(?<![A-Za-z0-9])|(?<=\\[ntr]))"
 _KEYWORD_PASSWORD = r"(?:password|passwd|passphrase|passcode|pwd)"
@@ -122,7 +123,7 @@ _PATTERNS: list[tuple] = [
         r"(?i)" + _KW + _KEYWORD_PASSWORD + r"s?(?:\s+(?!is\b|was\b)[A-Za-z]+){0,5}?"
         r"(?:\s+(?:is|was|to|of|as|=|:))?\s+[\"'`]?(" + _CRED + ")"), 1,
      # (not a word ending a question: "the password for the prod database?")
-     lambda v: re.search(r"[0-9!@#$%^&*+=~?]", v.rstrip("?!")) is not None),
+     lambda v: re.search(_CRED_MARK, v.rstrip("?!")) is not None),
     # token = ..., "api_key": "...": a value, not code (`token = set_current_async_library(
     # backend)` in a file an agent reads was redacted, and the agent saw a broken line):
     # no call, and not a name made of words (below)
