@@ -150,6 +150,10 @@ TERMS_OUT = f"""
     (SELECT array_agg(t.idf::float8 ORDER BY t.k) FROM terms AS t) AS idf,
     (SELECT {AVGDL} FROM totals AS tot) AS avgdl"""
 
+# The entities the query's words name ($1 the tenant, $8 the words), by name
+# (migration 0027: by an index of their own, not every entity of the tenant).
+NAMED_ENTITIES = "SELECT e.entity_id FROM mnemo.entities AS e WHERE e.tenant_id = $1 AND e.normalized = ANY($8)"
+
 # {memories}: no more (all the tenant's visible memories), or a condition on mm that
 # picks some (CANDIDATE_POOL_RECALLED).
 _CANDIDATE_POOL = """
@@ -159,15 +163,15 @@ mem AS MATERIALIZED (
         mm.search_tsv, length(mm.search_tsv) AS doc_length,
         EXISTS (SELECT FROM unnest(mm.tags || mm.key_entities) AS x
             WHERE lower(x) = ANY($8) OR lower(split_part(x, ':', 2)) = ANY($8))
-        OR mm.memory_id IN (SELECT em.memory_id FROM mnemo.entities AS e
-            JOIN mnemo.entity_mentions AS em ON em.tenant_id = e.tenant_id AND em.entity_id = e.entity_id
-            WHERE e.tenant_id = $1 AND e.normalized = ANY($8)) AS tag_match,
+        -- (memory by memory, by the mentions' primary key: the mentions of a name a
+        -- large tenant often mentions are thousands)
+        OR EXISTS (SELECT FROM mnemo.entity_mentions AS em WHERE em.tenant_id = $1
+            AND em.memory_id = mm.memory_id AND em.entity_id = ANY(ARRAY({named_entities}))) AS tag_match,
         CASE WHEN coalesce($3, '') <> '' THEN word_similarity($3, left(mm.content_full, 256)) ELSE 0 END AS trgm,
-        mm.is_pinned, coalesce(ma.access_count, 0) AS access_count, mm.scope = 'global' AS is_global,
+        mm.is_pinned, {access_count} AS access_count, mm.scope = 'global' AS is_global,
         coalesce(least(mm.tokens_full, mm.tokens_detail, mm.tokens_compact, mm.tokens_stub), 0) AS floor_tokens,
         mm.valid_from, mm.embedding
-    FROM mnemo.memories AS mm
-    LEFT JOIN mnemo.memory_access AS ma ON ma.tenant_id = $1 AND ma.memory_id = mm.memory_id
+    FROM mnemo.memories AS mm{access_join}
     WHERE mm.tenant_id = $1 AND mm.sensitivity = ANY($6) AND mm.kind <> ALL($7)
         AND (mm.scope = 'global' OR mm.session_id = $2)
         AND CASE WHEN $5::timestamptz IS NULL
@@ -207,7 +211,16 @@ FROM
         array_agg(t.k ORDER BY mem.pos, t.k) AS mem_hit_terms
     FROM mem JOIN terms AS t ON mem.search_tsv @@ t.tq) AS h
 """
-CANDIDATE_POOL = _CANDIDATE_POOL.format(terms=query_terms("$4", "$9"), terms_out=TERMS_OUT, memories="")
+# Each memory's access count: the whole pool reads every memory of the tenant and
+# joins their access rows; the recalled pool reads a few hundred of a large tenant's
+# memories and looks each one up by the primary key: as a join, a generic plan hashed
+# every access row of the tenant (7,790 rows read for 292 memories at 100k messages).
+ACCESS_JOINED = {"access_count": "coalesce(ma.access_count, 0)", "access_join": """
+    LEFT JOIN mnemo.memory_access AS ma ON ma.tenant_id = $1 AND ma.memory_id = mm.memory_id"""}
+ACCESS_LOOKED_UP = {"access_join": "", "access_count": """coalesce((SELECT ma.access_count
+            FROM mnemo.memory_access AS ma WHERE ma.tenant_id = $1 AND ma.memory_id = mm.memory_id), 0)"""}
+CANDIDATE_POOL = _CANDIDATE_POOL.format(terms=query_terms("$4", "$9"), terms_out=TERMS_OUT, memories="",
+                                        named_entities=NAMED_ENTITIES, **ACCESS_JOINED)
 CANDIDATE_POOL_TYPES = ["text", "uuid", "text", "text", "timestamptz", "text[]", "text[]", "text[]", "text"]
 
 # One row per sealed segment, then the tail after the last one ($1 tenant, $2
@@ -254,7 +267,11 @@ CROSS JOIN LATERAL (
         array_agg(coalesce(NOT v.own AND v.recallable AND v.agents_only, false) ORDER BY u.k)
             AS session_scoped_out
     FROM unnest(seg.session_ids) WITH ORDINALITY AS u (session_id, k)
-    LEFT JOIN mnemo.sessions AS ss ON ss.tenant_id = $1 AND ss.session_id = u.session_id
+    -- each session by its primary key (LIMIT 1: a subquery the planner cannot fold
+    -- into a join): as a join, a generic plan hashed every session of the tenant for
+    -- each segment, a cost that grew with the tenant's sessions
+    LEFT JOIN LATERAL (SELECT ss.session_id, ss.channel, ss.agent_id FROM mnemo.sessions AS ss
+        WHERE ss.tenant_id = $1 AND ss.session_id = u.session_id LIMIT 1) AS ss ON true
     CROSS JOIN LATERAL (SELECT ss.session_id = $2 AS own, ss.channel = ANY($4) AS recallable,
         ss.agent_id <> $5 AND (ss.channel = 'agent' OR ss.channel = 'private' AND $6 = 'agent')
             AS agents_only) AS v
@@ -386,7 +403,9 @@ FROM ((SELECT r.is_memory, r.item_id, r.created_at FROM mnemo_internal.recall_in
         WHERE r.tenant_id = {TENANT} AND r.is_memory ORDER BY r.embedding <=> $1 LIMIT $2)) AS r
 """
 
-CANDIDATE_POOL_RECALLED = _CANDIDATE_POOL.format(terms=query_terms("$4", "$9"), terms_out=TERMS_OUT, memories=f"""
+CANDIDATE_POOL_RECALLED = _CANDIDATE_POOL.format(
+    terms=query_terms("$4", "$9"), terms_out=TERMS_OUT, named_entities=NAMED_ENTITIES, **ACCESS_LOOKED_UP,
+    memories=f"""
         -- the ids first, as one array: each memory is then found by the primary key
         -- (an IN semi-join read every memory of the tenant in key order to match them:
         -- a generic plan takes any tenant for an average one)
@@ -397,11 +416,13 @@ CANDIDATE_POOL_RECALLED = _CANDIDATE_POOL.format(terms=query_terms("$4", "$9"), 
             UNION ALL
             SELECT p.memory_id FROM mnemo.memories AS p WHERE p.tenant_id = $1 AND p.is_pinned AND p.is_active
             UNION ALL
-            -- (the newest: a name a large tenant often mentions links thousands)
-            (SELECT em.memory_id FROM mnemo.entities AS e
-                JOIN mnemo.entity_mentions AS em ON em.tenant_id = e.tenant_id AND em.entity_id = e.entity_id
-                WHERE e.tenant_id = $1 AND e.normalized = ANY($8)
-                ORDER BY em.memory_id DESC LIMIT {5 * FREQUENT_GLOBAL})
+            -- (the newest: a name a large tenant often mentions links thousands; each
+            -- entity's newest by its index, then the newest of those)
+            (SELECT x.memory_id FROM ({NAMED_ENTITIES}) AS e
+                CROSS JOIN LATERAL (SELECT em.memory_id FROM mnemo.entity_mentions AS em
+                    WHERE em.tenant_id = $1 AND em.entity_id = e.entity_id
+                    ORDER BY em.memory_id DESC LIMIT {5 * FREQUENT_GLOBAL}) AS x
+                ORDER BY x.memory_id DESC LIMIT {5 * FREQUENT_GLOBAL})
             UNION ALL
             (SELECT a.memory_id FROM mnemo.memory_access AS a WHERE a.tenant_id = $1
                 ORDER BY a.access_count DESC LIMIT {5 * FREQUENT_GLOBAL})
@@ -468,7 +489,10 @@ FROM (
         -- the messages it was formed from, space-separated (arrays of arrays must be even)
         nullif(array_to_string(mm.source_message_ids, ' '), '') AS derived_from
     FROM mnemo.memories AS mm
+    -- (the ids again on the access rows: without them a generic plan hashed every
+    -- access row of the tenant, 7,790 for ~40 memories at 100k messages)
     LEFT JOIN mnemo.memory_access AS ma ON ma.tenant_id = $1 AND ma.memory_id = mm.memory_id
+        AND ma.memory_id = ANY($2)
     WHERE mm.tenant_id = $1 AND mm.memory_id = ANY($2)
     UNION ALL
     SELECT 'msg:' || m.message_id, 'message', m.content, NULL, NULL, NULL, NULL, m.sensitivity,

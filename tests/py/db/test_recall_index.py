@@ -470,3 +470,50 @@ def test_migration_0026_retires_an_index_below_the_threshold(db, tenant):
     # the compile reads the whole history again, and finds what it found before
     session = c.execute("SELECT session_id FROM mnemo.sessions WHERE tenant_id = %s LIMIT 1", (tenant,)).fetchone()[0]
     assert db.compile_context(tenant, session, "cobalt theme")
+
+
+def test_a_memory_linked_to_an_entity_the_question_names_is_a_candidate(db, tenant):
+    """A large tenant's pool takes, besides what its index finds, the newest memories
+    linked to an entity the question names, and marks each memory linked to one as a
+    tag match (statements.CANDIDATE_POOL_RECALLED, as a generic plan). Migration 0027
+    looks the entities up by name and each one's newest memories by its own index:
+    before, every entity and every mention of the tenant was read at each compile.
+    Nothing found by the index ($10 empty), nothing changed since the sync: the linked
+    memory is the pool, whatever its wording."""
+    from mnemo_db.compile import retrieval, statements
+
+    _conversation(db, tenant, sessions=1, turns=6)
+    for filler in ("The staging cluster slipped by a week.", "Our billing export passed its load test."):
+        db.remember(tenant, filler, kind="fact")
+    linked = db.remember(tenant, "The tide tables were printed on blue paper.", kind="fact")
+    c = db.conn
+    entity = c.execute("INSERT INTO mnemo.entities (tenant_id, kind, name, normalized) "
+                       "VALUES (%s, 'person', 'Quillfeather', 'quillfeather') RETURNING entity_id",
+                       (tenant,)).fetchone()[0]
+    c.execute("INSERT INTO mnemo.entity_mentions (tenant_id, memory_id, entity_id, role) "
+              "VALUES (%s, %s, %s, 'subject')", (tenant, linked, entity))
+    build(db, tenant)
+    assert recall_index(db, tenant) > 0
+    sid = str(db.start_session(tenant, context_window=128000))
+    text, types = statements.STATEMENTS["candidate_pool_recalled"]
+
+    def pool(question: str) -> dict:
+        """The statement's row for the question."""
+        words = retrieval.query_words(question)
+        args = statements.pool_args(tenant, sid, question, words, None, "private") + [
+            [], "infinity"]  # nothing found by the index, nothing changed since
+        with c.transaction():
+            c.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+            c.execute(sql.SQL("PREPARE pool_generic ({}) AS {}").format(
+                sql.SQL(", ").join(sql.SQL(t) for t in types), sql.SQL(text)))
+            try:
+                cur = c.execute(sql.SQL("EXECUTE pool_generic ({})").format(
+                    sql.SQL(", ").join(map(sql.Literal, args))))
+                return dict(zip((d.name for d in cur.description), cur.fetchone(), strict=True))
+            finally:
+                c.execute("DEALLOCATE pool_generic")
+
+    named = pool("What did Quillfeather tell us?")
+    unnamed = pool("What did the gardener tell us?")
+    assert named["mem_ids"] == [linked] and named["mem_tag"] == [True]
+    assert not unnamed["mem_ids"]
