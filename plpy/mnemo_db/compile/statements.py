@@ -432,25 +432,49 @@ CANDIDATE_POOL_RECALLED = _CANDIDATE_POOL.format(
         ))""")
 CANDIDATE_POOL_RECALLED_TYPES = CANDIDATE_POOL_TYPES + ["bigint[]", "timestamptz"]
 
+# How far in time a found turn's neighbours are looked for first (RECALLED_MESSAGES).
+NEAR_TURNS = "1 day"
+
 RECALLED_MESSAGES = f"""
 WITH keys AS MATERIALIZED (
     SELECT k.message_id, to_timestamp(k.created_epoch) AS created_at
     FROM unnest($7::bigint[], $8::float8[]) AS k (message_id, created_epoch)
 ),
 turns AS MATERIALIZED (
-    SELECT m.session_id, m.turn_index - 1 AS first_turn, m.turn_index + 1 AS last_turn
+    SELECT m.session_id, m.turn_index, m.turn_index - 1 AS first_turn, m.turn_index + 1 AS last_turn,
+        m.created_at - interval '{NEAR_TURNS}' AS near_from, m.created_at + interval '{NEAR_TURNS}' AS near_to
     FROM keys AS k
     JOIN mnemo.messages AS m ON m.tenant_id = $1 AND m.message_id = k.message_id AND m.created_at = k.created_at
 ),
-found AS (
-    -- each turn with the turns just before and after it. Under row-level security a
-    -- condition that calls a function that is not leakproof (to_timestamp, integer
-    -- arithmetic) is not an index condition: it filtered whole sessions. The keys and
-    -- bounds are computed first, the conditions only compare columns.
-    SELECT DISTINCT n.message_id, n.created_at
+-- Each turn with the turns just before and after it, looked for first within a day
+-- of it: the partition key bounds the probe to one or two monthly partitions, where
+-- a probe of the session's turns alone reads every partition of the tenant, a cost
+-- that grew with the months of its history (13 probes a turn for a year). A turn
+-- whose day lacks the turn before or after it (a session's first or last turn, a
+-- pause of more than a day) is looked for in every partition. (A session's turns are
+-- numbered once each; only compaction summaries, system messages that no segment
+-- holds, share turn -1.) Under row-level security a condition that calls a function
+-- that is not leakproof (to_timestamp, integer or interval arithmetic) is not an
+-- index condition: it filtered whole sessions. The keys and bounds are computed
+-- first, the conditions only compare columns.
+near AS MATERIALIZED (
+    SELECT t.session_id, t.turn_index AS found_turn, n.turn_index, n.message_id, n.created_at
     FROM turns AS t
     JOIN mnemo.messages AS n ON n.tenant_id = $1 AND n.session_id = t.session_id
         AND n.turn_index BETWEEN t.first_turn AND t.last_turn
+        AND n.created_at BETWEEN t.near_from AND t.near_to
+),
+found AS (
+    SELECT x.message_id, x.created_at FROM near AS x
+    UNION
+    SELECT n.message_id, n.created_at
+    FROM turns AS t
+    JOIN mnemo.messages AS n ON n.tenant_id = $1 AND n.session_id = t.session_id
+        AND n.turn_index BETWEEN t.first_turn AND t.last_turn
+    WHERE NOT (EXISTS (SELECT FROM near AS x WHERE x.session_id = t.session_id
+            AND x.found_turn = t.turn_index AND x.turn_index = t.first_turn)
+        AND EXISTS (SELECT FROM near AS x WHERE x.session_id = t.session_id
+            AND x.found_turn = t.turn_index AND x.turn_index = t.last_turn))
 ),
 seg (n_messages, message_ids, session_ids, session_pos, turn_index, created_epoch, token_count,
     stub_tokens, doc_length, sensitivities, sensitivity_pos, speakers, speaker_pos, embedded,
