@@ -149,9 +149,18 @@ def read_session(db: Database, tenant_id: str, session_id: str, options_json: st
 
 
 def read_history(db: Database, session: Session) -> list[dict]:
-    """The active history within reach of B, oldest first."""
-    return rows.history_messages(db.run("history", statements.history_args(
-        session.tenant_id, session.session_id, session.as_of, session.budget.available, session.channel))[0])
+    """The active history within reach of B, oldest first: the newest
+    HISTORY_FIRST_ROWS rows, and only if those cost no more than B at their cheapest
+    (an older row may still be within reach) the rows up to B's floor."""
+    args = statements.history_args(session.tenant_id, session.session_id, session.as_of,
+                                   session.budget.available, session.channel)
+    limit = args[3]
+    args[3] = min(limit, statements.HISTORY_FIRST_ROWS)
+    r = db.run("history", args)[0]
+    if r["rows_read"] == args[3] < limit and r["floor_read"] <= session.budget.available:
+        args[3] = limit
+        r = db.run("history", args)[0]
+    return rows.history_messages(r)
 
 
 def default_query(db: Database, session: Session) -> str | None:

@@ -339,6 +339,20 @@ def test_short_turns_are_all_kept_when_they_fit(db, tenant):
     assert [i["source"] for i in report["items"]] == [f"msg:{i}" for i in ids]
 
 
+
+def test_short_turns_past_the_first_history_read_are_kept_when_they_fit(db, tenant):
+    """read_history reads the newest HISTORY_FIRST_ROWS rows first, and reads on only
+    when those cost less than B at their cheapest: turns past the first read that fit
+    B are all sent, the oldest included."""
+    from mnemo_db.compile.statements import HISTORY_FIRST_ROWS
+
+    turns = 300
+    assert turns > HISTORY_FIRST_ROWS
+    s = db.start_session(tenant, context_window=128000)
+    ids = [say(db, tenant, s, "user", "ok") for _ in range(turns)]
+    report = db.compile_context_bundle(tenant, s, budget=100_000)["report"]
+    assert [i["source"] for i in report["items"]] == [f"msg:{i}" for i in ids]
+
 def test_pinned_memory_never_breaks_the_budget(db, tenant):
     """The memory block's day line costs tokens too: B outranks a pinned memory."""
     s = db.start_session(tenant, context_window=128000)
