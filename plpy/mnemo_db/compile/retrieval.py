@@ -280,7 +280,14 @@ def fuse_candidates(pool: CandidatePool, cosine: np.ndarray, w: dict, room: int,
     plus, for a message, `neighbour` times the better of the turns just before and
     after it in its session, without their tag bonus (a reply means little without
     the turn it answers; who said that turn is not the reply's speaker),
-    less the diversity discount (diversify). The dated bonus goes to a member whose
+    plus `context` times the best content match among the CONTEXT_TURNS turns either
+    side (nearby_best: a turn in the part of a conversation that is about the
+    question is likelier to hold its answer than one as close to the question said
+    elsewhere; the evidence for a broad question is such turns, each a weak match),
+    plus `length` times its length prior (length_prior: a short turn, "Wow, cool!",
+    or a question back, says little that could answer anything, while a long one's
+    vector is spread over all it says and BM25 discounts its length, so both
+    understate its match), less the diversity discount (diversify). The dated bonus goes to a member whose
     text dates something, for a question that asks when (`asks_when`, pool.dated);
     the date range bonus to one said within a date range the query names
     (`date_ranges`, temporal.date_ranges), or said up to DATED_REACH_DAYS after it
@@ -321,7 +328,9 @@ def fuse_candidates(pool: CandidatePool, cosine: np.ndarray, w: dict, room: int,
         before[1:] = np.where(pool.same_session[1:], turn[:-1], 0.0)
         after[:-1] = np.where(pool.same_session[1:], turn[1:], 0.0)
     relevance = rel0.copy()
-    relevance[n_mem:] += w["neighbour"] * np.maximum(before, after)
+    relevance[n_mem:] += (w["neighbour"] * np.maximum(before, after)
+                          + w["context"] * nearby_best(np.minimum(1.0, content[n_mem:]), pool.same_session)
+                          + w["length"] * length_prior(pool.floor_tokens[n_mem:]))
     ids = np.concatenate([pool.memory_ids, pool.message_ids])
     # one tie-breaking key: memories (0) before messages (1), then the lower id
     tie = np.concatenate([pool.memory_ids, pool.message_ids + (1 << 62)])
@@ -362,6 +371,36 @@ def fuse_candidates(pool: CandidatePool, cosine: np.ndarray, w: dict, room: int,
             "created_epoch": epoch if message else None,
         })
     return out
+
+
+# The turns either side of a message that tell what its conversation is about there
+# (fuse_candidates' `context`): a few, so that a long session's other topics do not.
+CONTEXT_TURNS = 3
+# The length prior's reach either side of the median turn: e^2, ~7 times longer or shorter.
+LENGTH_PRIOR_CLIP = 2.0
+
+
+def nearby_best(content: np.ndarray, same_session: np.ndarray, k: int = CONTEXT_TURNS) -> np.ndarray:
+    """The best content match among the k turns before and the k after each message,
+    within its session (messages in session and turn order; same_session: same
+    session as the message before)."""
+    session = np.cumsum(~same_session)
+    n = len(content)
+    best = np.zeros(n)
+    for d in range(1, min(k, n - 1) + 1):
+        same = session[d:] == session[:-d]
+        best[d:] = np.maximum(best[d:], np.where(same, content[:-d], 0.0))
+        best[:-d] = np.maximum(best[:-d], np.where(same, content[d:], 0.0))
+    return best
+
+
+def length_prior(floor_tokens: np.ndarray) -> np.ndarray:
+    """Each message's length against the pool's median, as a log ratio within
+    +-LENGTH_PRIOR_CLIP (a long message's floor is its stub: bounded anyway)."""
+    if not len(floor_tokens):
+        return np.zeros(0)
+    n = np.asarray(floor_tokens, dtype=np.float64) + 1.0
+    return np.clip(np.log(n / np.median(n)), -LENGTH_PRIOR_CLIP, LENGTH_PRIOR_CLIP)
 
 
 # How many of the most relevant members diversify re-ranks.
