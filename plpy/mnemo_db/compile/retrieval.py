@@ -24,6 +24,33 @@ def query_words(query: str | None) -> list[str]:
     return sorted({w.lower().strip(".-") for w in _WORD_RE.findall(query or "")} - {""})
 
 
+# a name and the possessive that may follow it ("Tim's", "Tim’s")
+_POSSESSIVE_RE = re.compile(r"['’]s\b")
+
+
+def without_names(query: str | None, names) -> str | None:
+    """The query without the words that name one of `names` (lower-cased speakers),
+    or None when it names none of them or is nothing else. A speaker is who said a
+    turn, not what it says: the tag bonus counts who, and the name in the query's
+    vector only pulls it towards the lines that name the person (mostly said to
+    them, "Thanks, Tim!"), away from what the person said."""
+    if not query or not names:
+        return None
+    kept, at, dropped = [], 0, False
+    for m in _WORD_RE.finditer(query):
+        if m.group().lower().strip(".-") in names:
+            kept.append(query[at:m.start()])
+            at = m.end()
+            possessive = _POSSESSIVE_RE.match(query, at)
+            if possessive:
+                at = possessive.end()
+            dropped = True
+    if not dropped:
+        return None
+    text = " ".join("".join(kept + [query[at:]]).split())
+    return text if _WORD_RE.search(text) else None
+
+
 def trigram_query(query: str | None, words: list[str]) -> str | None:
     """The query for trigram word similarity: a short one only."""
     return query if len(words) <= TRIGRAM_MAX_QUERY_WORDS else None
@@ -97,6 +124,8 @@ class CandidatePool:
     # messages the reader could have recalled but for belonging to another agent
     # (message_pool's scope_hidden)
     scope_hidden: int = 0
+    # the pool's messages' speakers (lower-cased names)
+    speakers: frozenset[str] = frozenset()
     # bool per member: its text holds a word that dates something (temporal.TIME_WORDS,
     # looked up for a question that asks when; else all False)
     dated: np.ndarray | None = None

@@ -88,7 +88,7 @@ def candidate_pool(r: dict, segments: list[dict], channel: str, as_of_epoch: flo
         vectors=[embedding.from_pgvector_bytes(r["mem_embeddings"], n_mem_vectors)] + msg["vectors"],
         vector_rows=np.concatenate([np.arange(n_mem_vectors), n_mem_vectors + msg["vector_rows"]]),
         norms=np.concatenate([np.asarray(r["mem_norm"] or [], dtype=np.float64)[mem_embedded], msg["norms"]]),
-        scope_hidden=msg["scope_hidden"],
+        scope_hidden=msg["scope_hidden"], speakers=frozenset(speakers),
         dated=np.concatenate([holding(n_mem, r["mem_hit_rows"], r["mem_hit_terms"], time_terms), msg["dated"]]),
         event_epoch=np.concatenate([np.asarray(r["mem_valid_from"] or [], dtype=np.float64),
                                     msg["message_created"]]))

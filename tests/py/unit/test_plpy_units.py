@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from mnemo_db import embedding, excerpt, tokens
-from mnemo_db.compile import packing, policy, retrieval
+from mnemo_db.compile import packing, phases, policy, retrieval
 from mnemo_db.compile.retrieval import CandidatePool
 from mnemo_db.formation import Former
 from mnemo_db.timestamps import utc_datetime
@@ -177,6 +177,36 @@ def test_a_named_speaker_is_a_tie_breaker_not_a_topic():
     cosine = np.array([0.30, 0.10, 0.55])  # 32: the other speaker, on the question's topic
     got = {c["source"]: c["relevance"] for c in retrieval.fuse_candidates(pool, cosine, w, room=1000)}
     assert got["msg:32"] > got["msg:30"] and got["msg:32"] > got["msg:31"]
+
+
+def test_the_query_without_the_speakers_it_names():
+    named = {"tim", "joanna"}
+    assert retrieval.without_names("What books has Tim read?", named) == "What books has read?"
+    assert retrieval.without_names("What is Tim's favourite book?", named) == "What is favourite book?"
+    assert retrieval.without_names("When did Tim’s dog die?", named) == "When did dog die?"
+    assert retrieval.without_names("Did Joanna and Tim meet?", named) == "Did and meet?"
+    # a word that only starts like a name, no name, nothing but the name, no names
+    assert retrieval.without_names("Where is the timber?", named) is None
+    assert retrieval.without_names("Tim?", named) is None
+    assert retrieval.without_names("What books has Tim read?", set()) is None
+    assert retrieval.without_names(None, named) is None
+
+
+def test_the_nameless_query_is_half_of_the_content_match():
+    """cosines with the nameless query's vector: the mean of the two cosines, as one
+    pass over the pool's vectors; the pool knows which of the query's words name a
+    speaker (rows.candidate_pool)."""
+    pool = _pool(memories=[{"id": 1}, {"id": 2}, {"id": 3}])
+    v = np.array([[1.0, 0.0], [0.6, 0.8], [0.0, 2.0]], dtype=np.float32)
+    pool.embedded, pool.vectors, pool.norms = np.arange(3), [v], np.linalg.norm(v, axis=1)
+    q, nameless = np.array([1.0, 0.0]), np.array([0.0, 1.0])
+    got = phases.cosines(pool, q, nameless)
+    assert got == pytest.approx((pool.cosine(q) + pool.cosine(nameless)) / 2)
+    assert phases.cosines(pool, q, None).tolist() == pool.cosine(q).tolist()
+    assert np.isnan(phases.cosines(pool, None, nameless)).all()
+    pool.speakers = frozenset({"tim", "maria"})
+    assert phases.nameless_query("What did Tim read?", pool) == "What did read?"
+    assert phases.nameless_query("What did Sam read?", pool) is None
 
 
 def test_fusion_keeps_what_fills_the_room_twice_plus_pinned_trigram_and_frequent():
