@@ -195,15 +195,14 @@ class Embedder:
         vector.setflags(write=False)
         return self._recent.put(key, vector)
 
-    def start(self, text: str, executor: Executor, wait: bool = True) -> PendingEmbedding:
+    def start(self, text: str, executor: Executor) -> PendingEmbedding:
         """Starts embedding one text on the executor's thread and returns once the
         encoder has started. The text is tokenized here, so that the thread runs
         nothing but the encoder, which releases the GIL. The thread needs the GIL to
         start, and a compile's statements hold it while they run in PL/Python, so
         it would start late on the longer of a compile's two paths: waiting here
         (a thread wake-up) starts it at once (docs/performance.md). Bounded: a
-        thread still busy with an earlier text is not waited for; nor is the thread
-        at all without `wait` (a text queued behind another: its thread is busy)."""
+        thread still busy with an earlier text is not waited for."""
         key = digest(text)
         vector = self.recall(key)
         if vector is not None:
@@ -216,8 +215,7 @@ class Embedder:
             return self.session.run(None, inputs)
 
         future = executor.submit(encode)
-        if wait:
-            started.wait(HANDOFF_TIMEOUT_S)
+        started.wait(HANDOFF_TIMEOUT_S)
         return PendingEmbedding(future, inputs["attention_mask"], on_done=lambda v: self.remember(key, v))
 
 

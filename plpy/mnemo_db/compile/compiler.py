@@ -16,7 +16,6 @@ from ..paging import residency
 from . import phases
 from .bundle import decide
 from .packing import count_lines_split
-from .retrieval import without_names
 from .rows import dumps
 from .statements import STATEMENTS, TENANT_STATEMENTS, for_tenant
 
@@ -97,9 +96,6 @@ class Compiler:
         self.count_lines = functools.partial(count_lines_split, executor=self.pool)
         self.generic_plans = plpy.prepare("SELECT set_config('plan_cache_mode', 'force_generic_plan', true)")
         self.compiles = 0
-        # each tenant's speakers in its last pool (least recently used first): what
-        # compile guesses the query's nameless text from
-        self.speakers: dict[str, frozenset[str]] = {}
         sys.setswitchinterval(SWITCH_INTERVAL_S)
         # Everything loaded so far (model, tokenizer, modules) lives as long as the
         # backend: out of the garbage collector's sight, a full collection no longer
@@ -111,12 +107,6 @@ class Compiler:
         tokenized here, the thread runs only the encoder, without the GIL) and returns
         once the encoder runs."""
         return self.embedder.start(query, self.pool) if query else None
-
-    def _remember_speakers(self, tenant_id: str, speakers: frozenset[str]) -> None:
-        self.speakers.pop(tenant_id, None)
-        if len(self.speakers) >= TENANT_PLANS:
-            del self.speakers[next(iter(self.speakers))]  # the least recently used
-        self.speakers[tenant_id] = speakers
 
     def compile(self, tenant_id: str, session_id: str, query: str | None, options_json: str | None,
                 messages_only: bool = False) -> str:
@@ -132,12 +122,6 @@ class Compiler:
         # anything else and runs while the phases below read.
         query = phases.search_query(query, False)
         pending = self._embed_async(query)
-        # The query without the speakers it names is embedded too (phases.nameless_query),
-        # on the embedding thread once the query is, while the phases below read. The
-        # speakers are the pool's, read below: this guesses them from the tenant's last
-        # pool in this backend, and a wrong guess is embedded again once the pool is read.
-        guessed = without_names(query, self.speakers.get(tenant_id))
-        early = self.embedder.start(guessed, self.pool, wait=False) if guessed else None
         session = phases.read_session(db, tenant_id, session_id, options_json)
         searched = phases.search_query(query, session.redacting)
         if searched != query:
@@ -153,13 +137,8 @@ class Compiler:
         pool, previous = phases.read_pool(db, session, plan, query,
                                           lambda: pending.result()[0] if pending else None)
         watch.lap("lexical")
-        self._remember_speakers(tenant_id, pool.speakers)
         query_vector = pending.result()[0] if pending else None
-        nameless = phases.nameless_query(query, pool) if query_vector is not None else None
-        nameless_vector = None
-        if nameless:
-            nameless_vector = (early.result() if early is not None and nameless == guessed
-                               else self.embedder.embed([nameless]))[0]
+        nameless_vector = phases.nameless_vector(query, pool, query_vector, self.embedder.embed)
         watch.lap("embedding_wait")
         cosine = phases.cosines(pool, query_vector, nameless_vector)
         watch.lap("vector")

@@ -272,6 +272,22 @@ def cosines(pool: CandidatePool, query_vector: np.ndarray | None,
     return pool.cosine(both) * (float(np.linalg.norm(both)) / 2.0)
 
 
+def nameless_vector(query: str | None, pool: CandidatePool, query_vector: np.ndarray | None,
+                    embed: Callable[[list[str]], np.ndarray]) -> np.ndarray | None:
+    """The vector of the query without the speakers it names (nameless_query), as the
+    query's vector less its component along each name's own vector, length 1. The
+    names' vectors are a backend's after their first compile (embedding.Embedder.recall),
+    where embedding the nameless text costs an encoder run per compile (~2.5 ms of CPU;
+    LoCoMo recall@10 0.805 with the nameless text's own vector, 0.801 with this)."""
+    if query_vector is None or nameless_query(query, pool) is None:
+        return None
+    v = np.asarray(query_vector, dtype=np.float64)
+    for u in embed([w for w in query_words(query) if w in pool.speakers]).astype(np.float64):
+        v = v - (v @ u) * u
+    n = float(np.linalg.norm(v))
+    return v / n if n > 0 else None
+
+
 def nameless_query(query: str | None, pool: CandidatePool) -> str | None:
     """The query without the speakers it names, when it names some and says more
     (retrieval.without_names). Half of the content match is to this text: the full

@@ -207,6 +207,13 @@ def test_the_nameless_query_is_half_of_the_content_match():
     pool.speakers = frozenset({"tim", "maria"})
     assert phases.nameless_query("What did Tim read?", pool) == "What did read?"
     assert phases.nameless_query("What did Sam read?", pool) is None
+    # its vector: the query's less its component along the name's, length 1
+    names = {"tim": [0.0, 1.0], "maria": [1.0, 0.0]}
+    embed = lambda texts: np.array([names[t] for t in texts], dtype=np.float32)
+    got = phases.nameless_vector("What did Tim read?", pool, np.array([0.6, 0.8]), embed)
+    assert got == pytest.approx([1.0, 0.0])
+    assert phases.nameless_vector("What did Sam read?", pool, np.array([0.6, 0.8]), embed) is None
+    assert phases.nameless_vector("What did Tim read?", pool, None, embed) is None
 
 
 def test_fusion_keeps_what_fills_the_room_twice_plus_pinned_trigram_and_frequent():
