@@ -418,8 +418,9 @@ def nearby_best(content: np.ndarray, same_session: np.ndarray, k: int = CONTEXT_
     best = np.zeros(n)
     for d in range(1, min(k, n - 1) + 1):
         same = session[d:] == session[:-d]
-        best[d:] = np.maximum(best[d:], np.where(same, content[:-d], 0.0))
-        best[:-d] = np.maximum(best[:-d], np.where(same, content[d:], 0.0))
+        # (content is >= 0: times the mask, in place, is a third of np.where's cost)
+        np.maximum(best[d:], content[:-d] * same, out=best[d:])
+        np.maximum(best[:-d], content[d:] * same, out=best[:-d])
     return best
 
 
