@@ -126,6 +126,9 @@ class CandidatePool:
     scope_hidden: int = 0
     # the pool's messages' speakers (lower-cased names)
     speakers: frozenset[str] = frozenset()
+    # per message: its turn_index in its session (None: the pool holds every turn, in
+    # order; a recall index's pool holds the found turns and their neighbours alone)
+    message_turn: np.ndarray | None = None
     # bool per member: its text holds a word that dates something (temporal.TIME_WORDS,
     # looked up for a question that asks when; else all False)
     dated: np.ndarray | None = None
@@ -247,6 +250,7 @@ def message_pool(parts: list[MessagePart], idf, avgdl: float, allowed: tuple[str
         return {"scope_hidden": 0, "dated": np.zeros(0, dtype=bool),
                 "message_ids": np.zeros(0, dtype=np.int64), "message_created": empty,
                 "same_session": np.zeros(0, dtype=bool), "floor_tokens": np.zeros(0, dtype=np.int64),
+                "message_turn": np.zeros(0, dtype=np.int64),
                 "bm25": empty, "tag_match": np.zeros(0, dtype=bool), "embedded": np.zeros(0, dtype=np.int64),
                 "vectors": [], "vector_rows": np.zeros(0, dtype=np.int64), "norms": empty}
     cat = np.concatenate
@@ -286,13 +290,15 @@ def message_pool(parts: list[MessagePart], idf, avgdl: float, allowed: tuple[str
     norms = cat([p.norms for p in parts])
 
     order = np.flatnonzero(keep)
-    order = order[np.lexsort((ids[order], cat([p.turn_index for p in parts])[order], session[order]))]
+    turns = cat([p.turn_index for p in parts])
+    order = order[np.lexsort((ids[order], turns[order], session[order]))]
     has_vector = embedded[order]
     return {
         "scope_hidden": int(np.count_nonzero(scoped_out & permitted)),
         "message_ids": ids[order], "message_created": created[order],
         "same_session": np.concatenate([[False], session[order][1:] == session[order][:-1]])
         if len(order) else np.zeros(0, dtype=bool),
+        "message_turn": turns[order].astype(np.int64),
         "floor_tokens": floor[order].astype(np.int64), "bm25": lexical[order], "tag_match": tag[order],
         "dated": dated[order],
         "embedded": np.flatnonzero(has_vector),
@@ -358,7 +364,8 @@ def fuse_candidates(pool: CandidatePool, cosine: np.ndarray, w: dict, room: int,
         after[:-1] = np.where(pool.same_session[1:], turn[1:], 0.0)
     relevance = rel0.copy()
     relevance[n_mem:] += (w["neighbour"] * np.maximum(before, after)
-                          + w["context"] * nearby_best(np.minimum(1.0, content[n_mem:]), pool.same_session)
+                          + w["context"] * nearby_best(np.minimum(1.0, content[n_mem:]), pool.same_session,
+                                                       pool.message_turn)
                           + w["length"] * length_prior(pool.floor_tokens[n_mem:]))
     ids = np.concatenate([pool.memory_ids, pool.message_ids])
     # one tie-breaking key: memories (0) before messages (1), then the lower id
@@ -409,15 +416,19 @@ CONTEXT_TURNS = 3
 LENGTH_PRIOR_CLIP = 2.0
 
 
-def nearby_best(content: np.ndarray, same_session: np.ndarray, k: int = CONTEXT_TURNS) -> np.ndarray:
+def nearby_best(content: np.ndarray, same_session: np.ndarray, turn: np.ndarray | None = None,
+                k: int = CONTEXT_TURNS) -> np.ndarray:
     """The best content match among the k turns before and the k after each message,
     within its session (messages in session and turn order; same_session: same
-    session as the message before)."""
+    session as the message before; turn: their turn indexes, where the pool may lack
+    turns between them, None where it lacks none)."""
     session = np.cumsum(~same_session)
     n = len(content)
     best = np.zeros(n)
     for d in range(1, min(k, n - 1) + 1):
         same = session[d:] == session[:-d]
+        if turn is not None:
+            same &= turn[d:] - turn[:-d] <= k
         # (content is >= 0: times the mask, in place, is a third of np.where's cost)
         np.maximum(best[d:], content[:-d] * same, out=best[d:])
         np.maximum(best[:-d], content[d:] * same, out=best[:-d])

@@ -79,7 +79,7 @@ def candidate_pool(r: dict, segments: list[dict], channel: str, as_of_epoch: flo
 
     return CandidatePool(
         memory_ids=mem_ids, message_ids=msg["message_ids"], message_created=msg["message_created"],
-        same_session=msg["same_session"], floor_tokens=arr("floor", np.int64, msg["floor_tokens"]),
+        same_session=msg["same_session"], message_turn=msg["message_turn"], floor_tokens=arr("floor", np.int64, msg["floor_tokens"]),
         bm25=np.concatenate([bm25(n_mem, r["mem_hit_rows"], r["mem_hit_terms"], idf,
                                   r["mem_doc_length"] or [], avgdl), msg["bm25"]]),
         tag_match=arr("tag", bool, msg["tag_match"]), trigram=arr("trgm", np.float64),

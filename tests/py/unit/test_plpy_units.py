@@ -147,8 +147,12 @@ def test_the_turns_around_a_match_share_its_context_within_their_session():
     assert got[41] == pytest.approx((w["neighbour"] + w["context"]) * match)
     assert all(got[40 + i] == pytest.approx(w["context"] * match) for i in range(2, k + 1))
     assert got[40 + k + 1] == 0.0 and got[60] == 0.0
-    assert retrieval.nearby_best(np.array([0.5, 0.1, 0.9]), np.array([False, True, False]), 3).tolist() == \
+    assert retrieval.nearby_best(np.array([0.5, 0.1, 0.9]), np.array([False, True, False]), k=3).tolist() == \
         [0.1, 0.5, 0.0]
+    # a pool that lacks the turns between (a recall index's): turns 0, 1 and 9 of one
+    # session; the ninth is too far from the others to lend or borrow
+    assert retrieval.nearby_best(np.array([0.5, 0.1, 0.9]), np.array([False, True, True]),
+                                 np.array([0, 1, 9]), k=3).tolist() == [0.1, 0.5, 0.0]
 
 
 def test_a_long_turn_outranks_a_short_one_that_matches_as_well():
