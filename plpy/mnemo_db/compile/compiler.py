@@ -138,8 +138,9 @@ class Compiler:
                                           lambda: pending.result()[0] if pending else None)
         watch.lap("lexical")
         query_vector = pending.result()[0] if pending else None
+        nameless_vector = phases.nameless_vector(query, pool, query_vector, self.embedder.embed)
         watch.lap("embedding_wait")
-        cosine = phases.cosines(pool, query_vector)
+        cosine = phases.cosines(pool, query_vector, nameless_vector)
         watch.lap("vector")
         candidates = phases.read_candidates(db, session, plan, pool, cosine)
         watch.lap("candidates")

@@ -44,7 +44,14 @@ from .policy import (
     memory_share,
     weights_for,
 )
-from .retrieval import CandidatePool, fuse_candidates, query_words, recall_k, recalled
+from .retrieval import (
+    CandidatePool,
+    fuse_candidates,
+    query_words,
+    recall_k,
+    recalled,
+    without_names,
+)
 from .temporal import TIME_WORDS, date_ranges, temporal_intent
 
 
@@ -260,9 +267,44 @@ def vector_text(vector: np.ndarray) -> str:
     return "[" + ",".join(map(repr, np.asarray(vector, dtype=np.float32).tolist())) + "]"
 
 
-def cosines(pool: CandidatePool, query_vector: np.ndarray | None) -> np.ndarray:
-    """Each pool member's cosine to the query (NaN: no vector, or no query)."""
-    return pool.cosine(query_vector) if query_vector is not None else np.full(pool.size, np.nan)
+def cosines(pool: CandidatePool, query_vector: np.ndarray | None,
+            nameless_vector: np.ndarray | None = None) -> np.ndarray:
+    """Each pool member's cosine to the query (NaN: no vector, or no query); with the
+    vector of the query without the speakers it names (retrieval.without_names), the
+    mean of the two cosines. (Both vectors have length 1: that mean is the cosine to
+    their sum times half its length, one pass over the pool's vectors.)"""
+    if query_vector is None:
+        return np.full(pool.size, np.nan)
+    if nameless_vector is None:
+        return pool.cosine(query_vector)
+    both = np.asarray(query_vector, dtype=np.float64) + np.asarray(nameless_vector, dtype=np.float64)
+    return pool.cosine(both) * (float(np.linalg.norm(both)) / 2.0)
+
+
+def nameless_vector(query: str | None, pool: CandidatePool, query_vector: np.ndarray | None,
+                    embed: Callable[[list[str]], np.ndarray]) -> np.ndarray | None:
+    """The vector of the query without the speakers it names (nameless_query), as the
+    query's vector less its component along each name's own vector, length 1. The
+    names' vectors are a backend's after their first compile (embedding.Embedder.recall),
+    where embedding the nameless text costs an encoder run per compile (~2.5 ms of CPU;
+    LoCoMo recall@10 0.805 with the nameless text's own vector, 0.801 with this)."""
+    if query_vector is None or nameless_query(query, pool) is None:
+        return None
+    v = np.asarray(query_vector, dtype=np.float64)
+    for u in embed([w for w in query_words(query) if w in pool.speakers]).astype(np.float64):
+        v = v - (v @ u) * u
+    n = float(np.linalg.norm(v))
+    return v / n if n > 0 else None
+
+
+def nameless_query(query: str | None, pool: CandidatePool) -> str | None:
+    """The query without the speakers it names, when it names some and says more
+    (retrieval.without_names). Half of the content match is to this text: the full
+    query's vector alone leans to the lines that name the person, mostly said to
+    them ("Thanks, Tim!"), over what the person said. Half, not all of it: a name can
+    be what a line is about (LoCoMo recall@10, multi-hop: 0.472 with the full query,
+    0.497 with the nameless one alone, 0.501 with both)."""
+    return without_names(query, pool.speakers)
 
 
 def recall_scope(session: Session, pool: CandidatePool) -> dict:

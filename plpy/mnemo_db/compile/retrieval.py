@@ -24,6 +24,33 @@ def query_words(query: str | None) -> list[str]:
     return sorted({w.lower().strip(".-") for w in _WORD_RE.findall(query or "")} - {""})
 
 
+# a name and the possessive that may follow it ("Tim's", "Tim’s")
+_POSSESSIVE_RE = re.compile(r"['’]s\b")
+
+
+def without_names(query: str | None, names) -> str | None:
+    """The query without the words that name one of `names` (lower-cased speakers),
+    or None when it names none of them or is nothing else. A speaker is who said a
+    turn, not what it says: the tag bonus counts who, and the name in the query's
+    vector only pulls it towards the lines that name the person (mostly said to
+    them, "Thanks, Tim!"), away from what the person said."""
+    if not query or not names:
+        return None
+    kept, at, dropped = [], 0, False
+    for m in _WORD_RE.finditer(query):
+        if m.group().lower().strip(".-") in names:
+            kept.append(query[at:m.start()])
+            at = m.end()
+            possessive = _POSSESSIVE_RE.match(query, at)
+            if possessive:
+                at = possessive.end()
+            dropped = True
+    if not dropped:
+        return None
+    text = " ".join("".join(kept + [query[at:]]).split())
+    return text if _WORD_RE.search(text) else None
+
+
 def trigram_query(query: str | None, words: list[str]) -> str | None:
     """The query for trigram word similarity: a short one only."""
     return query if len(words) <= TRIGRAM_MAX_QUERY_WORDS else None
@@ -97,6 +124,11 @@ class CandidatePool:
     # messages the reader could have recalled but for belonging to another agent
     # (message_pool's scope_hidden)
     scope_hidden: int = 0
+    # the pool's messages' speakers (lower-cased names)
+    speakers: frozenset[str] = frozenset()
+    # per message: its turn_index in its session (None: the pool holds every turn, in
+    # order; a recall index's pool holds the found turns and their neighbours alone)
+    message_turn: np.ndarray | None = None
     # bool per member: its text holds a word that dates something (temporal.TIME_WORDS,
     # looked up for a question that asks when; else all False)
     dated: np.ndarray | None = None
@@ -218,6 +250,7 @@ def message_pool(parts: list[MessagePart], idf, avgdl: float, allowed: tuple[str
         return {"scope_hidden": 0, "dated": np.zeros(0, dtype=bool),
                 "message_ids": np.zeros(0, dtype=np.int64), "message_created": empty,
                 "same_session": np.zeros(0, dtype=bool), "floor_tokens": np.zeros(0, dtype=np.int64),
+                "message_turn": np.zeros(0, dtype=np.int64),
                 "bm25": empty, "tag_match": np.zeros(0, dtype=bool), "embedded": np.zeros(0, dtype=np.int64),
                 "vectors": [], "vector_rows": np.zeros(0, dtype=np.int64), "norms": empty}
     cat = np.concatenate
@@ -257,13 +290,15 @@ def message_pool(parts: list[MessagePart], idf, avgdl: float, allowed: tuple[str
     norms = cat([p.norms for p in parts])
 
     order = np.flatnonzero(keep)
-    order = order[np.lexsort((ids[order], cat([p.turn_index for p in parts])[order], session[order]))]
+    turns = cat([p.turn_index for p in parts])
+    order = order[np.lexsort((ids[order], turns[order], session[order]))]
     has_vector = embedded[order]
     return {
         "scope_hidden": int(np.count_nonzero(scoped_out & permitted)),
         "message_ids": ids[order], "message_created": created[order],
         "same_session": np.concatenate([[False], session[order][1:] == session[order][:-1]])
         if len(order) else np.zeros(0, dtype=bool),
+        "message_turn": turns[order].astype(np.int64),
         "floor_tokens": floor[order].astype(np.int64), "bm25": lexical[order], "tag_match": tag[order],
         "dated": dated[order],
         "embedded": np.flatnonzero(has_vector),
@@ -280,7 +315,14 @@ def fuse_candidates(pool: CandidatePool, cosine: np.ndarray, w: dict, room: int,
     plus, for a message, `neighbour` times the better of the turns just before and
     after it in its session, without their tag bonus (a reply means little without
     the turn it answers; who said that turn is not the reply's speaker),
-    less the diversity discount (diversify). The dated bonus goes to a member whose
+    plus `context` times the best content match among the CONTEXT_TURNS turns either
+    side (nearby_best: a turn in the part of a conversation that is about the
+    question is likelier to hold its answer than one as close to the question said
+    elsewhere; the evidence for a broad question is such turns, each a weak match),
+    plus `length` times its length prior (length_prior: a short turn, "Wow, cool!",
+    or a question back, says little that could answer anything, while a long one's
+    vector is spread over all it says and BM25 discounts its length, so both
+    understate its match), less the diversity discount (diversify). The dated bonus goes to a member whose
     text dates something, for a question that asks when (`asks_when`, pool.dated);
     the date range bonus to one said within a date range the query names
     (`date_ranges`, temporal.date_ranges), or said up to DATED_REACH_DAYS after it
@@ -321,7 +363,10 @@ def fuse_candidates(pool: CandidatePool, cosine: np.ndarray, w: dict, room: int,
         before[1:] = np.where(pool.same_session[1:], turn[:-1], 0.0)
         after[:-1] = np.where(pool.same_session[1:], turn[1:], 0.0)
     relevance = rel0.copy()
-    relevance[n_mem:] += w["neighbour"] * np.maximum(before, after)
+    relevance[n_mem:] += (w["neighbour"] * np.maximum(before, after)
+                          + w["context"] * nearby_best(np.minimum(1.0, content[n_mem:]), pool.same_session,
+                                                       pool.message_turn)
+                          + w["length"] * length_prior(pool.floor_tokens[n_mem:]))
     ids = np.concatenate([pool.memory_ids, pool.message_ids])
     # one tie-breaking key: memories (0) before messages (1), then the lower id
     tie = np.concatenate([pool.memory_ids, pool.message_ids + (1 << 62)])
@@ -362,6 +407,41 @@ def fuse_candidates(pool: CandidatePool, cosine: np.ndarray, w: dict, room: int,
             "created_epoch": epoch if message else None,
         })
     return out
+
+
+# The turns either side of a message that tell what its conversation is about there
+# (fuse_candidates' `context`): a few, so that a long session's other topics do not.
+CONTEXT_TURNS = 3
+# The length prior's reach either side of the median turn: e^2, ~7 times longer or shorter.
+LENGTH_PRIOR_CLIP = 2.0
+
+
+def nearby_best(content: np.ndarray, same_session: np.ndarray, turn: np.ndarray | None = None,
+                k: int = CONTEXT_TURNS) -> np.ndarray:
+    """The best content match among the k turns before and the k after each message,
+    within its session (messages in session and turn order; same_session: same
+    session as the message before; turn: their turn indexes, where the pool may lack
+    turns between them, None where it lacks none)."""
+    session = np.cumsum(~same_session)
+    n = len(content)
+    best = np.zeros(n)
+    for d in range(1, min(k, n - 1) + 1):
+        same = session[d:] == session[:-d]
+        if turn is not None:
+            same &= turn[d:] - turn[:-d] <= k
+        # (content is >= 0: times the mask, in place, is a third of np.where's cost)
+        np.maximum(best[d:], content[:-d] * same, out=best[d:])
+        np.maximum(best[:-d], content[d:] * same, out=best[:-d])
+    return best
+
+
+def length_prior(floor_tokens: np.ndarray) -> np.ndarray:
+    """Each message's length against the pool's median, as a log ratio within
+    +-LENGTH_PRIOR_CLIP (a long message's floor is its stub: bounded anyway)."""
+    if not len(floor_tokens):
+        return np.zeros(0)
+    n = np.asarray(floor_tokens, dtype=np.float64) + 1.0
+    return np.clip(np.log(n / np.median(n)), -LENGTH_PRIOR_CLIP, LENGTH_PRIOR_CLIP)
 
 
 # How many of the most relevant members diversify re-ranks.

@@ -79,7 +79,7 @@ def candidate_pool(r: dict, segments: list[dict], channel: str, as_of_epoch: flo
 
     return CandidatePool(
         memory_ids=mem_ids, message_ids=msg["message_ids"], message_created=msg["message_created"],
-        same_session=msg["same_session"], floor_tokens=arr("floor", np.int64, msg["floor_tokens"]),
+        same_session=msg["same_session"], message_turn=msg["message_turn"], floor_tokens=arr("floor", np.int64, msg["floor_tokens"]),
         bm25=np.concatenate([bm25(n_mem, r["mem_hit_rows"], r["mem_hit_terms"], idf,
                                   r["mem_doc_length"] or [], avgdl), msg["bm25"]]),
         tag_match=arr("tag", bool, msg["tag_match"]), trigram=arr("trgm", np.float64),
@@ -88,7 +88,7 @@ def candidate_pool(r: dict, segments: list[dict], channel: str, as_of_epoch: flo
         vectors=[embedding.from_pgvector_bytes(r["mem_embeddings"], n_mem_vectors)] + msg["vectors"],
         vector_rows=np.concatenate([np.arange(n_mem_vectors), n_mem_vectors + msg["vector_rows"]]),
         norms=np.concatenate([np.asarray(r["mem_norm"] or [], dtype=np.float64)[mem_embedded], msg["norms"]]),
-        scope_hidden=msg["scope_hidden"],
+        scope_hidden=msg["scope_hidden"], speakers=frozenset(speakers),
         dated=np.concatenate([holding(n_mem, r["mem_hit_rows"], r["mem_hit_terms"], time_terms), msg["dated"]]),
         event_epoch=np.concatenate([np.asarray(r["mem_valid_from"] or [], dtype=np.float64),
                                     msg["message_created"]]))

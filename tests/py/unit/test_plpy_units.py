@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from mnemo_db import embedding, excerpt, tokens
-from mnemo_db.compile import packing, policy, retrieval
+from mnemo_db.compile import packing, phases, policy, retrieval
 from mnemo_db.compile.retrieval import CandidatePool
 from mnemo_db.formation import Former
 from mnemo_db.timestamps import utc_datetime
@@ -109,9 +109,11 @@ def test_fusion_follows_the_formula_and_lends_relevance_to_neighbour_turns_only(
     got = {c["source"]: c for c in retrieval.fuse_candidates(pool, cosine, w, room=1000)}
     rel = lambda cos, bm: (1 - w["lexical"]) * max(cos, 0) + w["lexical"] * bm / 4.0
     assert got["mem:1"]["relevance"] == rel(0.5, 2.0)
-    # msg:10's neighbour in its session is msg:11 (no embedding: cosine counts as 0)
-    assert got["msg:10"]["relevance"] == rel(0.2, 0) + w["neighbour"] * rel(0, 4.0)
-    assert got["msg:11"]["relevance"] == rel(0, 4.0) + w["neighbour"] * rel(0.2, 0)
+    # msg:10's neighbour in its session is msg:11 (no embedding: cosine counts as 0),
+    # the best turn near it as well (context)
+    lent = w["neighbour"] + w["context"]
+    assert got["msg:10"]["relevance"] == pytest.approx(rel(0.2, 0) + lent * rel(0, 4.0))
+    assert got["msg:11"]["relevance"] == pytest.approx(rel(0, 4.0) + lent * rel(0.2, 0))
     # msg:12 is in another session: no neighbour, and a negative cosine counts as 0
     assert got["msg:12"]["relevance"] == 0.0
     assert "vector" in got["mem:1"]["retrievers"] and "fulltext" in got["msg:11"]["retrievers"]
@@ -127,8 +129,46 @@ def test_a_turn_lends_its_neighbours_what_it_says_not_who_said_it():
     cosine = np.array([0.4, 0.3])
     got = {c["source"]: c["relevance"] for c in retrieval.fuse_candidates(pool, cosine, w, room=1000)}
     content = lambda cos: (1 - w["lexical"]) * cos
-    assert got["msg:20"] == content(0.4) + w["tag_bonus"] + w["neighbour"] * content(0.3)
-    assert got["msg:21"] == content(0.3) + w["neighbour"] * content(0.4)
+    lent = w["neighbour"] + w["context"]
+    assert got["msg:20"] == pytest.approx(content(0.4) + w["tag_bonus"] + lent * content(0.3))
+    assert got["msg:21"] == pytest.approx(content(0.3) + lent * content(0.4))
+
+
+def test_the_turns_around_a_match_share_its_context_within_their_session():
+    """A turn up to CONTEXT_TURNS from a close match gains `context` times that match
+    (its neighbours `neighbour` as well); a turn further away or in another session
+    gains nothing."""
+    w = policy.weights_for(None)
+    k = retrieval.CONTEXT_TURNS
+    pool = _pool(messages=[{"id": 40 + i, "session": "a"} for i in range(k + 2)] + [{"id": 60, "session": "b"}])
+    cosine = np.array([0.8] + [0.0] * (k + 1) + [0.0])
+    got = {c["id"]: c["relevance"] for c in retrieval.fuse_candidates(pool, cosine, w, room=1000)}
+    match = (1 - w["lexical"]) * 0.8
+    assert got[41] == pytest.approx((w["neighbour"] + w["context"]) * match)
+    assert all(got[40 + i] == pytest.approx(w["context"] * match) for i in range(2, k + 1))
+    assert got[40 + k + 1] == 0.0 and got[60] == 0.0
+    assert retrieval.nearby_best(np.array([0.5, 0.1, 0.9]), np.array([False, True, False]), k=3).tolist() == \
+        [0.1, 0.5, 0.0]
+    # a pool that lacks the turns between (a recall index's): turns 0, 1 and 9 of one
+    # session; the ninth is too far from the others to lend or borrow
+    assert retrieval.nearby_best(np.array([0.5, 0.1, 0.9]), np.array([False, True, True]),
+                                 np.array([0, 1, 9]), k=3).tolist() == [0.1, 0.5, 0.0]
+
+
+def test_a_long_turn_outranks_a_short_one_that_matches_as_well():
+    """"Wow, cool!" says little that could answer anything; a long turn's vector is
+    spread over all it says: as close a match, the longer turn ranks first, by
+    `length` times its log length ratio to the median turn, within the clip."""
+    w = policy.weights_for(None)
+    pool = _pool(messages=[{"id": 70, "session": "a", "floor": 4}, {"id": 71, "session": "b", "floor": 9},
+                           {"id": 72, "session": "c", "floor": 39}, {"id": 73, "session": "d", "floor": 9999}])
+    got = {c["id"]: c["relevance"] for c in retrieval.fuse_candidates(pool, np.full(4, 0.5), w, room=1000)}
+    assert got[73] > got[72] > got[71] > got[70]
+    prior = retrieval.length_prior(pool.floor_tokens)
+    assert prior[2] - prior[1] == pytest.approx(np.log(40 / 10))
+    assert prior[3] == pytest.approx(retrieval.LENGTH_PRIOR_CLIP)
+    assert got[72] - got[71] == pytest.approx(w["length"] * np.log(4))
+    assert retrieval.length_prior(np.zeros(0, dtype=np.int64)).size == 0
 
 
 def test_a_named_speaker_is_a_tie_breaker_not_a_topic():
@@ -141,6 +181,43 @@ def test_a_named_speaker_is_a_tie_breaker_not_a_topic():
     cosine = np.array([0.30, 0.10, 0.55])  # 32: the other speaker, on the question's topic
     got = {c["source"]: c["relevance"] for c in retrieval.fuse_candidates(pool, cosine, w, room=1000)}
     assert got["msg:32"] > got["msg:30"] and got["msg:32"] > got["msg:31"]
+
+
+def test_the_query_without_the_speakers_it_names():
+    named = {"tim", "joanna"}
+    assert retrieval.without_names("What books has Tim read?", named) == "What books has read?"
+    assert retrieval.without_names("What is Tim's favourite book?", named) == "What is favourite book?"
+    assert retrieval.without_names("When did Tim’s dog die?", named) == "When did dog die?"
+    assert retrieval.without_names("Did Joanna and Tim meet?", named) == "Did and meet?"
+    # a word that only starts like a name, no name, nothing but the name, no names
+    assert retrieval.without_names("Where is the timber?", named) is None
+    assert retrieval.without_names("Tim?", named) is None
+    assert retrieval.without_names("What books has Tim read?", set()) is None
+    assert retrieval.without_names(None, named) is None
+
+
+def test_the_nameless_query_is_half_of_the_content_match():
+    """cosines with the nameless query's vector: the mean of the two cosines, as one
+    pass over the pool's vectors; the pool knows which of the query's words name a
+    speaker (rows.candidate_pool)."""
+    pool = _pool(memories=[{"id": 1}, {"id": 2}, {"id": 3}])
+    v = np.array([[1.0, 0.0], [0.6, 0.8], [0.0, 2.0]], dtype=np.float32)
+    pool.embedded, pool.vectors, pool.norms = np.arange(3), [v], np.linalg.norm(v, axis=1)
+    q, nameless = np.array([1.0, 0.0]), np.array([0.0, 1.0])
+    got = phases.cosines(pool, q, nameless)
+    assert got == pytest.approx((pool.cosine(q) + pool.cosine(nameless)) / 2)
+    assert phases.cosines(pool, q, None).tolist() == pool.cosine(q).tolist()
+    assert np.isnan(phases.cosines(pool, None, nameless)).all()
+    pool.speakers = frozenset({"tim", "maria"})
+    assert phases.nameless_query("What did Tim read?", pool) == "What did read?"
+    assert phases.nameless_query("What did Sam read?", pool) is None
+    # its vector: the query's less its component along the name's, length 1
+    names = {"tim": [0.0, 1.0], "maria": [1.0, 0.0]}
+    embed = lambda texts: np.array([names[t] for t in texts], dtype=np.float32)
+    got = phases.nameless_vector("What did Tim read?", pool, np.array([0.6, 0.8]), embed)
+    assert got == pytest.approx([1.0, 0.0])
+    assert phases.nameless_vector("What did Sam read?", pool, np.array([0.6, 0.8]), embed) is None
+    assert phases.nameless_vector("What did Tim read?", pool, None, embed) is None
 
 
 def test_fusion_keeps_what_fills_the_room_twice_plus_pinned_trigram_and_frequent():
