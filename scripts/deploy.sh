@@ -59,7 +59,10 @@ for f in sql/functions/*.sql; do [[ " ${early[*]} " == *" $f "* ]] || late+=("$f
 load_routines "${late[@]}"
 log "$(( ${#early[@]} + ${#late[@]} )) routine files loaded (${#early[@]} before the migrations)"
 
-"${PSQL[@]}" -c 'SET client_min_messages = warning' -f sql/grants.sql
+# One transaction: the file revokes every privilege, then grants each one back; run
+# statement by statement, the applications of a live server were refused the API
+# (permission denied for function ...) between the two, at every deploy.
+"${PSQL[@]}" -1 -c 'SET client_min_messages = warning' -f sql/grants.sql
 
 # Where PL/Python finds the plpy/ package, its modules and the model, on the server's
 # disk. A server whose code is already installed (a container, a server deployed from

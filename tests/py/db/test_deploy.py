@@ -131,3 +131,33 @@ def test_each_listed_sweep_has_its_batch_and_its_pg_cron_job():
     for sweep, python, command, sql_batch in rows:
         assert (command or "").startswith(f"CALL mnemo.run_sweep('{sweep}'"), sweep
         assert (hasattr(Sweeps, f"{sweep}_batch"), sql_batch) == ((True, False) if python else (False, True)), sweep
+
+
+def test_applications_keep_the_api_while_a_deploy_runs(installed_paths):
+    """grants.sql revokes every privilege of the project roles, then grants each back;
+    a deploy runs it in one transaction, so neither an application nor the API routines (which run as mnemo_api_owner) is ever refused
+    in between (run statement by statement, a live server's clients got 'permission
+    denied for function' during every deploy)."""
+    import threading
+
+    refused: list[str] = []
+    done = threading.Event()
+
+    def watch() -> None:
+        with psycopg.connect(DSN, autocommit=True) as conn:
+            while not done.is_set():
+                ok = conn.execute("SELECT has_function_privilege('mnemo_app', 'mnemo.embed(text)', 'EXECUTE') "
+                                  "AND has_function_privilege('mnemo_api_owner', 'mnemo_internal.enter_tenant(text)', "
+                                  "'EXECUTE')").fetchone()[0]
+                if not ok:
+                    refused.append("refused")
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        result = deploy()
+    finally:
+        done.set()
+        watcher.join()
+    assert result.returncode == 0, result.stderr
+    assert not refused, f"the API was refused {len(refused)} times during the deploy"
