@@ -19,6 +19,13 @@ compile_context is evaluated again at 1k and 2k. A memory in the context recalls
 dia_ids of the messages it was extracted from (its source_message_ids), at full or
 detail fidelity like a turn. The JSON line gains "with_memories".
 
+--recall-index: every tenant gets a recall index (mnemo_internal.sync_recall_index,
+what the segments sweep gives a tenant past recall_index_min_messages) once its turns
+are sealed, so that its compiles read a large tenant's way: the k nearest and k best
+lexical items with their neighbour turns, not the whole history. A LoCoMo
+conversation (~600 turns) is then several times k at the small budgets: a run with
+and one without it show whether that read loses evidence (issue 27).
+
 Prints per-category tables and ends with one JSON line.
 """
 
@@ -112,6 +119,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--conversations", type=int, default=10, help="how many of the 10 to use")
     ap.add_argument("--questions", type=int, default=0, help="limit questions per conversation")
+    ap.add_argument("--recall-index", action="store_true",
+                    help="give every tenant a recall index (a large tenant's read path) before evaluating")
     args = ap.parse_args()
     with open(DATA) as f:
         data = json.load(f)[: args.conversations]
@@ -132,6 +141,9 @@ def main() -> int:
             # sealed into retrieval segments, as pg_cron's 'segments' sweep would within a minute
             for _, tenant, _ in tenants:
                 conn.execute("SELECT mnemo_internal.build_message_segments(%s)", (tenant,))
+                if args.recall_index:
+                    # as the segments sweep gives one to a tenant past recall_index_min_messages
+                    conn.execute("SELECT mnemo_internal.sync_recall_index(%s, 1)", (tenant,))
             print(f"ingest + embeddings + segments: {time.perf_counter() - t0:.1f} s", flush=True)
             for sample, tenant, ids in tenants:
                 evaluate(db, conn, sample, tenant, ids, scores, latencies, args.questions)
@@ -142,7 +154,7 @@ def main() -> int:
                 print(f"evaluated {sample['sample_id']} with memories", flush=True)
         finally:
             conn.execute("UPDATE cron.job SET active = true WHERE jobname = 'mnemo-run-jobs'")
-    return report(scores, latencies, formation)
+    return report(scores, latencies, formation, args.recall_index)
 
 
 def extract_memories(conn: psycopg.Connection, tenants: list[str]) -> dict:
@@ -246,7 +258,8 @@ def evaluate(db, conn, sample, tenant, ids, scores, latencies, limit) -> None:
                 scores.add(name, str(b), cat, evidence, got, used)
 
 
-def report(scores: Scores, latencies: list[float], formation: dict | None = None) -> int:
+def report(scores: Scores, latencies: list[float], formation: dict | None = None,
+           recall_index: bool = False) -> int:
     methods = ("mnemosyne", "last_n", "vector", "fts")
     settings = [str(b) for b in BUDGETS] + [f"@{k}" for k in KS]
     print("\nEvidence recall without category 5 (with category 5 in brackets)")
@@ -286,6 +299,7 @@ def report(scores: Scores, latencies: list[float], formation: dict | None = None
             wm[str(b)] = {"turns": before, "memories": after, "delta_points": round(100 * (after - before), 1)}
         wm["extraction"] = formation
         line["with_memories"] = wm
+    line["recall_index"] = recall_index
     line["latency_p50_ms"] = round(pct(latencies, .5), 2)
     line["latency_p95_ms"] = round(pct(latencies, .95), 2)
     print(json.dumps(line))
