@@ -21,8 +21,12 @@ BEGIN
     hit_terms := '{}';
     hit_rows := '{}';
     FOR k IN 1 .. coalesce(cardinality(p_query), 0) LOOP
-        v_i := array_position(p_lexemes, p_query[k]);
-        CONTINUE WHEN v_i IS NULL;
+        -- a binary search: p_lexemes is sorted (message_segment orders it), and
+        -- width_bucket finds the last element not above the operand; array_position
+        -- compared with each lexeme in turn, ~24 us a query lexeme in a segment of
+        -- ~1,000 lexemes (a question that asks "when" looks up ~48 in each segment)
+        v_i := width_bucket(p_query[k], p_lexemes);
+        CONTINUE WHEN NOT coalesce(v_i > 0 AND p_lexemes[v_i] = p_query[k], false);
         v_from := p_posting_offsets[v_i] + 1;
         v_to := p_posting_offsets[v_i + 1];
         hit_rows := hit_rows || p_postings[v_from:v_to];

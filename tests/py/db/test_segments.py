@@ -185,3 +185,40 @@ def test_one_tenant_never_reads_anothers_segments(db, tenant):
             assert app.execute("SELECT count(*) FROM mnemo.message_segments").fetchone()[0] == 0
     finally:
         db.conn.execute("DELETE FROM mnemo.message_segments WHERE tenant_id = %s", (other,))
+
+
+def test_segment_hits_finds_each_query_lexeme_in_a_sealed_segment(db, tenant):
+    """segment_hits looks each query lexeme up by binary search in the segment's
+    sorted lexemes: every lexeme the segment holds is found, with its postings in
+    query order, whether it sorts first, last or between; one sorting before the
+    first, after the last or between two, a NULL and a repeat behave as a plain scan
+    of the lexemes would have them (absent, absent, absent, skipped, twice)."""
+    _conversation(db, tenant, sessions=2, turns=6)
+    build(db, tenant)
+    lexemes, offsets, postings = db.conn.execute(
+        "SELECT lexemes, posting_offsets, postings FROM mnemo.message_segments WHERE tenant_id = %s",
+        (tenant,)).fetchone()
+    assert lexemes == sorted(lexemes) and len(lexemes) > 10
+
+    def expected(query):
+        terms, rows = [], []
+        for k, q in enumerate(query):
+            if q in lexemes:
+                i = lexemes.index(q)
+                found = postings[offsets[i]:offsets[i + 1]]
+                rows += found
+                terms += [k] * len(found)
+        return (terms or None, rows or None)
+
+    middle = lexemes[len(lexemes) // 2]
+    queries = [
+        [lexemes[0], lexemes[-1], middle, lexemes[1]],
+        ["", lexemes[0] + "0", middle + "zz", "~~~" + lexemes[-1], "zzzzzz"],
+        [None, middle, middle, lexemes[-1]],
+        [],
+        list(reversed(lexemes)),
+    ]
+    for query in queries:
+        got = db.conn.execute("SELECT hit_terms, hit_rows FROM mnemo_internal.segment_hits(%s, %s, %s, %s::text[])",
+                              (lexemes, offsets, postings, query)).fetchone()
+        assert got == expected(query), query
