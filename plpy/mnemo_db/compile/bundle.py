@@ -60,6 +60,17 @@ def visible_candidates(candidates: list[dict], channel: str) -> tuple[list[dict]
     return visible, omissions
 
 
+def noted_relevance(visible: list[dict], relevance: list[float]) -> list[float]:
+    """Each candidate's relevance, a memory's at least that of the candidate turns it
+    was written from (derived_from): a note says what its turn said, and the turn's
+    relevance also holds where it was said (its neighbours, the part of the
+    conversation about the question: retrieval.fuse_candidates), which the note read
+    alone cannot show. Packing then takes the cheaper of the two per token; when both
+    enter, the note goes (bundle.repeats_block)."""
+    of = {c["source"]: r for c, r in zip(visible, relevance) if c["source"].startswith("msg:")}
+    return [max([r] + [of[m] for m in c.get("derived_from") or () if m in of]) for c, r in zip(visible, relevance)]
+
+
 def candidate_items(visible: list[dict], weights: dict, now: datetime, previous_fidelity: dict[str, str],
                     line_counter: Callable[[list[str]], list[int]]) -> list[Item]:
     """Every visible candidate as an Item with all its fidelity options (packing then
@@ -67,7 +78,7 @@ def candidate_items(visible: list[dict], weights: dict, now: datetime, previous_
     caps the items and ranks them in the report, so the ranked list and the context
     agree."""
     max_access = max((c.get("access_count") or 0 for c in visible), default=0)
-    relevance = [relevance_of(c, weights) for c in visible]
+    relevance = noted_relevance(visible, [relevance_of(c, weights) for c in visible])
     scored = sorted(((score(c, weights, now, max_access, r), r, c) for c, r in zip(visible, relevance)),
                     key=lambda src: (-src[0], src[2]["source"]))
     best = max(relevance, default=0.0)
