@@ -14,6 +14,7 @@ Invariants (checked by tests/py/db/test_context_properties.py):
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -71,6 +72,24 @@ def noted_relevance(visible: list[dict], relevance: list[float]) -> list[float]:
     return [max([r] + [of[m] for m in c.get("derived_from") or () if m in of]) for c, r in zip(visible, relevance)]
 
 
+# The day an extracted note was said, closing its text (extract.py: "(said 8 May 2023)").
+_SAID_DAY = re.compile(r" \(said (\d{1,2} [A-Z][a-z]+ \d{4})\)$")
+
+
+def without_said_day(c: dict) -> dict:
+    """A memory whose text closes with the day it was said, that day being the one its
+    line goes under (the block's day line: packing.memory_lines), without it there:
+    the block says each day once. Its stored token counts are then counted again."""
+    said = _SAID_DAY.search(c["text"]) if c["source"].startswith("mem:") and c.get("created_at") else None
+    if said is None:
+        return c
+    try:
+        same = datetime.strptime(said.group(1), "%d %B %Y").date() == c["created_at"].date()
+    except ValueError:
+        return c
+    return {**c, "text": c["text"][:said.start()], "text_tokens": None} if same else c
+
+
 def candidate_items(visible: list[dict], weights: dict, now: datetime, previous_fidelity: dict[str, str],
                     line_counter: Callable[[list[str]], list[int]]) -> list[Item]:
     """Every visible candidate as an Item with all its fidelity options (packing then
@@ -82,6 +101,7 @@ def candidate_items(visible: list[dict], weights: dict, now: datetime, previous_
     scored = sorted(((score(c, weights, now, max_access, r), r, c) for c, r in zip(visible, relevance)),
                     key=lambda src: (-src[0], src[2]["source"]))
     best = max(relevance, default=0.0)
+    scored = [(s, r, without_said_day(c)) for s, r, c in scored]
     fulls, label_n = full_options([c for _, _, c in scored], line_counter)
     items = [candidate_item(c, s, r, weights, best, o, n, previous_fidelity.get(c["source"]))
              for (s, r, c), o, n in zip(scored, fulls, label_n)]

@@ -540,3 +540,20 @@ def test_a_note_is_as_relevant_as_the_turn_it_was_written_from():
     packing.pack_items(list(items.values()), items["mem:1"].options[0].tokens + 2)
     assert items["mem:1"].chosen == 0 and items["msg:1"].chosen is None
 
+
+@pytest.mark.parametrize("created, kept", [(datetime(2026, 3, 2, 18, tzinfo=UTC), False),
+                                           (datetime(2026, 3, 9, tzinfo=UTC), True)])
+def test_a_notes_said_day_is_written_once_on_its_day_line(created, kept):
+    """A memory's closing "(said 2 March 2026)" goes under the block's day line of that
+    day: the line leaves it out (and costs that much less); another day stays."""
+    from mnemo_db.compile import bundle
+    text = "Ana ran a charity race for mental health. (said 2 March 2026)"
+    c = {"source": "mem:1", "kind": "fact", "text": text, "relevance": 0.5, "created_at": created,
+         "confidence": 1.0, "provenance_type": "fact", "access_count": 0, "last_accessed_at": None,
+         "is_pinned": False, "levels": None, "role": None, "name": None, "text_tokens": (99, None, None, None),
+         "derived_from": frozenset()}
+    [item] = bundle.candidate_items([c], policy.DEFAULT_WEIGHTS, created, {}, packing.count_lines)
+    line = item.options[0]
+    assert ("(said 2 March 2026)" in line.text) is kept
+    if not kept:  # counted again, not the stored count of the text with the day
+        assert line.tokens == packing.line_tokens(line.text)
