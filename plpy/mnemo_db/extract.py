@@ -567,12 +567,40 @@ def _request(s: str, t: Turn) -> str | None:
     return what[:1].lower() + what[1:] if not what[:2].isupper() else what
 
 
+# What a note-taker leaves out of a statement, so that the note is shorter than what
+# was said: an opener that only ties it to the conversation ("Since we last chatted,",
+# "Actually,", "So"), and a last clause that only says how it was ("- it was really
+# rewarding", ", which is pretty exciting", "and it was so powerful"): a pronoun, a
+# linking verb and an evaluation naming nothing (at most one specific word, no name
+# or number). What happened stays, in the speaker's words.
+_OPENER = re.compile(
+    r"(?i)^(?:(?:since (?:we|I) (?:last )?(?:chatted|talked|spoke|caught up|saw each other)(?: last)?|actually"
+    r"|so|and|anyway|anyways|plus|also|by the way|oh yeah|honestly|basically|guess what)\b[,!:?]?\s+)+")
+_EVALUATION = re.compile(
+    r"(?i)(?:\s+[–—-]+\s*|-\s+|,\s+|,?\s+(?:and|but)\s+)(?P<c>(?:it|that|this|which|they|these|those)"
+    r"(?:'s|’s|'re|’re| is| was| are| were| has been| have been| had been| felt| feels| looks?| looked| sounds?"
+    r"| seemed| seems)\b[^.;!?–—,]*)[.!]*$")
+_INTENSIFIERS = frozenset(["pretty", "quite", "truly", "such", "totally", "incredibly", "extremely"])
+
+
+def compact(s: str) -> str:
+    """A statement as a note keeps it: without its opener and its evaluating last
+    clauses (_OPENER, _EVALUATION)."""
+    s = _OPENER.sub("", s)
+    while (e := _EVALUATION.search(s)) is not None:
+        words = [w for w in _specific_words(e.group("c")) if w not in _INTENSIFIERS]
+        if len(words) > 1 or re.search(r"\d|(?<!^)\b[A-Z]", e.group("c")):
+            break
+        s = s[:e.start()]
+    return s[:1].upper() + s[1:] if s else s
+
+
 def _sentence_candidates(s: str, t: Turn) -> list[dict]:
     """Typed candidates of one sentence (first match per family)."""
     m, speaker = t.m, t.speaker
     said = m.get("created_at")
     when = f" (said {day(said)})" if said else ""
-    s = _REPORT_BACK.sub("", s).rstrip(" ,;-–—")
+    s = compact(_REPORT_BACK.sub("", s).rstrip(" ,;-–—")).rstrip(" ,;-–—")
     if len(s) < 8 or resolve_only(s):
         return []
     question = s.rstrip().endswith("?")

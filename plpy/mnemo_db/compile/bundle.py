@@ -14,6 +14,7 @@ Invariants (checked by tests/py/db/test_context_properties.py):
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -60,6 +61,35 @@ def visible_candidates(candidates: list[dict], channel: str) -> tuple[list[dict]
     return visible, omissions
 
 
+def noted_relevance(visible: list[dict], relevance: list[float]) -> list[float]:
+    """Each candidate's relevance, a memory's at least that of the candidate turns it
+    was written from (derived_from): a note says what its turn said, and the turn's
+    relevance also holds where it was said (its neighbours, the part of the
+    conversation about the question: retrieval.fuse_candidates), which the note read
+    alone cannot show. Packing then takes the cheaper of the two per token; when both
+    enter, the note goes (bundle.repeats_block)."""
+    of = {c["source"]: r for c, r in zip(visible, relevance) if c["source"].startswith("msg:")}
+    return [max([r] + [of[m] for m in c.get("derived_from") or () if m in of]) for c, r in zip(visible, relevance)]
+
+
+# The day an extracted note was said, closing its text (extract.py: "(said 8 May 2023)").
+_SAID_DAY = re.compile(r" \(said (\d{1,2} [A-Z][a-z]+ \d{4})\)$")
+
+
+def without_said_day(c: dict) -> dict:
+    """A memory whose text closes with the day it was said, that day being the one its
+    line goes under (the block's day line: packing.memory_lines), without it there:
+    the block says each day once. Its stored token counts are then counted again."""
+    said = _SAID_DAY.search(c["text"]) if c["source"].startswith("mem:") and c.get("created_at") else None
+    if said is None:
+        return c
+    try:
+        same = datetime.strptime(said.group(1), "%d %B %Y").date() == c["created_at"].date()
+    except ValueError:
+        return c
+    return {**c, "text": c["text"][:said.start()], "text_tokens": None} if same else c
+
+
 def candidate_items(visible: list[dict], weights: dict, now: datetime, previous_fidelity: dict[str, str],
                     line_counter: Callable[[list[str]], list[int]]) -> list[Item]:
     """Every visible candidate as an Item with all its fidelity options (packing then
@@ -67,10 +97,11 @@ def candidate_items(visible: list[dict], weights: dict, now: datetime, previous_
     caps the items and ranks them in the report, so the ranked list and the context
     agree."""
     max_access = max((c.get("access_count") or 0 for c in visible), default=0)
-    relevance = [relevance_of(c, weights) for c in visible]
+    relevance = noted_relevance(visible, [relevance_of(c, weights) for c in visible])
     scored = sorted(((score(c, weights, now, max_access, r), r, c) for c, r in zip(visible, relevance)),
                     key=lambda src: (-src[0], src[2]["source"]))
     best = max(relevance, default=0.0)
+    scored = [(s, r, without_said_day(c)) for s, r, c in scored]
     fulls, label_n = full_options([c for _, _, c in scored], line_counter)
     items = [candidate_item(c, s, r, weights, best, o, n, previous_fidelity.get(c["source"]))
              for (s, r, c), o, n in zip(scored, fulls, label_n)]

@@ -260,9 +260,10 @@ def test_we_is_the_speaker_with_others():
 
 
 def test_the_we_of_both_speakers_stays():
-    got = kept(named(("user", "Since we last talked, I adopted a rescue greyhound named Pixel from the shelter."),
+    got = kept(named(("user", "I adopted a rescue greyhound named Pixel from the shelter the day after we last talked."),
                      ("assistant", "Wow")))
-    assert len(got) == 1 and got[0][1].startswith("Since we last talked, Ana adopted"), got
+    assert len(got) == 1 and got[0][1].startswith("Ana adopted a rescue greyhound named Pixel from the shelter the day "
+                                                  "after we last talked"), got
 
 
 @pytest.mark.parametrize("text", [
@@ -314,3 +315,28 @@ def test_a_past_tense_in_eed_is_left_as_it_is(sentence, expected):
     (extract._PAST_ED, the one test of the statement rules too): "agreed" and "freed"
     are ("Ana agreeds" before), "need" is not."""
     assert extract.third_person(sentence, "Ana") == expected
+
+
+# ------------------------------------------------------------------ compact notes
+@pytest.mark.parametrize("said, note", [
+    ("Since we last chatted, I ran a charity race for mental health last Saturday – it was really rewarding.",
+     "Bo ran a charity race for mental health last Saturday."),
+    ("Actually, I signed up for a pottery class at the community center, which is pretty exciting!",
+     "Bo signed up for a pottery class at the community center."),
+    ("I went to a support group for new parents yesterday and it was so powerful.",
+     "Bo went to a support group for new parents yesterday."),
+])
+def test_a_note_leaves_out_the_opener_and_the_evaluating_clause(said, note):
+    """A note-taker writes what happened, not how the conversation got there or how it
+    felt: the note is shorter than the turn."""
+    got = kept(named(("user", "What's new?"), ("assistant", said)))
+    assert [c for _, c in got] == [f"{note} (said 2 March 2026)"], got
+
+
+@pytest.mark.parametrize("said, kept_words", [
+    ("I ran my first marathon in Boston - it was a 42 km course along the river.", "42 km course"),
+    ("I finished the quilt for my sister, and it was Maya's idea to add the blue border.", "Maya's idea"),
+])
+def test_an_evaluating_clause_that_names_something_stays(said, kept_words):
+    got = kept(named(("user", "What's new?"), ("assistant", said)))
+    assert len(got) == 1 and kept_words in got[0][1], got

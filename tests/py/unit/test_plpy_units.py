@@ -512,3 +512,48 @@ def test_a_text_counted_lately_is_not_tokenized_again(monkeypatch):
     monkeypatch.setattr(tokens, "_count", refuse)
     with pytest.raises(AssertionError):
         tokens.count(text)
+
+
+def test_a_note_is_as_relevant_as_the_turn_it_was_written_from():
+    """A memory whose source turn is a candidate is valued at least as that turn: the
+    turn's relevance also holds where it was said (neighbours, nearby turns), which
+    the note read alone cannot show. Packing then takes the cheaper one per token."""
+    from mnemo_db.compile import bundle
+    now = datetime(2026, 3, 2, tzinfo=UTC)
+
+    def cand(source, kind, text, relevance, derived=()):
+        return {"source": source, "kind": kind, "text": text, "relevance": relevance, "created_at": now,
+                "confidence": 1.0, "provenance_type": "fact", "access_count": 0, "last_accessed_at": None,
+                "is_pinned": False, "levels": None, "role": "user" if kind == "message" else None,
+                "name": "Ana" if kind == "message" else None, "text_tokens": None,
+                "derived_from": frozenset(derived)}
+
+    visible = [
+        cand("msg:1", "message", "Hey! Since we last talked I ran a charity race for mental health, so rewarding.", 0.9),
+        cand("msg:2", "message", "The weather was nice at the lake all week.", 0.5),
+        cand("mem:1", "fact", "Ana ran a charity race for mental health.", 0.3, derived=["msg:1"]),
+    ]
+    items = {i.source: i for i in bundle.candidate_items(visible, policy.DEFAULT_WEIGHTS, now, {}, packing.count_lines)}
+    assert items["mem:1"].value > items["msg:2"].value
+    # the note, cheaper than its turn, is what a budget too small for the turn takes
+    assert items["mem:1"].options[0].tokens < items["msg:1"].options[0].tokens
+    packing.pack_items(list(items.values()), items["mem:1"].options[0].tokens + 2)
+    assert items["mem:1"].chosen == 0 and items["msg:1"].chosen is None
+
+
+@pytest.mark.parametrize("created, kept", [(datetime(2026, 3, 2, 18, tzinfo=UTC), False),
+                                           (datetime(2026, 3, 9, tzinfo=UTC), True)])
+def test_a_notes_said_day_is_written_once_on_its_day_line(created, kept):
+    """A memory's closing "(said 2 March 2026)" goes under the block's day line of that
+    day: the line leaves it out (and costs that much less); another day stays."""
+    from mnemo_db.compile import bundle
+    text = "Ana ran a charity race for mental health. (said 2 March 2026)"
+    c = {"source": "mem:1", "kind": "fact", "text": text, "relevance": 0.5, "created_at": created,
+         "confidence": 1.0, "provenance_type": "fact", "access_count": 0, "last_accessed_at": None,
+         "is_pinned": False, "levels": None, "role": None, "name": None, "text_tokens": (99, None, None, None),
+         "derived_from": frozenset()}
+    [item] = bundle.candidate_items([c], policy.DEFAULT_WEIGHTS, created, {}, packing.count_lines)
+    line = item.options[0]
+    assert ("(said 2 March 2026)" in line.text) is kept
+    if not kept:  # counted again, not the stored count of the text with the day
+        assert line.tokens == packing.line_tokens(line.text)
