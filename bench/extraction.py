@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import sys
 import time
@@ -45,15 +44,11 @@ from pathlib import Path
 
 import numpy as np
 import psycopg
-from locomo import norm_evidence
+from locomo import DATA, norm_evidence
 
 from mnemosyne import connect, default_dsn, importers
 
 DSN = default_dsn()
-# LOCOMO_JSON, else shared/bench/ beside the checkout or beside the worktrees' folder
-DATA = os.environ.get("LOCOMO_JSON") or str(next(
-    (p / "shared" / "bench" / "locomo" / "locomo10.json" for p in Path(__file__).resolve().parents
-     if (p / "shared" / "bench" / "locomo" / "locomo10.json").exists()), "locomo10.json"))
 MATCH_COSINE = 0.5
 TYPED_KINDS = ("decision", "task", "open_loop", "instruction", "preference")
 

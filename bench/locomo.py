@@ -41,16 +41,17 @@ import time
 import uuid
 from collections import defaultdict
 from datetime import timedelta
+from pathlib import Path
 
 import psycopg
 
 from mnemosyne import connect, default_dsn, importers
 
 DSN = default_dsn()
-DATA = os.environ.get(
-    "LOCOMO_JSON",
-    os.path.join(os.path.dirname(__file__), "..", "..", "shared", "bench", "locomo", "locomo10.json"),
-)
+# LOCOMO_JSON, else shared/bench/ beside the checkout or beside the worktrees' folder
+DATA = os.environ.get("LOCOMO_JSON") or str(next(
+    (p / "shared" / "bench" / "locomo" / "locomo10.json" for p in Path(__file__).resolve().parents
+     if (p / "shared" / "bench" / "locomo" / "locomo10.json").exists()), "locomo10.json"))
 BUDGETS = (512, 1024, 2048, 4096, 8192)
 MEMORY_BUDGETS = (1024, 2048)
 KS = (5, 10, 25, 50)
