@@ -34,6 +34,7 @@ import re
 from datetime import datetime, timedelta
 
 from . import summarize
+from .timestamps import MONTHS, day_text, said_suffix
 
 # --------------------------------------------------------------------- helpers
 _SENT_RE = re.compile(r"(?<=[.!?])\s+|\n+")
@@ -44,7 +45,6 @@ _SENTENCE_START = re.compile(r"(?:[.!?:]\s+|\n\s*)$")
 _CLAUSE_RE = re.compile(r";\s+|,?\s+(?:and|but|so)\s+(?=(?:I|I'm|I've|we|my)\b)")
 _PROPER = re.compile(r"\b[A-Z][a-zA-Z'’-]+(?:\s+(?:of\s+|de\s+|the\s+)?[A-Z][a-zA-Z'’-]+)*")
 _NOT_ENTITY = frozenset(["I", "I'm", "I've", "I'd", "I'll", "Im", "Ive", "The", "A", "An", "And", "But", "So", "Or", "Yes", "No", "Ok", "Okay", "Hey", "Hi", "Hello", "Wow", "Thanks", "Thank", "Oh", "Ah", "Well", "Sure", "Great", "Nice", "Cool", "Awesome", "That", "This", "These", "Those", "It", "It's", "Its", "What", "When", "Where", "Why", "How", "Who", "Which", "We", "You", "Your", "My", "Me", "He", "She", "They", "Our", "Their", "There", "Here", "Let", "Let's", "Also", "Just", "Really", "Sounds", "Good", "Yeah", "Yep", "Nope", "Please", "Maybe", "Definitely", "Absolutely", "Totally", "Congrats", "Congratulations", "Love", "Today", "Tomorrow", "Yesterday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday", "January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December", "Do", "Did", "Does", "Have", "Has", "Had", "Is", "Are", "Was", "Were", "Will", "Would", "Can", "Could", "Should", "Shall", "Must", "Might", "Being", "Been", "If", "Then", "Once", "After", "Before", "Since", "As", "For", "From", "With", "Without", "About", "Into", "Over", "Under", "Always", "Never", "Don't", "Remember", "Make", "Use", "TODO", "Note", "Big", "News", "Task", "Open", "Loop", "Instruction", "File", "Output", "Error"])
-_MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December"]
 
 # Present-tense agreement for a third-person subject: irregular forms, then words that
 # never take an -s (modals, past tenses, contractions), adverbs that sit between the
@@ -329,10 +329,6 @@ def name_the_group(sentence: str, speaker: str) -> str:
     return s[:1].upper() + s[1:]
 
 
-def day(ts: datetime | None) -> str:
-    return f"{ts.day} {_MONTHS[ts.month - 1]} {ts.year}" if ts else ""
-
-
 def entities_in(text: str, speaker: str | None = None) -> list[tuple[str, str]]:
     """(name, kind) pairs: the speaker, proper nouns, paths and identifiers."""
     out: dict[str, str] = {}
@@ -376,7 +372,7 @@ def parse_due(sentence: str, said: datetime | None) -> datetime | None:
         if re.fullmatch(r"\d{4}-\d{2}-\d{2}", d):
             return datetime.fromisoformat(d).replace(hour=17, tzinfo=said.tzinfo)
         mon, dd = d.split()
-        month = [x[:3].lower() for x in _MONTHS].index(mon[:3])
+        month = [x[:3].lower() for x in MONTHS].index(mon[:3])
         due = base.replace(month=month + 1, day=int(dd))
         return due if due >= base - timedelta(days=1) else due.replace(year=due.year + 1)
     except (ValueError, IndexError):
@@ -599,7 +595,7 @@ def _sentence_candidates(s: str, t: Turn) -> list[dict]:
     """Typed candidates of one sentence (first match per family)."""
     m, speaker = t.m, t.speaker
     said = m.get("created_at")
-    when = f" (said {day(said)})" if said else ""
+    when = said_suffix(said)
     s = compact(_REPORT_BACK.sub("", s).rstrip(" ,;-–—")).rstrip(" ,;-–—")
     if len(s) < 8 or resolve_only(s):
         return []
@@ -630,7 +626,7 @@ def _sentence_candidates(s: str, t: Turn) -> list[dict]:
         expires = (due or said) + timedelta(days=7 if due else 30) if (due or said) else None
         label = "Open loop" if loop else "Task"
         body = rewrite(s) if task and task.group("t2") or loop else title
-        return [_cand(kind, f"{label} ({speaker}): {body.rstrip('.!')}" + (f" (due {day(due)})" if due else "") + when,
+        return [_cand(kind, f"{label} ({speaker}): {body.rstrip('.!')}" + (f" (due {day_text(due)})" if due else "") + when,
                       m, speaker=speaker, title=title, status="open", due_at=due, expires_at=expires, confidence=0.7)]
     request = _request(s, t)
     if request:
@@ -761,7 +757,7 @@ def extract(messages: list[dict]) -> list[dict]:
                 continue
             found.extend(_sentence_candidates(s, t))
         said = m.get("created_at")
-        found = _merge_statements(found, f" (said {day(said)})" if said else "")
+        found = _merge_statements(found, said_suffix(said))
         if not found:
             text = clean(m["content"])
             filler = bool(_FILLER.match(text)) or len(text.split()) < 4 or t.ai

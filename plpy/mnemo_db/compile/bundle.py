@@ -14,12 +14,12 @@ Invariants (checked by tests/py/db/test_context_properties.py):
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING
 
 from .. import tokens
+from ..timestamps import said_day_at_end
 from .history import HistoryPick, PreparedHistory, pack_history
 from .packing import (
     DAY_LINE_TOKENS,
@@ -72,22 +72,15 @@ def noted_relevance(visible: list[dict], relevance: list[float]) -> list[float]:
     return [max([r] + [of[m] for m in c.get("derived_from") or () if m in of]) for c, r in zip(visible, relevance)]
 
 
-# The day an extracted note was said, closing its text (extract.py: "(said 8 May 2023)").
-_SAID_DAY = re.compile(r" \(said (\d{1,2} [A-Z][a-z]+ \d{4})\)$")
-
-
 def without_said_day(c: dict) -> dict:
-    """A memory whose text closes with the day it was said, that day being the one its
-    line goes under (the block's day line: packing.memory_lines), without it there:
-    the block says each day once. Its stored token counts are then counted again."""
-    said = _SAID_DAY.search(c["text"]) if c["source"].startswith("mem:") and c.get("created_at") else None
-    if said is None:
+    """A memory whose text closes with the day it was said (timestamps.said_suffix),
+    that day being the one its line goes under (the block's day line:
+    packing.memory_lines), without it there: the block says each day once. Its stored
+    token counts are then counted again."""
+    said = said_day_at_end(c["text"]) if c["source"].startswith("mem:") and c.get("created_at") else None
+    if said is None or said[1] != c["created_at"].date():
         return c
-    try:
-        same = datetime.strptime(said.group(1), "%d %B %Y").date() == c["created_at"].date()
-    except ValueError:
-        return c
-    return {**c, "text": c["text"][:said.start()], "text_tokens": None} if same else c
+    return {**c, "text": c["text"][:said[0]], "text_tokens": None}
 
 
 def candidate_items(visible: list[dict], weights: dict, now: datetime, previous_fidelity: dict[str, str],
