@@ -979,6 +979,12 @@ def cold_compile(tenants: int, connections: int = 5) -> float:
     return round(sorted(times)[len(times) // 2], 1)
 
 
+def parenthesized(parts: list) -> sql.Composable:
+    """SQL parts as "(a, b)", nothing without any (PREPARE and EXECUTE of a statement
+    without parameters take no parentheses)."""
+    return sql.SQL("({})").format(sql.SQL(", ").join(parts)) if parts else sql.SQL("")
+
+
 class ExplainingDatabase:
     """phases.Database over psycopg, for --explain: each statement prepared with the
     types the Compiler prepares it with, and the reads that matter EXPLAIN ANALYZEd
@@ -995,10 +1001,10 @@ class ExplainingDatabase:
     def run(self, statement: str, args: list, text: str | None = None) -> list[dict]:
         text, types = (text, TENANT_STATEMENTS[statement][1]) if text else STATEMENTS[statement]
         name = sql.Identifier(f"bench_{statement}")
-        self.conn.execute(sql.SQL("PREPARE {} ({}) AS {}").format(
-            name, sql.SQL(", ").join(sql.SQL(t) for t in types), sql.SQL(text)))
+        self.conn.execute(sql.SQL("PREPARE {} {} AS {}").format(
+            name, parenthesized([sql.SQL(t) for t in types]), sql.SQL(text)))
         try:
-            execute = sql.SQL("EXECUTE {}({})").format(name, sql.SQL(", ").join(sql.Literal(a) for a in args))
+            execute = sql.SQL("EXECUTE {} {}").format(name, parenthesized([sql.Literal(a) for a in args]))
             if statement in self.EXPLAINED:
                 plan = self.conn.execute(sql.SQL("EXPLAIN (ANALYZE, BUFFERS) ") + execute)
                 self.plans.append((statement, [r["QUERY PLAN"] for r in plan]))

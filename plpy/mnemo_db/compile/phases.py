@@ -248,6 +248,8 @@ def read_recalled_pool(db: Database, session: Session, plan: Plan, query: str | 
     k = recall_k(plan.room)
     memories, messages, created = recalled(
         db.run_for_tenant("recall_hits", session.tenant_id, [session.tenant_id, query, k])[0])
+    # (with the most used memories: candidates whatever the question)
+    memories += db.run_for_tenant("frequent_memories", session.tenant_id, [])[0]["memory_id"] or []
     vector = query_vector() if query else None
     if vector is not None:
         near = recalled(db.run_for_tenant("recall_knn", session.tenant_id, [vector_text(vector), k])[0])

@@ -521,3 +521,63 @@ def test_a_memory_linked_to_an_entity_the_question_names_is_a_candidate(db, tena
     unnamed = pool("What did the gardener tell us?")
     assert named["mem_ids"] == [linked] and named["mem_tag"] == [True]
     assert not unnamed["mem_ids"]
+
+
+def test_the_most_used_memories_are_read_off_the_tenants_index(db, tenant):
+    """A large tenant's most used memories are candidates whatever the question
+    (statements.FREQUENT_MEMORIES): the first 5 * FREQUENT_GLOBAL by use, most used
+    first, read off its (tenant_id, access_count) index. The statement is written for
+    the tenant: with the tenant a parameter, the generic plan of a long-lived backend
+    took it for an average tenant, read all of its access rows and sorted them (7,877
+    rows, 2.6 ms, for a 100,000-message tenant: a cost that grew with its use)."""
+    from mnemo_db.compile import retrieval, statements
+
+    c = db.conn
+    n = 300
+    ids = [r[0] for r in c.execute(
+        "INSERT INTO mnemo.memories (tenant_id, kind, content_full, content_stub, tokens_full, tokens_stub,"
+        " content_hash) SELECT %s, 'fact', 'Fact ' || i, 'Fact ' || i, 3, 3, sha256(('fact ' || i)::bytea)"
+        " FROM generate_series(1, %s) AS i RETURNING memory_id", (tenant, n))]
+    # each used as often as its place in the list: the last is the most used
+    c.execute("INSERT INTO mnemo.memory_access (tenant_id, memory_id, access_count, last_accessed_at)"
+              " SELECT %s, m, u, now() FROM unnest(%s::bigint[]) WITH ORDINALITY AS x (m, u)", (tenant, ids))
+    c.execute("ANALYZE mnemo.memory_access")  # the planner learns this tenant's rows
+    text, types = statements.TENANT_STATEMENTS["frequent_memories"]
+    assert types == []
+    written = statements.for_tenant(text, c.execute("SELECT quote_literal(%s::text)", (tenant,)).fetchone()[0])
+    with c.transaction():
+        c.execute("SET LOCAL plan_cache_mode = force_generic_plan")  # a long-lived backend's
+        c.execute(sql.SQL("PREPARE frequent_generic AS {}").format(sql.SQL(written)))
+        try:
+            plan = "\n".join(r[0] for r in c.execute("EXPLAIN EXECUTE frequent_generic"))
+            got = c.execute("EXECUTE frequent_generic").fetchone()[0]
+        finally:
+            c.execute("DEALLOCATE frequent_generic")
+    assert got == ids[::-1][:5 * retrieval.FREQUENT_GLOBAL]
+    assert "Index Scan" in plan and "memory_access" in plan and "Sort" not in plan, plan
+
+
+def test_an_indexed_compile_takes_the_most_used_global_memory_whatever_the_question(db, tenant):
+    """The most used global memories are candidates of a large tenant's compile however
+    far from the question (FREQUENT_MEMORIES, then retrieval.fuse_candidates keeps
+    them): the index finds the nearest and best lexical items, which these are not."""
+    _conversation(db, tenant)
+    used = db.remember(tenant, "Deploys to production need a second approver on weekends.", kind="instruction")
+    c = db.conn
+    c.execute("UPDATE mnemo.memories SET scope = 'global' WHERE tenant_id = %s AND memory_id = %s", (tenant, used))
+    c.execute("INSERT INTO mnemo.memory_access (tenant_id, memory_id, access_count, last_accessed_at)"
+              " VALUES (%s, %s, 40, now()) ON CONFLICT (tenant_id, memory_id) DO UPDATE SET access_count = 40",
+              (tenant, used))
+    build(db, tenant)
+    assert recall_index(db, tenant) > 0 and indexed(db, tenant)
+    # out of the index, unchanged since well before the sync (which reads again what
+    # changed in a margin before it): only its use can bring it in
+    assert c.execute("DELETE FROM mnemo_internal.recall_index WHERE tenant_id = %s AND is_memory"
+                     " AND item_id = %s", (tenant, used)).rowcount == 1
+    c.execute("UPDATE mnemo.memories SET updated_at = now() - interval '1 day' WHERE tenant_id = %s"
+              " AND memory_id = %s", (tenant, used))
+    sid = db.start_session(tenant, context_window=128000)
+    report = db.compile_context_bundle(tenant, sid, "What happened to the PDF renderer upgrade?",
+                                       budget=4000, log=False)["report"]
+    assert f"mem:{used}" in [i["source"] for i in report["items"]], report["items"]
+    assert report["provenance"]["retrievers"].get("frequent") == 1, report["provenance"]
