@@ -317,7 +317,7 @@ MESSAGE_SEGMENTS_TYPES = ["text", "uuid", "text[]", "text[]", "text", "text"]
 #    again (8.9 -> 3.3 ms p50 for k = 135 on a 100,000-message tenant).
 # The indexes are partial (WHERE tenant_id = the tenant, and for HNSW the kind): the
 # tenant is written into these two statements' text (TENANT, a quoted literal), each
-# prepared per tenant.
+# prepared per tenant (TENANT_STATEMENTS, with FREQUENT_MEMORIES below).
 # 3. CANDIDATE_POOL_RECALLED: CANDIDATE_POOL on the memories found ($10: with the most
 #    used, FREQUENT_MEMORIES) and those the index may lack or that are candidates
 #    whatever their relevance, each by an index: changed since the last sync ($11),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import uuid
+from contextlib import contextmanager
 
 import pytest
 from conftest import DSN
@@ -40,6 +41,32 @@ ASKED = {
 def recall_index(db, tenant: str, min_messages: int = 1) -> int:
     return db.conn.execute("SELECT mnemo_internal.sync_recall_index(%s, %s)",
                            (tenant, min_messages)).fetchone()[0]
+
+
+@contextmanager
+def prepared(c, text: str, types: list[str], generic: bool = True):
+    """A compile statement prepared as the compile prepares it (its parameter types),
+    in a transaction of its own, as a long-lived backend's generic plan unless
+    generic=False (a setting made inside the block still applies: the generic plan is
+    built at the first EXECUTE). Yields args -> its EXECUTE."""
+    def listed(parts: list) -> sql.Composable:  # (no parameters: no parentheses)
+        return sql.SQL("({})").format(sql.SQL(", ").join(parts)) if parts else sql.SQL("")
+
+    with c.transaction():
+        if generic:
+            c.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+        c.execute(sql.SQL("PREPARE tested {} AS {}").format(listed([sql.SQL(t) for t in types]), sql.SQL(text)))
+        try:
+            yield lambda args: sql.SQL("EXECUTE tested {}").format(listed([sql.Literal(a) for a in args]))
+        finally:
+            c.execute("DEALLOCATE tested")
+
+
+def written_for(c, text: str, tenant: str) -> str:
+    """A statements.TENANT_STATEMENTS text written for the tenant, as the compile writes it."""
+    from mnemo_db.compile import statements
+
+    return statements.for_tenant(text, c.execute("SELECT quote_literal(%s::text)", (tenant,)).fetchone()[0])
 
 
 def indexed(db, tenant: str) -> bool:
@@ -110,14 +137,8 @@ def test_turns_far_apart_in_time_keep_their_neighbours(db, tenant):
                       (tenant,)).fetchone()[0]
     args = statements.segments_args(tenant, str(sids[0]), [], "private", None, "channel") + [
         [r[0] for r in found], [float(r[3]) for r in found], up_to]
-    with c.transaction():
-        c.execute("PREPARE recalled ({}) AS {}".format(", ".join(statements.RECALLED_MESSAGES_TYPES),
-                                                       statements.RECALLED_MESSAGES))
-        try:
-            got = c.execute(sql.SQL("EXECUTE recalled ({})").format(
-                sql.SQL(", ").join(map(sql.Literal, args)))).fetchall()
-        finally:
-            c.execute("DEALLOCATE recalled")
+    with prepared(c, statements.RECALLED_MESSAGES, statements.RECALLED_MESSAGES_TYPES, generic=False) as execute:
+        got = c.execute(execute(args)).fetchall()
     ids = {int(i) for r in got for i in np.frombuffer(r[1] or b"", dtype=">i8")}  # int8send, concatenated
     wanted = {r[0] for r in rows for f in found if r[1] == f[1] and abs(r[2] - f[2]) <= 1}
     assert ids == wanted
@@ -257,21 +278,12 @@ def test_the_knn_orders_by_its_vector_parameter_under_a_generic_plan(db, tenant)
     text, types = statements.TENANT_STATEMENTS["recall_knn"]
     assert types[0] == "halfvec"
     vector = c.execute("SELECT mnemo.embed('the renderer upgrade')::text").fetchone()[0]
-    with c.transaction():
-        c.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+    with prepared(c, written_for(c, text, tenant), types) as execute:
         # a tenant of six turns beside large ones is estimated at a row or two, which a
         # sort orders more cheaply than the index: the plan of a tenant large enough
         # for a recall index is the index's (what is checked here is its Order By)
         c.execute("SET LOCAL enable_sort = off")
-        c.execute(sql.SQL("PREPARE knn_generic ({}) AS {}").format(
-            sql.SQL(", ").join(sql.SQL(t) for t in types),
-            sql.SQL(statements.for_tenant(text, c.execute("SELECT quote_literal(%s::text)",
-                                                          (tenant,)).fetchone()[0]))))
-        try:
-            plan = "\n".join(r[0] for r in c.execute(
-                sql.SQL("EXPLAIN EXECUTE knn_generic({}, 10)").format(sql.Literal(vector))))
-        finally:
-            c.execute("DEALLOCATE knn_generic")
+        plan = "\n".join(r[0] for r in c.execute(sql.SQL("EXPLAIN ") + execute([vector, 10])))
     orders = [line.strip() for line in plan.splitlines() if "Order By" in line]
     assert orders and all(o == "Order By: (embedding <=> $1)" for o in orders), plan
 
@@ -438,16 +450,9 @@ def test_an_indexed_compile_reads_the_memories_it_wants_by_their_ids(db, tenant)
                                       "ORDER BY memory_id LIMIT 3", (tenant,))]
     args = statements.pool_args(tenant, str(session), "staging release", ["staging", "release"], None,
                                 "private") + [wanted, "infinity"]
-    with c.transaction():
-        c.execute("SET LOCAL plan_cache_mode = force_generic_plan")  # a long-lived backend's
-        c.execute("PREPARE recalled_pool ({}) AS {}".format(
-            ", ".join(statements.CANDIDATE_POOL_RECALLED_TYPES), statements.CANDIDATE_POOL_RECALLED))
-        try:
-            execute = sql.SQL("EXECUTE recalled_pool ({})").format(sql.SQL(", ").join(map(sql.Literal, args)))
-            plan = "\n".join(r[0] for r in c.execute(sql.SQL("EXPLAIN ") + execute))
-            got = c.execute(execute).fetchone()
-        finally:
-            c.execute("DEALLOCATE recalled_pool")
+    with prepared(c, statements.CANDIDATE_POOL_RECALLED, statements.CANDIDATE_POOL_RECALLED_TYPES) as execute:
+        plan = "\n".join(r[0] for r in c.execute(sql.SQL("EXPLAIN ") + execute(args)))
+        got = c.execute(execute(args)).fetchone()
     assert sorted(got[0]) == sorted(wanted)
     assert "(memory_id = ANY (" in plan, plan
 
@@ -506,16 +511,9 @@ def test_a_memory_linked_to_an_entity_the_question_names_is_a_candidate(db, tena
         words = retrieval.query_words(question)
         args = statements.pool_args(tenant, sid, question, words, None, "private") + [
             [], "infinity"]  # nothing found by the index, nothing changed since
-        with c.transaction():
-            c.execute("SET LOCAL plan_cache_mode = force_generic_plan")
-            c.execute(sql.SQL("PREPARE pool_generic ({}) AS {}").format(
-                sql.SQL(", ").join(sql.SQL(t) for t in types), sql.SQL(text)))
-            try:
-                cur = c.execute(sql.SQL("EXECUTE pool_generic ({})").format(
-                    sql.SQL(", ").join(map(sql.Literal, args))))
-                return dict(zip((d.name for d in cur.description), cur.fetchone(), strict=True))
-            finally:
-                c.execute("DEALLOCATE pool_generic")
+        with prepared(c, text, types) as execute:
+            cur = c.execute(execute(args))
+            return dict(zip((d.name for d in cur.description), cur.fetchone(), strict=True))
 
     named = pool("What did Quillfeather tell us?")
     unnamed = pool("What did the gardener tell us?")
@@ -544,15 +542,9 @@ def test_the_most_used_memories_are_read_off_the_tenants_index(db, tenant):
     c.execute("ANALYZE mnemo.memory_access")  # the planner learns this tenant's rows
     text, types = statements.TENANT_STATEMENTS["frequent_memories"]
     assert types == []
-    written = statements.for_tenant(text, c.execute("SELECT quote_literal(%s::text)", (tenant,)).fetchone()[0])
-    with c.transaction():
-        c.execute("SET LOCAL plan_cache_mode = force_generic_plan")  # a long-lived backend's
-        c.execute(sql.SQL("PREPARE frequent_generic AS {}").format(sql.SQL(written)))
-        try:
-            plan = "\n".join(r[0] for r in c.execute("EXPLAIN EXECUTE frequent_generic"))
-            got = c.execute("EXECUTE frequent_generic").fetchone()[0]
-        finally:
-            c.execute("DEALLOCATE frequent_generic")
+    with prepared(c, written_for(c, text, tenant), types) as execute:
+        plan = "\n".join(r[0] for r in c.execute(sql.SQL("EXPLAIN ") + execute([])))
+        got = c.execute(execute([])).fetchone()[0]
     assert got == ids[::-1][:5 * retrieval.FREQUENT_GLOBAL]
     assert "Index Scan" in plan and "memory_access" in plan and "Sort" not in plan, plan
 
