@@ -66,15 +66,24 @@ BEGIN
         FROM uses AS u
         WHERE u.memory_id IS NOT NULL
         GROUP BY 1, 2
+    ), alive AS (
+        -- The memories still there, locked against a delete until this batch commits:
+        -- a forget() that committed after this statement began (this lock waited for
+        -- it) takes its row out of this set, where a plain EXISTS, reading the
+        -- statement's snapshot, still saw it and the foreign key then failed the
+        -- whole batch, every tenant's rows with it.
+        SELECT m.tenant_id, m.memory_id
+        FROM mnemo.memories AS m
+        JOIN totals AS t ON m.tenant_id = t.tenant_id AND m.memory_id = t.memory_id
+        FOR KEY SHARE OF m
     ), counted AS (
-        -- memories deleted since they were sent are skipped (the foreign key)
+        -- memories deleted since they were sent are skipped (alive)
         INSERT INTO mnemo.memory_access AS a (tenant_id, memory_id, access_count, relevance_accumulator,
             last_accessed_at)
         SELECT t.tenant_id, t.memory_id, least(t.n, 2147483647), least(t.relevance, least(t.n, 2147483647)),
             t.last_at
         FROM totals AS t
-        WHERE EXISTS (SELECT FROM mnemo.memories AS m
-            WHERE m.tenant_id = t.tenant_id AND m.memory_id = t.memory_id)
+        JOIN alive AS l ON l.tenant_id = t.tenant_id AND l.memory_id = t.memory_id
         ON CONFLICT (tenant_id, memory_id) DO UPDATE
         SET access_count = least(a.access_count::bigint + excluded.access_count, 2147483647),
             relevance_accumulator = least(a.relevance_accumulator + excluded.relevance_accumulator,

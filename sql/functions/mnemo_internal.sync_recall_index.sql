@@ -72,6 +72,10 @@ BEGIN
     WHERE mm.tenant_id = p_tenant_id AND mm.is_active
         AND (old.item_id IS NULL OR mm.updated_at >= v_known.memories_synced_at
             OR old.embedding IS NULL AND mm.embedding IS NOT NULL)
+    -- locked against a delete until this sweep's batch commits: a memory that a
+    -- forget() erased after this statement's snapshot is skipped (the lock waits for
+    -- the delete, then drops the row), where the foreign key failed the batch
+    FOR KEY SHARE OF mm
     ON CONFLICT (tenant_id, is_memory, item_id)
     DO UPDATE SET embedding = excluded.embedding, search_tsv = excluded.search_tsv;
     GET DIAGNOSTICS v_rows = ROW_COUNT;

@@ -8,13 +8,14 @@ memory_access, messages, jobs): no such row fails a sweep for every tenant.
 from __future__ import annotations
 
 import json
+import threading
 import uuid
 from datetime import UTC, datetime
 
 import psycopg
 import pytest
 from conftest import DSN
-from helpers import run_jobs
+from helpers import run_jobs, waits_for_a_lock
 from test_lifecycle import last_run, memory, sweep
 from test_segments import _conversation
 
@@ -85,6 +86,15 @@ def two_tenants(db):
     return prefix, prefix + "_a", prefix + "_b"
 
 
+def _a_memory_each(db, a: str, b: str) -> tuple:
+    """A session and a fact in each of two tenants, embedded: (sa, sb, ma, mb)."""
+    sa, sb = db.start_session(a), db.start_session(b)
+    ma = db.remember(a, "A's invoices are issued on the 1st.", kind="fact", session_id=sa)
+    mb = db.remember(b, "B deploys on Tuesdays.", kind="fact", session_id=sb)
+    run_jobs(db, a, b)
+    return sa, sb, ma, mb
+
+
 def _bound_role(db, tenant: str) -> str:
     role = "r_" + uuid.uuid4().hex[:12]
     db.conn.execute(f"CREATE ROLE {role} NOLOGIN IN ROLE mnemo_app")
@@ -120,10 +130,7 @@ def test_access_sweep_survives_any_context_log_row_of_a_bound_role(db, two_tenan
     skipped, what is readable in them is counted, and B's compiles are folded."""
     c = db.conn
     _, a, b = two_tenants
-    sa, sb = db.start_session(a), db.start_session(b)
-    ma = db.remember(a, "A's invoices are issued on the 1st.", kind="fact", session_id=sa)
-    mb = db.remember(b, "B deploys on Tuesdays.", kind="fact", session_id=sb)
-    run_jobs(db, a, b)
+    sa, sb, ma, mb = _a_memory_each(db, a, b)
     for _ in range(2):
         db.compile_context_bundle(b, sb, "when does B deploy?")
     role = _bound_role(db, a)
@@ -235,3 +242,65 @@ def test_segments_sweep_skips_a_tenant_it_cannot_seal(db, two_tenants):
     finally:
         c.execute("DELETE FROM mnemo.jobs WHERE tenant_id = %s", (a,))
         _drop_role(db, role)
+
+
+def _behind_a_forget(db, tenant: str, memory_id: int, statement: str, args: tuple) -> BaseException | None:
+    """Runs `statement` on its own connection while another transaction has forgotten
+    `memory_id` and not yet committed; commits the forget once the statement waits
+    for it, and returns what the statement raised (None: it went through)."""
+    outcome: list[BaseException | None] = []
+    with psycopg.connect(DSN) as forgetting, psycopg.connect(DSN, autocommit=True) as runner:
+        forgetting.execute("SELECT mnemo.forget(%s, %s)", (tenant, memory_id))
+        pid = runner.info.backend_pid
+
+        def run() -> None:
+            try:
+                runner.execute(statement, args)
+                outcome.append(None)
+            except psycopg.Error as e:
+                outcome.append(e)
+
+        thread = threading.Thread(target=run)
+        thread.start()
+        waited = waits_for_a_lock(pid, thread.is_alive)
+        forgetting.commit()
+        thread.join(120)
+    assert waited, "the statement never waited for the forget: the race was not set up"
+    assert not thread.is_alive()
+    return outcome[0]
+
+
+def test_access_sweep_skips_a_memory_forgotten_while_it_waited(db, two_tenants):
+    """forget() commits while the access sweep waits for it (issue 46): the batch
+    folds every other tenant's rows and skips the forgotten memory. Before, the
+    sweep's existence check read its snapshot, the foreign key saw the delete, and
+    the batch failed for every tenant with 23503."""
+    c = db.conn
+    _, a, b = two_tenants
+    sa, sb, gone, kept = _a_memory_each(db, a, b)
+    for t, s, m, q in ((a, sa, gone, "when are A's invoices issued?"), (b, sb, kept, "when does B deploy?")):
+        sources = [i["source"] for i in db.compile_context_bundle(t, s, q)["report"]["items"]]
+        assert f"mem:{m}" in sources
+    sweep(c, "access", tenant="no such tenant")  # waits for a run in flight elsewhere
+    error = _behind_a_forget(db, a, gone, "CALL mnemo.run_sweep('access')", ())
+    assert error is None, error
+    run = last_run(c, "access")
+    assert run["status"] == "done" and run["error"] is None
+    assert _access(c, b, kept)[0] == 1
+    assert _access(c, a, gone) is None
+    assert c.execute("SELECT count(*) FROM mnemo.context_log WHERE tenant_id = ANY(%s) AND NOT accounted",
+                     ([a, b],)).fetchone()[0] == 0
+
+
+def test_recall_index_sync_skips_a_memory_forgotten_while_it_waited(db, tenant, session):
+    """The same race in the segments sweep's recall-index sync, which reads memories
+    and writes recall_index rows that reference them."""
+    gone = db.remember(tenant, "The staging database runs on port 6543.", kind="fact", session_id=session)
+    kept = db.remember(tenant, "Deploys happen on Tuesdays.", kind="fact", session_id=session)
+    run_jobs(db, tenant)
+    error = _behind_a_forget(db, tenant, gone, "SELECT mnemo_internal.sync_recall_index(%s, 0)", (tenant,))
+    assert error is None, error
+    items = {r[0] for r in db.conn.execute("SELECT memory_id FROM mnemo_internal.recall_index"
+                                           " WHERE tenant_id = %s AND is_memory", (tenant,))}
+    assert items == {kept}
+
