@@ -11,6 +11,8 @@ Parts (bench/trust/<part>.py, each ``run(dsn, args) -> dict``), in this order:
              errors, p50/p95 per operation, queue drain time, backend RSS, cold compile
   crash      concurrent writers and SIGKILL of the postmaster (local cluster only):
              every acknowledged write present exactly once, jobs resume, restart works
+After each part, the sweeps' and pg_cron's failed runs in its window are listed, and
+one fails the part (bench/trust/background.py).
 
 Usage: bench/trust.py [--parts isolation,fuzz,...] [--fuzz-examples N] [--kills N]
 Environment: DATABASE_URL (the Makefile sets it).
@@ -40,6 +42,7 @@ def main() -> int:
     args = ap.parse_args()
     dsn = default_dsn()
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from trust import background
     results: dict[str, object] = {}
     ok = True
     for part in [p.strip() for p in args.parts.split(",") if p.strip()]:
@@ -48,9 +51,17 @@ def main() -> int:
         print(f"\n== bench-trust: {part} ==", flush=True)
         t0 = time.monotonic()
         module = importlib.import_module(f"trust.{part}")
+        since = background.server_now(dsn)
         figures = module.run(dsn, args)
         figures["seconds"] = round(time.monotonic() - t0, 1)
-        ok = ok and figures.get("passed", False)
+        # a sweep or job that failed beside the part fails it (issue 46)
+        failed = background.failed_runs(dsn, since, crashes=part == "crash")
+        figures["background_failures"] = failed
+        for f in failed:
+            print(f"  FAILED in the background: {f['runs']} x {f['job']} ({f['where']}): {f['error']}", flush=True)
+        print(f"{part}: {sum(f['runs'] for f in failed)} failed background runs", flush=True)
+        ok = ok and figures.get("passed", False) and not failed
+        figures["passed"] = figures.get("passed", False) and not failed
         results[part] = figures
     print(json.dumps({"bench": "trust", "passed": ok, **results}, sort_keys=True))
     return 0 if ok else 1

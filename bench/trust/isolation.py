@@ -29,6 +29,8 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
+from .background import cron_paused
+
 SCHEMAS = ("mnemo", "mnemo_internal", "mnemo_archive")
 
 # What the role tries under: as it logs in; after setting mnemo.tenant_id to B (the
@@ -414,32 +416,9 @@ def report(f: Figures, seconds: float) -> dict:
             "statements": f.statements, "refused": f.refused}
 
 
-@contextmanager
-def _cron_paused(dsn: str):
-    """pg_cron's sweeps would change B's rows (and write lifecycle_runs) during the run,
-    which the fingerprints would count as leaks: Mnemosyne's jobs are paused, as the
-    tests pause them, and runs in flight are waited for (pg_cron backends running)."""
-    with psycopg.connect(dsn, autocommit=True) as owner:
-        if owner.execute("SELECT to_regclass('cron.job') IS NULL").fetchone()[0]:
-            yield
-            return
-        paused = [r[0] for r in owner.execute(
-            "UPDATE cron.job SET active = false WHERE jobname LIKE 'mnemo-%' AND active RETURNING jobid")]
-        try:
-            quiet = 0
-            while quiet < 6:
-                busy = owner.execute("SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'pg_cron'"
-                                     " AND state <> 'idle' AND pid <> pg_backend_pid()").fetchone()[0]
-                quiet = 0 if busy else quiet + 1
-                time.sleep(0.5)
-            yield
-        finally:
-            owner.execute("UPDATE cron.job SET active = true WHERE jobid = ANY (%s)", (paused,))
-
-
 def run(dsn: str, args) -> dict:
     t0 = time.monotonic()
-    with _cron_paused(dsn):
+    with cron_paused(dsn):
         f = matrix(dsn, id_sets=3, contexts=tuple(CONTEXTS), partition_contexts=tuple(CONTEXTS))
     return report(f, time.monotonic() - t0)
 

@@ -39,7 +39,10 @@ import uuid
 import psycopg
 from psycopg.types.json import Jsonb
 
+from .background import WaitSampler
+
 SESSIONS_SHARED = 8
+APP = "mnemo-trust-load"  # the clients' application_name, which the wait sampler follows
 TOPICS = ["the invoice numbering scheme", "the staging database", "the quarterly billing export",
           "the PDF renderer upgrade", "the customer portal login", "the on-call rota",
           "the payment retries", "the search index rebuild"]
@@ -47,6 +50,11 @@ TOPICS = ["the invoice numbering scheme", "the staging database", "the quarterly
 MIX = {"message_user": 14, "message_assistant": 10, "message_system": 2, "message_developer": 2,
        "message_tool_pair": 8, "event_decision": 5, "event_task": 4, "event_tool_pair": 4, "event_message": 3,
        "remember": 8, "forget": 3, "compile_context": 22, "compile_context_bundle": 15}
+
+
+# an operation of the mix -> the API function it calls (the sampler's key)
+_FUNCTION = {"event_decision": "record_event", "event_task": "record_event", "event_tool_pair": "record_event",
+             "event_message": "record_event", **{k: "record_message" for k in MIX if k.startswith("message_")}}
 
 
 def _percentile(xs: list[float], p: float) -> float:
@@ -116,7 +124,7 @@ class Client(threading.Thread):
 
     def run(self) -> None:
         names, weights = list(MIX), list(MIX.values())
-        with psycopg.connect(self.dsn, autocommit=True) as c:
+        with psycopg.connect(self.dsn, autocommit=True, application_name=APP) as c:
             self.start_event.wait()
             for _ in range(self.ops):
                 name = self.rng.choices(names, weights)[0]
@@ -165,11 +173,14 @@ def scenario(dsn: str, name: str, clients: int, ops: int, seed: int) -> dict:
     for th in threads:
         th.start()
     time.sleep(0.5)  # every client connected
+    sampler = WaitSampler(dsn, APP)
+    sampler.start()
     t0 = time.monotonic()
     start.set()
     for th in threads:
         th.join()
     wall = time.monotonic() - t0
+    sampler.stop()
     times: dict[str, list[float]] = {}
     errors: list[str] = []
     for th in threads:
@@ -183,12 +194,17 @@ def scenario(dsn: str, name: str, clients: int, ops: int, seed: int) -> dict:
         "latency_ms": {k: {"n": len(v), "p50": round(_percentile(v, 50), 1), "p95": round(_percentile(v, 95), 1)}
                        for k, v in sorted(times.items())},
     }
+    # what the slowest operations waited on (API function -> its top wait states)
+    slowest = sorted(out["latency_ms"], key=lambda k: -out["latency_ms"][k]["p95"])[:3]
+    out["waits"] = {fn: sampler.top(fn) for fn in {_FUNCTION.get(k, k) for k in slowest}}
     out.update(_drain(dsn, tenants))
     lat = out["latency_ms"]
     print(f"load {name}: {clients} clients x {ops} ops, {out['errors']} errors, {out['ops_per_s']} ops/s;"
           + "".join(f" {k} p50 {v['p50']} p95 {v['p95']};" for k, v in lat.items() if k.startswith("compile"))
           + f" drain {out['drain_s']} s ({out['jobs_queued_after_load']} jobs, {out['jobs_failed']} failed)",
           flush=True)
+    for fn, waits in out["waits"].items():
+        print(f"  {fn} waited on: " + ", ".join(f"{w} {share:.0%}" for w, share in waits), flush=True)
     return out
 
 

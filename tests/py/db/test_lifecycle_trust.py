@@ -8,9 +8,11 @@ memory_access, messages, jobs): no such row fails a sweep for every tenant.
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -304,3 +306,26 @@ def test_recall_index_sync_skips_a_memory_forgotten_while_it_waited(db, tenant, 
                                            " WHERE tenant_id = %s AND is_memory", (tenant,))}
     assert items == {kept}
 
+
+def test_bench_trust_sees_a_sweep_that_failed_beside_it(db):
+    """bench-trust fails a part when a sweep failed during it (issue 46: the access
+    sweep failed six minutes in a row and the suite said passed): a failed run in the
+    window is listed; one cut off by a crash is not, in the crash part alone."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))
+    from trust import background
+
+    since = background.server_now(DSN)
+    name = "t_sweep_" + uuid.uuid4().hex[:8]
+    c = db.conn
+    try:
+        for sqlstate, error in (("23503", "violates foreign key constraint"), ("57P01", "terminating connection")):
+            c.execute("INSERT INTO mnemo_internal.lifecycle_runs (sweep, clock, status, error, sqlstate)"
+                      " VALUES (%s, now(), 'failed', %s, %s)", (name, error, sqlstate))
+        mine = [f for f in background.failed_runs(DSN, since) if f["job"] == name]
+        assert sorted(f["sqlstate"] for f in mine) == ["23503", "57P01"]
+        mine = [f for f in background.failed_runs(DSN, since, crashes=True) if f["job"] == name]
+        assert [f["sqlstate"] for f in mine] == ["23503"]
+        assert not [f for f in background.failed_runs(DSN, datetime.now(UTC) + timedelta(hours=1))
+                    if f["job"] == name]
+    finally:
+        c.execute("DELETE FROM mnemo_internal.lifecycle_runs WHERE sweep = %s", (name,))
