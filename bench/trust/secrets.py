@@ -88,7 +88,36 @@ def prose(rng: random.Random) -> list[tuple[str, str, list[str]]]:
         ("bearer", f"curl -H 'Authorization: Bearer {(b := _r(rng, 30) + '9')}' https://api.example.com", [b]),
         ("pem_private_key", pem, [body]),
         ("base64_pem", f"key blob {pem_b64}", [b64_body, pem_b64[40:80]]),
+        ("base64_key", f"export KEY_B64={(b64k := base64.b64encode(TOKENS['openai_proj'](rng).encode()).decode())}",
+         [b64k]),
+        ("url_query", f"GET https://api.example.com/v2/items?page=2&api_key={(q := _r(rng, 24))}&fmt=json",
+         [q]),
     ]
+    return out
+
+
+def split_secrets(rng: random.Random) -> list[tuple[str, dict, list[str]]]:
+    """(kind, message, needles): a key split across two values of one message, which
+    a scanner reading each value alone misses (issue 46): two tool-call arguments,
+    two content parts (a JSON string boundary), an unknown vendor's key in halves."""
+    out = []
+    for kind in ("openai_proj", "github_ghp", "anthropic", "stripe_live"):
+        tok = TOKENS[kind](rng)
+        cut = rng.randint(len(tok) // 3, 2 * len(tok) // 3)
+        call = {"id": "call_" + _r(rng, 8), "type": "function", "function": {
+            "name": "configure", "arguments": json.dumps({"host": "db.internal", "key_a": tok[:cut],
+                                                          "key_b": tok[cut:], "retries": 3})}}
+        out.append((kind + "_split_args", {"role": "assistant", "content": None, "tool_calls": [call]},
+                    [tok[cut:]]))
+        tok = TOKENS[kind](rng)
+        out.append((kind + "_split_parts", {"role": "user", "content": [
+            {"type": "text", "text": f"the key is {tok[:cut]}"}, {"type": "text", "text": f"{tok[cut:]} thanks"}]},
+            [tok[cut:]]))
+    he = TOKENS["high_entropy"](rng)
+    call = {"id": "call_" + _r(rng, 8), "type": "function", "function": {
+        "name": "configure", "arguments": json.dumps({"k1": he[:20], "k2": he[20:]})}}
+    out.append(("high_entropy_split_args", {"role": "assistant", "content": None, "tool_calls": [call]},
+                [he[:20], he[20:]]))
     return out
 
 
@@ -145,6 +174,12 @@ class Planter:
             db.record_message(t, s, {"role": "tool", "tool_call_id": i,
                                      "content": (big if n == 0 else "") + self.text()})
         db.record_message(t, s, {"role": "assistant", "content": self.text()}, metadata=self.json_doc())
+        for kind, message, needles in split_secrets(self.rng):
+            self.needles.update(dict.fromkeys(needles, kind))
+            db.record_message(t, s, message)
+            if message.get("tool_calls"):
+                db.record_message(t, s, {"role": "tool", "tool_call_id": message["tool_calls"][0]["id"],
+                                         "content": "configured"})
         # record_event, every kind
         tags, refs = self.glued("etag"), self.glued("ref")
         ev = {"actor": {"type": "human", "name": self.glued("eve")[0]}, "tags": tags, "refs": refs}

@@ -59,6 +59,11 @@ _KEYWORD_SECRET = (r"(?:api[_ -]?key|apikey|secret(?:[_ -]?(?:access[_ -]?)?key)
                    r"access[_ -]?(?:token|key)|auth[_ -]?token|refresh[_ -]?token|private[_ -]?key|"
                    r"token|credentials?)")
 
+# Query-string parameters that carry a credential (a prefix such as x-amz- or
+# client_ may come before them).
+_URL_PARAM_NAMES = (r"key|api[_-]?key|apikey|token|access[_-]?token|auth|auth[_-]?token|secret|"
+                    r"client[_-]?secret|password|passwd|pwd|signature|sig|credential|session[_-]?token")
+
 # A name in code, not a credential: words joined by `_` or `.` (snake_case, a dotted
 # attribute path, an environment variable's name), without a digit.
 _NAME = re.compile(r"[A-Za-z]+(?:[_.][A-Za-z]+)+")
@@ -110,6 +115,10 @@ _PATTERNS: list[tuple] = [
         r"(?i)(?:\bbearer|\bauthorization:\s*token)\s+((?=[A-Za-z0-9._~+/-]*\d)(?=[A-Za-z0-9._~+/-]*[A-Za-z])"
         r"[A-Za-z0-9._~+/-]{16,}=*)"), 1),
     ("basic_auth", re.compile(r"(?i)\bbasic\s+([A-Za-z0-9+/]{16,}={0,2})"), 1),
+    # a credential in a URL's query string (?key=..., &access_token=..., &sig=...):
+    # the parameter's name says what the value is, whatever its shape
+    ("url_query_secret", re.compile(
+        r"(?i)[?&](?:[a-z0-9_.-]*[_.-])?(?:" + _URL_PARAM_NAMES + r")=([^&#\s\"'<>]{6,})"), 1),
     # password=..., PGPASSWORD=..., "password": "...", pwd: ..., password is ...;
     # quoted values may hold spaces, and JSON inside a string escapes its quotes.
     ("password", re.compile(
@@ -148,7 +157,7 @@ _QUICK = re.compile(
     r"(?i)PRIVATE KEY|PuTTY|://|sk-|A3T|AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|APKA|aws|gh[pousr]_"
     r"|github_pat_|gl[a-z]+-|GR1348941|xox|xapp-|AIza|ya29\.|_live_|_test_|hf_|npm_|pypi-|SG\.|sq0|EAAA"
     r"|AC[a-z0-9]{32}|SK[a-z0-9]{32}|-us\d|\d{8}:|\.[A-Za-z\d_-]{6}\.|AccountKey|AKC|eyJ|bearer|token"
-    r"|basic|pass|pwd|secret|api.?key|credential|[_-](?:key|pw)")
+    r"|basic|pass|pwd|secret|api.?key|credential|[_-](?:key|pw)|[?&][^=\s]*(?:key|sig|auth)")
 
 # Layer 3. Runs of base64 characters long enough to hide a secret (the lines of a
 # wrapped block joined), standalone tokens long enough to be a key, and wrapped
@@ -190,7 +199,14 @@ def _decoded(run: str) -> str | None:
 def _shapes(text: str, found: dict[str, str], depth: int) -> str:
     """Layer 3: base64-encoded secrets, then high-entropy tokens."""
     def encoded(m: re.Match) -> str:
-        inner = _decoded(m.group(0))
+        run, rest = m.group(0), ""
+        inner = _decoded(run)
+        if inner is None and "\n" in run.rstrip():
+            # a word on the line after a blob ("export", "done") joins the run as a
+            # wrapped line of it, and the whole no longer decodes: the blob alone
+            run, sep, last = run.rstrip().rpartition("\n")
+            rest = sep + last + m.group(0)[len(run) + len(sep) + len(last):]
+            inner = _decoded(run)
         if inner is None:
             return m.group(0)
         inner_found: dict[str, str] = {}
@@ -198,8 +214,8 @@ def _shapes(text: str, found: dict[str, str], depth: int) -> str:
         if not inner_found:
             return m.group(0)
         kind = "base64_" + min(inner_found.values())
-        found[m.group(0)] = kind
-        return MARK.format(kind)
+        found[run] = kind
+        return MARK.format(kind) + rest
 
     if depth == 0:
         text = _BASE64.sub(encoded, text)
@@ -276,23 +292,113 @@ def _secret_key(key: str) -> bool:
     return bool(_SECRET_KEY_WORDS & (set(words) | joined))
 
 
+# The end of one string and the start of the next: the two halves of a secret split
+# across two values (two tool-call arguments, two content parts).
+_TAIL = re.compile(r"[A-Za-z0-9_+/=.-]+\Z")
+_HEAD = re.compile(r"[A-Za-z0-9_+/=.-]+")
+_STRUCTURE = re.compile(r"[a-z_]{1,16}")  # "type": "text", "image_url": structure, not content
+_FORMATS = [(kind, pattern) for kind, pattern, group, *check in _PATTERNS if group == 0 and not check]
+
+
+def _split_kind(tail: str, head: str) -> str | None:
+    """The kind of a secret that runs from tail (the end of one value) into head (the
+    start of the next), or None. head must look like a credential on its own (6+
+    characters with a digit or symbol, or 8+ with capitals past the first: "bob" or
+    "Tuesday" after a key is a word), and the match must cross the boundary: a key that
+    ends where its value ends is found by itself."""
+    if len(head) < 6 or not (re.search(_CRED_MARK, head) or len(head) >= 8 and head != head.lower()
+                             and head[1:] != head[1:].lower()):
+        return None
+    joined = tail + head
+    for kind, pattern in _FORMATS:
+        for m in pattern.finditer(joined):
+            if m.start() < len(tail) < m.end():
+                return kind
+    # an unknown vendor's key: both halves credential-shaped, neither a known format
+    # alone, random-looking together
+    if (min(len(tail), len(head)) >= 8 and 32 <= len(joined) <= 100 and re.search(_CRED_MARK, tail)
+            and _high_entropy(joined) and not any(p.search(tail) or p.search(head) for _, p in _FORMATS)):
+        return "high_entropy"
+    return None
+
+
+def _json_in_string(text: str) -> dict | list | None:
+    """The JSON object or array a string holds (tool-call arguments), else None."""
+    if text[:1] not in ("{", "[") or text[-1:] not in ("}", "]"):
+        return None
+    try:
+        inner = json.loads(text)
+    except ValueError:
+        return None
+    return inner if isinstance(inner, dict | list) else None
+
+
+def _string_slots(value, slots: list, encoded: list) -> None:
+    """Every string value inside value, in document order, as [container, key] slots;
+    JSON held in a string (tool-call arguments) is parsed, its strings taken in turn,
+    and [container, key, parsed] goes into encoded (re-encoded if changed)."""
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for k, x in items:
+        if isinstance(x, str):
+            inner = _json_in_string(x)
+            if inner is not None:
+                encoded.append([value, k, inner])
+                _string_slots(inner, slots, encoded)
+                continue
+            slots.append([value, k])
+        else:
+            _string_slots(x, slots, encoded)
+
+
+def _join_split_secrets(value, found: dict[str, str]):
+    """value with the halves of each secret split across two adjacent string values
+    replaced by marks (a scanner that reads the whole message sees the key whole;
+    one that reads each value sees a prefix, redacted, and a random-looking rest, kept)."""
+    slots: list = []
+    _string_slots(value, slots, [])
+    texts = [c[k] for c, k in slots]
+    splits = []
+    for i in range(len(texts) - 1):
+        # the next value that says something: a content part's "type": "text" between
+        # two texts is structure, not part of what the message says
+        j = i + 1
+        while j < len(texts) - 1 and slots[j][1] == "type" and _STRUCTURE.fullmatch(texts[j]):
+            j += 1
+        if splits and splits[-1][1] == i:
+            continue  # this value's start was the end of a split secret: not its start too
+        tail, head = _TAIL.search(texts[i]), _HEAD.match(texts[j])
+        kind = tail and head and _split_kind(tail.group(0), head.group(0))
+        if kind:
+            splits.append((i, j, tail.group(0), head.group(0), kind))
+    if not splits:
+        return value
+    value = json.loads(json.dumps(value))  # a copy to change
+    slots, encoded = [], []
+    _string_slots(value, slots, encoded)
+    for i, j, tail, head, kind in splits:
+        found[tail] = found[head] = kind
+        (c, k), (c2, k2) = slots[i], slots[j]
+        c[k] = c[k][:len(c[k]) - len(tail)] + MARK.format(kind)
+        c2[k2] = MARK.format(kind) + c2[k2][len(head):]
+    for c, k, inner in reversed(encoded):  # innermost first
+        c[k] = json.dumps(inner, ensure_ascii=False)
+    return value
+
+
 def redact_value(value):
     """Redacts every string inside a JSON value, keys included. -> (value, kinds)."""
     found: dict[str, str] = {}
+    value = _join_split_secrets(value, found)
 
     def walk(v, text):
         if isinstance(v, str):
-            if v[:1] in ("{", "[") and v[-1:] in ("}", "]"):
-                # JSON in a string (tool-call arguments): walked as JSON, so its keys
-                # and credential-named fields are seen; re-encoded only if changed
-                try:
-                    inner = json.loads(v)
-                except ValueError:
-                    inner = None
-                if isinstance(inner, dict | list):
-                    before = len(found)
-                    out = walk(inner, text)
-                    return json.dumps(out, ensure_ascii=False) if len(found) > before else v
+            # JSON in a string (tool-call arguments): walked as JSON, so its keys and
+            # credential-named fields are seen; re-encoded only if changed
+            inner = _json_in_string(v)
+            if inner is not None:
+                before = len(found)
+                out = walk(inner, text)
+                return json.dumps(out, ensure_ascii=False) if len(found) > before else v
             return text(v)
         if isinstance(v, list | tuple):
             return [walk(x, text) for x in v]
@@ -325,9 +431,12 @@ def redact_bytes(data: bytes) -> tuple[bytes, list[str]]:
     return (out.encode(codec) if kinds else data), kinds
 
 
-# Nothing in a JSON document can be redacted without one of these: a keyword or
-# format prefix, or a run long enough for layer 3 (keeps clean writes cheap).
-_QUICK_JSON = re.compile(_QUICK.pattern + r"|private|auth|[A-Za-z0-9+/=_-]{24,}")
+# Nothing in a JSON document can be redacted without one of these (keeps clean
+# writes cheap): a keyword or format prefix, a run long enough for layer 3, or two
+# runs that end and start two string values a little apart (the halves of a split
+# key: _join_split_secrets).
+_QUICK_JSON = re.compile(_QUICK.pattern + r"|private|auth|[A-Za-z0-9+/=_-]{24,}"
+                         r'|[A-Za-z0-9+/=_-]{8}\\?".{0,60}?"[A-Za-z0-9+/=_-]{8}')
 
 
 def redact_json_text(raw: str) -> str:
