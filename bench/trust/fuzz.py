@@ -60,9 +60,16 @@ def run(dsn: str, args) -> dict:
     for f in findings:
         print(f"  {f['count']:>5} x {f['function']} {f['sqlstate']} {f['message']}\n        e.g. {f['example']}")
     print(f"consistency violations: {sum(len(v) for v in found.values())} {found or ''}")
+    compiles = sorted(x for name in ("compile_context", "compile_context_bundle")
+                      for x in fuzzer.durations.get(name, []))
+    compile_ms = {"calls": len(compiles)} | ({
+        "p50": round(1000 * compiles[len(compiles) // 2], 1),
+        "p99": round(1000 * compiles[min(len(compiles) - 1, int(0.99 * len(compiles)))], 1),
+        "max": round(1000 * compiles[-1], 1)} if compiles else {})
+    print(f"compiles: {compile_ms}")
     tenants = len(fuzzer.pool.tenants)
     return {"passed": not findings and not found, "inputs": figures["inputs"], "seconds_fuzzing": round(seconds, 1),
             "inputs_per_s": round(figures["inputs"] / seconds, 1), "outcomes": figures["outcomes"],
             "per_function": figures["per_function"], "non_project_errors": figures["findings"],
-            "findings": findings[:20], "tenants": tenants,
+            "findings": findings[:20], "tenants": tenants, "compile_ms": compile_ms,
             "consistency_violations": {k: [list(map(str, r)) for r in v] for k, v in found.items()}}

@@ -120,6 +120,7 @@ class Compiler:
             phases.fail(db, "session_id is required")
         # The embedding is the largest single cost of a compile: it starts before
         # anything else and runs while the phases below read.
+        cut = phases.query_cut(query)
         query = phases.search_query(query, False)
         pending = self._embed_async(query)
         session = phases.read_session(db, tenant_id, session_id, options_json)
@@ -130,7 +131,7 @@ class Compiler:
         watch.lap("session")
         history = phases.read_history(db, session)
         if query is None:
-            query = phases.default_query(db, session)
+            query, cut = phases.default_query(db, session)
             pending = self._embed_async(query)
         plan = phases.plan(session, history, query, db)
         watch.lap("history")
@@ -148,6 +149,8 @@ class Compiler:
         watch.lap("pack")
         report = bundle["report"]
         report["provenance"]["recall_scope"] = phases.recall_scope(session, pool)
+        if cut:
+            report["provenance"]["query_cut"] = cut
         latency = watch.elapsed_ms()
         context_id = phases.log(db, session, query, report, latency)
         phases.write_paging(db, session, plan)

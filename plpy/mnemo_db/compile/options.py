@@ -45,12 +45,19 @@ def as_of_text(raw: dict) -> str | None:
     return as_of
 
 
+def _shown(value, limit: int = 40) -> str:
+    """A caller's value as an error message quotes it: its repr, cut (a 309-digit
+    number or a megabyte string is not echoed back)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text)} characters)"
+
+
 def _int_option(opts: dict, key: str, lo: int, hi: int) -> int | None:
     v = opts.get(key)
     if v is None:
         return None
     if not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= hi:
-        raise OptionError(f"option {key} must be an integer between {lo} and {hi}, got {v!r}")
+        raise OptionError(f"option {key} must be an integer between {lo} and {hi}, got {_shown(v)}")
     return v
 
 
@@ -60,13 +67,13 @@ def parse_options(opts: dict, session_channel: str, tenant_scope: str | None = N
     as_of is checked apart (as_of_text, then by the database)."""
     unknown = sorted(set(opts) - OPTION_KEYS)
     if unknown:
-        raise OptionError(f"unknown option {unknown[0]!r}; known: {', '.join(sorted(OPTION_KEYS))}")
+        raise OptionError(f"unknown option {_shown(unknown[0])}; known: {', '.join(sorted(OPTION_KEYS))}")
     task = opts.get("task_type")
     if task is not None and (not isinstance(task, str) or task not in BUDGET_SPLIT):
-        raise OptionError(f"task_type must be one of {', '.join(TASK_TYPES)}, got {task!r}")
+        raise OptionError(f"task_type must be one of {', '.join(TASK_TYPES)}, got {_shown(task)}")
     channel = opts.get("channel") or session_channel
     if not isinstance(channel, str) or channel not in CHANNEL_SENSITIVITY:
-        raise OptionError(f"channel must be one of {', '.join(CHANNEL_SENSITIVITY)}, got {channel!r}")
+        raise OptionError(f"channel must be one of {', '.join(CHANNEL_SENSITIVITY)}, got {_shown(channel)}")
     caps = opts.get("caps") or {}
     if not isinstance(caps, dict) or set(caps) - CAP_KEYS:
         raise OptionError(f"caps must be an object with keys among {', '.join(sorted(CAP_KEYS))}")
@@ -80,7 +87,7 @@ def parse_options(opts: dict, session_channel: str, tenant_scope: str | None = N
     if scope is None:  # the tenant's (a config written to the table directly may name none)
         scope = tenant_scope if tenant_scope in RECALL_SCOPES else DEFAULT_RECALL_SCOPE
     elif not isinstance(scope, str) or scope not in RECALL_SCOPES:
-        raise OptionError(f"recall_scope must be one of {', '.join(RECALL_SCOPES)}, got {scope!r}")
+        raise OptionError(f"recall_scope must be one of {', '.join(RECALL_SCOPES)}, got {_shown(scope)}")
     return {
         "budget": _int_option(opts, "budget", 0, 10_000_000),
         "task_type": task,

@@ -118,13 +118,27 @@ class Plan:
     date_ranges: tuple = ()  # the date ranges it names, against the session's time
 
 
+# What a compile searches on: a query's first QUERY_MAX_CHARS characters (~2,000
+# tokens; the embedding reads its first 256 tokens). Any caller may send a query of
+# megabytes, and redaction, the lexemes and the log grow with its length; a longer
+# query is cut, and the report says so (provenance.query_cut).
+QUERY_MAX_CHARS = 8192
+
+
 def search_query(query: str | None, redacting: bool) -> str | None:
-    """The query as searched for and logged: stripped (empty: none) and, where the
-    tenant redacts, redacted (no secret may reach a table)."""
-    query = query.strip() if query and query.strip() else None
+    """The query as searched for and logged: stripped (empty: none), cut to its first
+    QUERY_MAX_CHARS characters and, where the tenant redacts, redacted (no secret may
+    reach a table)."""
+    query = query.strip()[:QUERY_MAX_CHARS] if query and query.strip() else None
     if query and redacting:
         query = redact.redact(query)[0]
     return query
+
+
+def query_cut(query: str | None) -> dict | None:
+    """What the report says of a query longer than QUERY_MAX_CHARS (None: not cut)."""
+    n = len(query.strip()) if query else 0
+    return {"chars": n, "searched_chars": QUERY_MAX_CHARS} if n > QUERY_MAX_CHARS else None
 
 
 def read_session(db: Database, tenant_id: str, session_id: str, options_json: str | None) -> Session:
@@ -170,10 +184,12 @@ def read_history(db: Database, session: Session) -> list[dict]:
     return rows.history_messages(r)
 
 
-def default_query(db: Database, session: Session) -> str | None:
-    """The query when the caller gave none: the last user message the channel may see."""
+def default_query(db: Database, session: Session) -> tuple[str | None, dict | None]:
+    """The query when the caller gave none: the last user message the channel may see
+    (and query_cut's report of it)."""
     last = db.run("last_user", [session.tenant_id, session.session_id, session.as_of, list(session.allowed)])
-    return search_query(last[0]["content"] if last else None, session.redacting)
+    text = last[0]["content"] if last else None
+    return search_query(text, session.redacting), query_cut(text)
 
 
 def window_budget(session: Session) -> int:

@@ -20,6 +20,7 @@ import pytest
 from conftest import DSN
 from helpers import assert_tool_pairs_whole, run_jobs, say, text_of
 from mnemo_db import tokens
+from mnemo_db.compile import phases
 from mnemo_db.compile.compiler import GENERIC_PLANS_AFTER
 from mnemo_db.compile.levels import message_levels
 from openai.types.chat import ChatCompletionMessageParam, ChatCompletionToolParam
@@ -757,6 +758,33 @@ def test_option_errors_read_cleanly(db, tenant):
         db.compile_context(tenant, s, bugdet=100)
     assert info.value.hint != "None"
     assert info.value.message.startswith("unknown option 'bugdet'")
+
+
+def test_a_budget_error_does_not_echo_a_309_digit_number(db, tenant):
+    s = db.start_session(tenant)
+    with pytest.raises(errors.InvalidParameter) as info:
+        db._call("SELECT mnemo.compile_context(%(t)s, %(s)s, 'hi', %(o)s::jsonb)",
+                 {"t": tenant, "s": s, "o": '{"budget": ' + "9" * 309 + "}"})
+    assert "9" * 50 not in info.value.message and len(info.value.message) < 200
+
+
+def test_a_query_of_megabytes_is_searched_on_its_first_characters(db, tenant):
+    """Any caller may send a query of megabytes (one held a backend for 12.7 s):
+    the compile searches and logs its first QUERY_MAX_CHARS characters, and the
+    report says so; the same question as a short query finds the same turn."""
+    s = db.start_session(tenant)
+    say(db, tenant, s, "user", "I parked the car on level 3 of the Elm Street garage.")
+    say(db, tenant, s, "assistant", "Noted: level 3, Elm Street.")
+    question = "Where did I park the car? "
+    huge = question * 200_000  # 5 MB
+    bundle = db.compile_context_bundle(tenant, s, huge, budget=500)
+    cut = bundle["report"]["provenance"]["query_cut"]
+    assert cut == {"chars": len(huge.strip()), "searched_chars": phases.QUERY_MAX_CHARS}
+    logged = context_log(db, tenant)[-1][4]
+    assert len(logged) == phases.QUERY_MAX_CHARS and huge.startswith(logged)
+    short = db.compile_context_bundle(tenant, s, question.strip(), budget=500)
+    assert "query_cut" not in short["report"]["provenance"]
+    assert [i["source"] for i in bundle["report"]["items"]] == [i["source"] for i in short["report"]["items"]]
 
 
 def test_unknown_session_and_tenant(db, tenant):
