@@ -71,10 +71,12 @@ BEGIN
         -- a forget() that committed after this statement began (this lock waited for
         -- it) takes its row out of this set, where a plain EXISTS, reading the
         -- statement's snapshot, still saw it and the foreign key then failed the
-        -- whole batch, every tenant's rows with it.
+        -- whole batch, every tenant's rows with it. Locked in id order, as the index
+        -- scan of a forget() of several memories deletes them: no deadlock between them.
         SELECT m.tenant_id, m.memory_id
         FROM mnemo.memories AS m
         JOIN totals AS t ON m.tenant_id = t.tenant_id AND m.memory_id = t.memory_id
+        ORDER BY m.tenant_id, m.memory_id
         FOR KEY SHARE OF m
     ), counted AS (
         -- memories deleted since they were sent are skipped (alive)
