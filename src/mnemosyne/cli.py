@@ -47,6 +47,12 @@ jobs_app = typer.Typer(no_args_is_help=False, rich_markup_mode="markdown",
                        help="The job queue: list, retry failed jobs, run due jobs now.",
                        epilog=_example("mnemo jobs", "mnemo jobs retry", "mnemo jobs run"))
 app.add_typer(jobs_app, name="jobs")
+keys_app = typer.Typer(no_args_is_help=True, rich_markup_mode="markdown",
+                       help="API keys: the key a request to `mnemo serve` or `mnemo mcp --transport http` "
+                            "presents is its tenant. Only a hash is stored; the secret is shown once.",
+                       epilog=_example("mnemo keys create acme --label ci", "mnemo keys list acme",
+                                       "mnemo keys revoke acme 3f2a9c0d1b7e"))
+app.add_typer(keys_app, name="keys")
 _state: dict[str, str] = {}
 
 
@@ -467,33 +473,99 @@ def jobs_run(batches: Annotated[int, typer.Option(help="at most this many batche
     out.print(f"ran due jobs: {before} due before, {after['due']} due now, {after['failed']} failed in all")
 
 
+# --------------------------------------------------------------------------- keys
+@command(keys_app, name="create", epilog=_example("mnemo keys create acme --label ci --expires-in-days 90"))
+def keys_create(tenant: Annotated[str, typer.Argument(help="tenant the key acts for")],
+                label: Annotated[str | None, typer.Option(help="what the key is for")] = None,
+                expires_in_days: Annotated[float | None, typer.Option(help="expires after this many days "
+                                                                      "(default: never)")] = None,
+                as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False) -> None:
+    """Create an API key for a tenant and print its secret, this once."""
+    from datetime import UTC, datetime, timedelta
+
+    expires = datetime.now(UTC) + timedelta(days=expires_in_days) if expires_in_days is not None else None
+    with client() as m:
+        key = m.create_api_key(tenant, label, expires)
+    if as_json:
+        print_json(key)
+        return
+    out.print(key["secret"])
+    err.print(f"key {key['key_id']} for tenant {tenant}"
+              + (f", expires {when(key['expires_at'])}" if key.get("expires_at") else "")
+              + ": the secret above is shown only now (only its hash is stored).")
+
+
+@command(keys_app, name="list", epilog=_example("mnemo keys list acme"))
+def keys_list(tenant: Annotated[str, typer.Argument(help="tenant")],
+              as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False) -> None:
+    """A tenant's API keys and their state (no secrets)."""
+    with client() as m:
+        rows = m.list_api_keys(tenant)
+    if as_json:
+        print_json(rows)
+        return
+    out.print(table(f"API keys of {tenant}", ["key id", "label", "state", "created", "expires", "last used"],
+                    [[r["key_id"], short(r["label"], 24) or None, r["state"], when(r["created_at"]),
+                      when(r["expires_at"]), when(r["last_used_at"])] for r in rows]))
+
+
+@command(keys_app, name="revoke", epilog=_example("mnemo keys revoke acme 3f2a9c0d1b7e"))
+def keys_revoke(tenant: Annotated[str, typer.Argument(help="tenant")],
+                key_id: Annotated[str, typer.Argument(help="the key's id (mnemo keys list)")]) -> None:
+    """Revoke an API key: requests presenting it are refused from now on."""
+    with client() as m:
+        r = m.revoke_api_key(tenant, key_id)
+    out.print(f"revoked key {r['key_id']} of tenant {tenant} at {when(r['revoked_at'])}")
+
+
 # ---------------------------------------------------------------------------- mcp
 @command(epilog=_example("mnemo mcp --tenant me --agent claude-code",
-                         "mnemo mcp --transport http --port 8765 --tenant me"))
+                         "mnemo mcp --transport http --port 8765",
+                         "mnemo mcp --transport http --port 8765 --tenant me   # local, one user, no key"))
 def mcp(transport: Annotated[str, typer.Option(help="stdio or http (streamable HTTP)")] = "stdio",
         host: Annotated[str, typer.Option(help="HTTP: address to listen on")] = "127.0.0.1",
         port: Annotated[int, typer.Option(help="HTTP: port")] = 8765,
         tenant: Annotated[str | None, typer.Option(envvar="MNEMO_TENANT", help="default tenant")] = None,
         session: Annotated[str | None, typer.Option(envvar="MNEMO_SESSION", help="default session")] = None,
         agent: Annotated[str, typer.Option(envvar="MNEMO_AGENT", help="default agent id")] = "mcp",
-        channel: Annotated[str, typer.Option(envvar="MNEMO_CHANNEL", help="default channel")] = "private") -> None:
-    """Serve Mnemosyne's MCP tools (memory_record_event, memory_build_acb,
-    memory_get_artifact, memory_query_decisions, memory_stats) over stdio or
-    streamable HTTP. Tenant, session, agent and channel come from here or from each
-    call's arguments."""
+        channel: Annotated[str, typer.Option(envvar="MNEMO_CHANNEL", help="default channel")] = "private",
+        trusted_gateway: Annotated[bool, typer.Option(
+            help="HTTP: behind a gateway that authenticates callers; a request without a key acts "
+                 "for its X-Mnemo-Tenant header")] = False) -> None:
+    """Serve Mnemosyne's MCP tools over stdio or streamable HTTP. Over HTTP every
+    request presents an API key (`mnemo keys create`), which is its tenant; with
+    --tenant on a loopback address, requests without a key act for that tenant
+    (one local user). Session, agent and channel come from here or from each call."""
     from .mcp_server import Identity, serve
 
     if transport not in ("stdio", "http"):
         fail(f"unknown transport {transport!r}", "--transport stdio or --transport http", "MN001")
+    mode = edge_mode(host, tenant, trusted_gateway) if transport == "http" else "local"
     serve(_state.get("dsn") or default_dsn(),
           Identity(tenant, session and str(session_uuid(session)), agent, channel),
-          transport, host, port)
+          transport, host, port, mode)
+
+
+def edge_mode(host: str, tenant: str | None, trusted_gateway: bool) -> str:
+    """The network surface's mode (mnemosyne.edge): gateway, local (a default tenant
+    without a key, loopback only) or keys."""
+    from .edge import is_loopback
+
+    if trusted_gateway:
+        return "gateway"
+    if tenant is None:
+        return "keys"
+    if not is_loopback(host):
+        fail(f"--tenant {tenant} without an API key would serve that tenant to anyone who reaches {host}",
+             "Use API keys (mnemo keys create TENANT) and leave --tenant out, listen on 127.0.0.1, "
+             "or run behind an authenticating gateway with --trusted-gateway.", "MN001")
+    return "local"
 
 
 # ---------------------------------------------------------------------------- serve
 @command(epilog=_example(
     "mnemo serve --tenant me",
-    "mnemo serve --port 8080 --key sk-proxy-1=acme --openai-api-key $OPENAI_API_KEY",
+    "mnemo serve --host 0.0.0.0 --port 8080 --openai-api-key $OPENAI_API_KEY   # API keys per tenant",
     "MNEMO_ANTHROPIC_BASE_URL=https://api.anthropic.com mnemo serve --tenant me"))
 def serve(host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",
           port: Annotated[int, typer.Option(help="port")] = 8080,
@@ -509,10 +581,14 @@ def serve(host: Annotated[str, typer.Option(help="address to listen on")] = "127
           anthropic_api_key: Annotated[str | None, typer.Option(
               envvar="MNEMO_ANTHROPIC_API_KEY", help="upstream key for clients using a proxy key",
               show_default=False)] = None,
-          key: Annotated[list[str] | None, typer.Option(
-              help="proxy key KEY=TENANT (repeatable; also MNEMO_PROXY_KEYS=K=T,K2=T2)")] = None,
           tenant: Annotated[str | None, typer.Option(
-              envvar="MNEMO_TENANT", help="tenant of requests that name none")] = None,
+              envvar="MNEMO_TENANT", help="local single-user mode (loopback only): the tenant of "
+              "requests without an API key")] = None,
+          trusted_gateway: Annotated[bool, typer.Option(
+              help="behind a gateway that authenticates callers: a request without an API key acts "
+                   "for its X-Mnemo-Tenant header")] = False,
+          max_body_mb: Annotated[float, typer.Option(help="larger request bodies get 413")] = 16.0,
+          max_concurrent: Annotated[int, typer.Option(help="requests in flight per tenant; more get 429")] = 32,
           agent: Annotated[str, typer.Option(envvar="MNEMO_AGENT", help="default agent id")] = "proxy",
           channel: Annotated[str, typer.Option(envvar="MNEMO_CHANNEL", help="default channel")] = "private",
           context_window: Annotated[int | None, typer.Option(
@@ -523,26 +599,23 @@ def serve(host: Annotated[str, typer.Option(help="address to listen on")] = "127
           db_pool: Annotated[int, typer.Option(help="database connections at most")] = 8) -> None:
     """The transparent proxy: OpenAI chat completions and Anthropic messages with
     Mnemosyne's memory, every other path passed through. Point OPENAI_BASE_URL at
-    http://HOST:PORT/v1 or ANTHROPIC_BASE_URL at http://HOST:PORT."""
+    http://HOST:PORT/v1 or ANTHROPIC_BASE_URL at http://HOST:PORT, with an API key of
+    Mnemosyne's (`mnemo keys create TENANT`) as the client's API key: the key is the
+    tenant, and the proxy calls upstream with --openai-api-key / --anthropic-api-key.
+    With --tenant on a loopback address, requests without a key act for that tenant."""
     import logging
-    import os
 
     import uvicorn
 
     from .proxy import Config, create_app
-    from .proxy.config import parse_keys
 
-    keys = parse_keys(os.environ.get("MNEMO_PROXY_KEYS"))
-    try:
-        keys.update(parse_keys(",".join(key or [])))
-    except ValueError as e:
-        fail(str(e), "--key KEY=TENANT", "MN001")
+    mode = edge_mode(host, tenant, trusted_gateway)
     config = Config.from_env(
         _state.get("dsn") or default_dsn(), openai_base_url=openai_base_url,
         anthropic_base_url=anthropic_base_url, openai_api_key=openai_api_key,
-        anthropic_api_key=anthropic_api_key, keys=keys, default_tenant=tenant, default_agent=agent,
+        anthropic_api_key=anthropic_api_key, mode=mode, default_tenant=tenant, default_agent=agent,
         default_channel=channel, context_window=context_window, memory_tokens=memory_tokens,
-        db_pool_size=db_pool)
+        db_pool_size=db_pool, max_body_bytes=int(max_body_mb * 1024 * 1024), max_concurrent=max_concurrent)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     err.print(f"mnemo proxy on http://{host}:{port} (OpenAI: {config.openai_base_url}, "
               f"Anthropic: {config.anthropic_base_url})")

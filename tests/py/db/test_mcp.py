@@ -205,7 +205,8 @@ def test_tools_over_streamable_http(tenant):
                 said = body(await c.call_tool("memory_record_event", {"kind": "message", "content": {"text": "hi"}}))
                 stats = body(await c.call_tool("memory_stats", {"session_id": said["session_id"]}))
                 assert stats["messages"]["count"] == 1
-                assert "[MN002]" in error(await c.call_tool("memory_stats", {"tenant_id": "t_nobody_y"}))
+                # local mode acts for --tenant alone: another tenant named is refused
+                assert "[MN008]" in error(await c.call_tool("memory_stats", {"tenant_id": "t_nobody_y"}))
         asyncio.run(run())
     finally:
         proc.terminate()
