@@ -45,7 +45,8 @@ BEGIN
     IF NOT EXISTS (SELECT FROM mnemo.tenants AS t WHERE t.tenant_id = p_tenant_id) THEN
         RAISE EXCEPTION USING ERRCODE = 'MN002',
             MESSAGE = format('unknown tenant %L', p_tenant_id),
-            HINT = 'Create it first: SELECT mnemo.create_tenant(''...'');';
+            HINT = format('Create it first: mnemo tenants --create %s (in SQL: SELECT mnemo.create_tenant(%L)).',
+                p_tenant_id, p_tenant_id);
     END IF;
 END;
 $$;

@@ -82,7 +82,10 @@ def handled(fn: Callable[..., Any]) -> Callable[..., Any]:
         except MnemoError as e:
             fail(e.message, e.hint, e.sqlstate, e.detail)
         except psycopg.OperationalError as e:
-            fail(f"cannot connect to {_safe_dsn()}: {str(e).strip().splitlines()[-1]}",
+            # libpq's reason ("Connection refused", "password authentication failed") with
+            # its advice, on one line
+            reason = " ".join(line.strip() for line in str(e).strip().splitlines() if line.strip())
+            fail(f"cannot connect to {_safe_dsn()}: {reason}",
                  "Start the local cluster with `make up`, or point DATABASE_URL at a server "
                  "where Mnemosyne is deployed.")
         except psycopg.errors.InsufficientPrivilege as e:
@@ -391,19 +394,39 @@ def decisions(tenant: Annotated[str, typer.Argument(help="tenant")],
 def import_(file: Annotated[Path, typer.Argument(help="the file to import", exists=True, dir_okay=False)],
             tenant: Annotated[str | None, typer.Option(help="into this tenant (an export's own by default)")] = None,
             fmt: Annotated[str | None, typer.Option("--format", help=f"one of {', '.join(importers.FORMATS)} "
-                                                    "(default: detected)")] = None) -> None:
+                                                    "(default: detected)")] = None,
+            create_tenant: Annotated[bool, typer.Option(help="create --tenant when it does not exist "
+                                                        "(an export's own tenant always is)")] = False) -> None:
     """Import conversations: OpenAI-shaped JSONL, a Claude Code session log, a
     SWE-agent .traj, LoCoMo's JSON, or what `mnemo export` wrote. Idempotent and
-    resumable: run it again and it records only what is missing."""
+    resumable: run it again and it records only what is missing. A bad message
+    stops it: nothing of its batch of 100 is kept, and the error says what was."""
+    from .errors import UnknownTenant
+
     parsed = importers.read(file, fmt)
-    tenant = tenant or (parsed.tenant or {}).get("tenant_id")
+    own = (parsed.tenant or {}).get("tenant_id")
+    create_tenant = create_tenant or (own is not None and tenant in (None, own))
+    tenant = tenant or own
     if not tenant:
         fail("which tenant? this file names none", "Pass --tenant NAME.", "MN001")
-    with client() as m, Progress(TextColumn("[progress.description]{task.description}"), BarColumn(),
-                                 MofNCompleteColumn(), TimeElapsedColumn(), console=err,
-                                 transient=False, disable=not err.is_terminal) as bar:
-        task = bar.add_task(f"{parsed.format} → {tenant}", total=parsed.message_count)
-        summary = importers.run_import(m, tenant, parsed, progress=lambda n: bar.advance(task, n))
+    try:
+        with client() as m, Progress(TextColumn("[progress.description]{task.description}"), BarColumn(),
+                                     MofNCompleteColumn(), TimeElapsedColumn(), console=err,
+                                     transient=False, disable=not err.is_terminal) as bar:
+            task = bar.add_task(f"{parsed.format} → {tenant}", total=parsed.message_count)
+            summary = importers.run_import(m, tenant, parsed, progress=lambda n: bar.advance(task, n),
+                                           create_tenant=create_tenant)
+    except UnknownTenant:
+        fail(f"unknown tenant {tenant!r}; nothing was imported",
+             "Pass --create-tenant to create it, or see `mnemo tenants` for the names.", "MN002")
+    except importers.ImportStopped as e:
+        code = getattr(e.error, "sqlstate", None)
+        kept = e.summary.messages_recorded
+        fail(f"{getattr(e.error, 'message', e.error)} (session {e.session})",
+             f"Recorded before the error: {kept} message{'' if kept == 1 else 's'}"
+             + (f", of which {e.kept} in session {e.session}" if e.kept else "")
+             + "; nothing of the batch with the bad message. Fix the file and run the same command again: "
+             "it goes on after what was recorded.", code)
     out.print(
         f"imported [bold]{file.name}[/bold] ({summary.format}) into [bold]{tenant}[/bold]: "
         f"{summary.messages_recorded} messages recorded, {summary.messages_skipped} already there; "
@@ -532,7 +555,9 @@ def mcp(transport: Annotated[str, typer.Option(help="stdio or http (streamable H
         trusted_gateway: Annotated[bool, typer.Option(
             help="HTTP: behind a gateway that authenticates callers; a request without a key acts "
                  "for its X-Mnemo-Tenant header")] = False) -> None:
-    """Serve Mnemosyne's MCP tools over stdio or streamable HTTP. Over HTTP every
+    """Serve Mnemosyne's MCP tools over stdio or streamable HTTP: memory_record_event,
+    memory_build_acb, memory_get_artifact, memory_query_decisions, memory_stats,
+    memory_query, memory_restore, memory_release, memory_objects. Over HTTP every
     request presents an API key (`mnemo keys create`), which is its tenant; with
     --tenant on a loopback address, requests without a key act for that tenant
     (one local user). Session, agent and channel come from here or from each call."""
