@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
-import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -41,6 +40,7 @@ MODES = ("keys", "local", "gateway")
 DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
 DEFAULT_MAX_CONCURRENT = 32
 DEFAULT_BODY_TIMEOUT = 30.0
+DRAIN_FACTOR = 4  # a body over the cap is read and dropped up to this many times the cap
 
 
 @dataclass(frozen=True)
@@ -133,7 +133,10 @@ class Edge:
             body = await self._body(headers, receive)
             caller = await self._caller(headers)
         except Refused as e:
-            await self.error(scope, e.status, e.code, e.message, e.hint)(scope, receive, send)
+            response = self.error(scope, e.status, e.code, e.message, e.hint)
+            if e.status in (408, 413):  # the body may be unread: the connection cannot serve another
+                response.headers["connection"] = "close"
+            await response(scope, receive, send)
             return
         count = self.in_flight.get(caller.tenant, 0)
         if count >= self.max_concurrent:
@@ -152,8 +155,22 @@ class Edge:
                 return {"type": "http.request", "body": body, "more_body": False}
             return await receive()  # http.disconnect, when the client leaves
 
+        started = False
+
+        async def watched(message: dict) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
         try:
-            await self.app(scope, replay, send)
+            await self.app(scope, replay, watched)
+        except Exception:
+            # a bug: its traceback goes to the server's log, never to the client
+            log.exception("mnemo edge: %s %s failed", scope.get("method"), scope.get("path"))
+            if started:
+                raise
+            await self.error(scope, 500, "MN000", "internal error (logged by the server)", None)(
+                scope, receive, send)
         finally:
             left = self.in_flight[caller.tenant] - 1
             if left:
@@ -162,9 +179,11 @@ class Edge:
                 del self.in_flight[caller.tenant]
 
     async def _body(self, headers: dict[str, str], receive: Callable) -> bytes:
-        """The whole body, at most max_body_bytes, within body_timeout."""
+        """The whole body, at most max_body_bytes, within body_timeout. A body over the
+        cap is read on and dropped (up to DRAIN_FACTOR times the cap), so that the
+        client, still sending, gets the 413 rather than a broken connection."""
         length = headers.get("content-length", "")
-        if length.isdigit() and int(length) > self.max_body_bytes:
+        if length.isdigit() and int(length) > self.max_body_bytes * DRAIN_FACTOR:
             raise Refused(413, "MN007", f"the body is {int(length)} bytes",
                           f"At most {self.max_body_bytes} bytes per request.")
         chunks, size = [], 0
@@ -179,10 +198,13 @@ class Edge:
                 raise Refused(400, "MN001", "the client left before its body was sent")
             chunk = message.get("body", b"")
             size += len(chunk)
-            if size > self.max_body_bytes:
+            if size <= self.max_body_bytes:
+                chunks.append(chunk)
+            elif not message.get("more_body") or size > self.max_body_bytes * DRAIN_FACTOR:
                 raise Refused(413, "MN007", f"the body is over {self.max_body_bytes} bytes",
                               f"At most {self.max_body_bytes} bytes per request.")
-            chunks.append(chunk)
+            else:
+                chunks.clear()
             if not message.get("more_body"):
                 return b"".join(chunks)
 
@@ -210,11 +232,3 @@ class Edge:
         raise Refused(401, "MN014", "no API key: send Authorization: Bearer mnk_... (or x-api-key)",
                       "mnemo keys create TENANT makes one.")
 
-
-def body_tenant(body: bytes) -> Any:
-    """The top-level tenant_id of a JSON object body, if any (for the 403 check)."""
-    try:
-        data = json.loads(body)
-    except ValueError:
-        return None
-    return data.get("tenant_id") if isinstance(data, dict) else None

@@ -43,6 +43,7 @@ log = logging.getLogger("mnemosyne.mcp")
 CALLER: ContextVar[Caller | None] = ContextVar("mnemo_caller", default=None)
 BOUND_DB: ContextVar[AsyncClient | None] = ContextVar("mnemo_bound_db", default=None)
 NEW_SESSIONS: ContextVar[list | None] = ContextVar("mnemo_new_sessions", default=None)
+INT32, INT64 = 2**31 - 1, 2**63 - 1  # the SQL API's integer ranges
 DB_DOWN = (PoolTimeout, psycopg.OperationalError, psycopg.InterfaceError)
 
 
@@ -195,7 +196,8 @@ class MemoryTools:
     async def build_acb(
         self,
         query_text: Annotated[str | None, Field(description="what to retrieve for (default: the last user message)")] = None,
-        max_tokens: Annotated[int | None, Field(description="token budget (default: the session's window)")] = None,
+        max_tokens: Annotated[int | None, Field(description="token budget (default: the session's window)",
+                                                 ge=0, le=INT32)] = None,
         intent: Annotated[str | None, Field(description="e.g. repo_onboarding; continuation, knowledge, "
                                             "new_session or tool_heavy also set the task type")] = None,
         tenant_id: TenantArg = None, session_id: SessionArg = None,
@@ -213,7 +215,7 @@ class MemoryTools:
 
     async def get_artifact(
         self,
-        artifact_id: Annotated[int, Field(description="the artifact_id of a truncated tool output")],
+        artifact_id: Annotated[int, Field(description="the artifact_id of a truncated tool output", ge=1, le=INT64)],
         tenant_id: TenantArg = None,
     ) -> dict[str, Any]:
         """The full bytes of a large tool output that was stored as an excerpt: as text
@@ -228,7 +230,7 @@ class MemoryTools:
     async def query_decisions(
         self,
         query: Annotated[str | None, Field(description="best match first (default: newest first)")] = None,
-        limit: Annotated[int, Field(description="at most this many (1 to 200)")] = 20,
+        limit: Annotated[int, Field(description="at most this many (1 to 200)", ge=1, le=200)] = 20,
         include_superseded: bool = False,
         session_id: Annotated[str | None, Field(description="only this session's decisions")] = None,
         tenant_id: TenantArg = None,
@@ -259,7 +261,7 @@ class MemoryTools:
         question: Annotated[str, Field(description="what to find out from content that is no longer in full view")],
         scope: Annotated[str | None, Field(description="object ids (obj:N, space-separated) to answer "
                                            "from alone (default: the whole session)")] = None,
-        max_tokens: Annotated[int, Field(description="the answer's length at most (16 to 2000)")] = 300,
+        max_tokens: Annotated[int, Field(description="the answer's length at most (16 to 2000)", ge=16, le=2000)] = 300,
         tenant_id: TenantArg = None, session_id: SessionArg = None,
         agent_id: AgentArg = None, channel: ChannelArg = None,
     ) -> dict[str, Any]:
@@ -297,7 +299,7 @@ class MemoryTools:
 
     async def memory_objects(
         self,
-        limit: Annotated[int, Field(description="the newest this many (1 to 1000)")] = 200,
+        limit: Annotated[int, Field(description="the newest this many (1 to 1000)", ge=1, le=1000)] = 200,
         tenant_id: TenantArg = None, session_id: SessionArg = None,
         agent_id: AgentArg = None, channel: ChannelArg = None,
     ) -> dict[str, Any]:
@@ -385,8 +387,38 @@ def http_app(server: Server, *, mode: str = "keys", default_tenant: str | None =
             raise Failure("unavailable", "the server is starting")
         return await tools.pool_db.api_key_tenant(key)
 
-    return Edge(app, resolve=resolve, error=lambda scope, *a: jsonrpc_error(*a), mode=mode,
+    return Edge(json_errors(app), resolve=resolve, error=lambda scope, *a: jsonrpc_error(*a), mode=mode,
                 default_tenant=default_tenant, unavailable=(*DB_DOWN, Failure), **limits)
+
+
+def json_errors(app: Any) -> Any:
+    """The SDK's plain-text refusals (a wrong Content-Type or Accept header, an unknown
+    session) as JSON-RPC errors, MCP's one error shape."""
+    from .edge import jsonrpc_error
+
+    async def wrapped(scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await app(scope, receive, send)
+            return
+        held: dict | None = None
+
+        async def reshape(message: dict) -> None:
+            nonlocal held
+            if message["type"] == "http.response.start":
+                ctype = dict(message.get("headers") or []).get(b"content-type", b"")
+                if message["status"] >= 400 and not ctype.startswith(b"application/json"):
+                    held = {"status": message["status"], "body": b""}
+                    return
+            elif held is not None:
+                held["body"] += message.get("body", b"")
+                if not message.get("more_body"):
+                    text = held["body"].decode("utf-8", "replace").strip() or "refused"
+                    await jsonrpc_error(held["status"], "MN001", text)(scope, receive, send)
+                return
+            await send(message)
+
+        await app(scope, receive, reshape)
+    return wrapped
 
 
 def serve(dsn: str, identity: Identity, transport: str = "stdio", host: str = "127.0.0.1",

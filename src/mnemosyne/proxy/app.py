@@ -58,6 +58,7 @@ ANTHROPIC_ERRORS = {400: "invalid_request_error", 401: "authentication_error", 4
 # seed 004's HTTP API: path -> MemoryTools method (the MCP server's, shared)
 MNEMO_API = {"record_event": "record_event", "build_acb": "build_acb",
              "get_artifact": "get_artifact", "query_decisions": "query_decisions"}
+MAX_CONTEXT_WINDOW = 100_000_000
 MN_STATUS = {"MN001": 400, "MN002": 404, "MN003": 404, "MN004": 400, "MN005": 400, "MN006": 400,
              "MN007": 413, "MN008": 403, "MN009": 409, "MN010": 404, "MN011": 500, "MN012": 409,
              "MN013": 429, "MN014": 401, "unavailable": 503}
@@ -166,10 +167,13 @@ class Proxy:
         raw = await request.body()
         try:
             body = json.loads(raw)
-        except ValueError:
-            body = None
+        except (ValueError, RecursionError):  # not JSON (bad UTF-8 included), or nested past Python's stack
+            return provider_error(protocol, 400, "the body is not JSON (Mnemosyne proxy)", "MN001")
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
             return await self.passthrough(request, raw)
+        problem = body_problem(protocol, body)
+        if problem:
+            return provider_error(protocol, 400, f"{problem} (Mnemosyne proxy)", "MN001")
         ident = self.identify(request)
         if ident is None:
             return provider_error(protocol, 401, "no API key (Mnemosyne): mnemo keys create TENANT makes one",
@@ -186,6 +190,11 @@ class Proxy:
                 return provider_error(protocol, 403, f"{e.message} (Mnemosyne)", "unknown_tenant")
             except Unavailable as e:
                 reason = f"database unreachable: {e}"
+            except ValueError as e:  # a header out of range
+                return provider_error(protocol, 400, f"{e} (Mnemosyne proxy)", "MN001")
+            except psycopg.DataError as e:  # what PostgreSQL cannot hold (a \u0000 in a string)
+                return provider_error(protocol, 400, f"invalid value: {str(e).splitlines()[0]} (Mnemosyne)",
+                                      "MN001")
             except MnemoError as e:
                 if e.sqlstate == "MN008":  # another tenant's session, or a key revoked meanwhile
                     return provider_error(protocol, 403, f"{e.message} (Mnemosyne)", e.sqlstate)
@@ -255,6 +264,8 @@ class Proxy:
         model = body.get("model") or "unknown"
         window_header = request.headers.get("x-mnemo-context-window", "")
         window = int(window_header) if window_header.isdigit() else self.config.window_for(model)
+        if window_header and not (window_header.isdigit() and 256 <= window <= MAX_CONTEXT_WINDOW):
+            raise ValueError(f"X-Mnemo-Context-Window must be a number of tokens from 256 to {MAX_CONTEXT_WINDOW}")
         reserve = body.get("max_tokens") or body.get("max_completion_tokens") or DEFAULT_RESPONSE_RESERVE
         client_tools = body.get("tools") or []
         client_names = {(t.get("function") or {}).get("name") or t.get("name") for t in client_tools
@@ -329,7 +340,7 @@ class Proxy:
         caller: Caller = request.scope["mnemo.caller"]
         try:
             args = json.loads(await request.body() or b"{}")
-        except ValueError:  # UnicodeDecodeError included
+        except (ValueError, RecursionError):  # UnicodeDecodeError included; nested past the stack
             args = None
         if not isinstance(args, dict):
             return mnemo_error(400, "MN001", "the body must be a JSON object (UTF-8)",
@@ -381,6 +392,34 @@ def _artifact_id(value: str) -> int:
     if not digits.isdigit() or len(digits) > 18:
         raise Failure("MN001", f"artifact_id {value!r} is not an artifact id", "art_N or N, as record_event returned it.")
     return int(digits)
+
+
+# What a managed call's fields must be, where the proxy reads them (the provider checks
+# the rest): name -> (types, what to say).
+FIELD_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
+    "model": ((str,), "a string"), "stream": ((bool,), "true or false"),
+    "stream_options": ((dict,), "an object"), "n": ((int,), "an integer"),
+    "max_tokens": ((int,), "an integer"), "max_completion_tokens": ((int,), "an integer"),
+    "tools": ((list,), "an array"), "tool_choice": ((str, dict), "a string or an object"),
+    "system": ((str, list), "a string or an array"),
+}
+
+
+def body_problem(protocol: str, body: dict) -> str | None:
+    """What is wrong with a managed call's body, as the provider would refuse it (400):
+    a field the proxy reads of the wrong type, or a message that is not an object."""
+    for name, (types, what) in FIELD_TYPES.items():
+        value = body.get(name)
+        if value is not None and (not isinstance(value, types) or (isinstance(value, bool) and bool not in types)):
+            return f"{name} must be {what}"
+    if any(not isinstance(m, dict) for m in body["messages"]):
+        return "each message must be an object"
+    if any(not isinstance(t, dict) for t in body.get("tools") or []):
+        return "each tool must be an object"
+    if protocol == "anthropic" and isinstance(body.get("system"), list) \
+            and any(not isinstance(b, dict) for b in body["system"]):
+        return "each system block must be an object"
+    return None
 
 
 class ClientGone(Exception):
@@ -442,13 +481,17 @@ def create_app(config: Config) -> Starlette:
     async def passthrough(request: Request) -> Response:
         return await proxy.passthrough(request)
 
+    async def crashed(request: Request, exc: Exception) -> Response:
+        """A bug's answer, in the surface's shape: its traceback goes to the log only."""
+        return error(request.scope, 500, "MN000", "internal error (logged by the server)", None)
+
     methods = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
     app = Starlette(routes=[
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
         Route("/v1/messages", messages, methods=["POST"]),
         Route("/mnemo/v1/{name}", proxy.mnemo_api, methods=["POST"]),
         Route("/{path:path}", passthrough, methods=methods),
-    ], lifespan=lifespan)
+    ], lifespan=lifespan, exception_handlers={Exception: crashed})
     app.state.proxy = proxy
 
     async def resolve(key: str) -> str | None:

@@ -326,3 +326,28 @@ def test_local_mode_acts_for_the_default_tenant_without_a_key(db, tenant, other,
     finally:
         server.stop()
 
+
+
+# ------------------------------------------------------------------------ bench-trust's HTTP parts, small
+def bench_trust(part: str):
+    import importlib
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))
+    return importlib.import_module(f"trust.{part}")
+
+
+def test_http_isolation_matrix_has_no_leak_and_every_cell_as_expected():
+    figures = bench_trust("http_isolation").matrix(DSN)
+    assert figures["cells"] >= 120
+    assert (figures["leaks"], figures["mismatches"]) == (0, 0), (figures["leak_examples"],
+                                                                 figures["mismatch_examples"])
+
+
+def test_http_fuzz_small_run_has_no_5xx_traceback_or_other_shape():
+    class Args:
+        http_fuzz_requests = 400
+    figures = bench_trust("http_fuzz").run(DSN, Args())
+    assert figures["problems"] == 0, figures["examples"]
+    assert figures["statuses"].get("400") and figures["statuses"].get("413") and figures["slow_clients"].get("408")
