@@ -111,7 +111,7 @@ def expected(cell: str, endpoint: str) -> str | None:
         # session under that id (X-Mnemo-Session is any key of the caller's)
         if endpoint in ("mcp memory_query_decisions",):
             return "ok"
-        if endpoint.startswith("mcp ") and endpoint != "mcp memory_get_artifact":
+        if endpoint.startswith("mcp ") and endpoint not in ("mcp memory_get_artifact", "mcp memory_search"):
             return "MN003"
         return {"api record_event": "404", "api build_acb": "404", "api query_decisions": "200",
                 "openai chat": "200", "anthropic messages": "200"}.get(endpoint)
@@ -162,7 +162,7 @@ def tool_args(w: World, tool: str, cell: str) -> dict:
                   "memory_objects": {}, "memory_search": {"query": "vault code"}}[tool]
     if cell == "foreign tenant in body":
         args["tenant_id"] = w.victim
-    if cell == "foreign session id" and tool != "memory_get_artifact":
+    if cell == "foreign session id" and tool not in ("memory_get_artifact", "memory_search"):
         args["session_id"] = w.session
     if tool == "memory_get_artifact" and cell in ("foreign artifact id", "own key", "other tenant's key"):
         args["artifact_id"] = w.artifact

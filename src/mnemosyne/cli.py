@@ -557,7 +557,7 @@ def mcp(transport: Annotated[str, typer.Option(help="stdio or http (streamable H
                  "for its X-Mnemo-Tenant header")] = False) -> None:
     """Serve Mnemosyne's MCP tools over stdio or streamable HTTP: memory_record_event,
     memory_build_acb, memory_get_artifact, memory_query_decisions, memory_stats,
-    memory_query, memory_restore, memory_release, memory_objects. Over HTTP every
+    memory_search, memory_query, memory_restore, memory_release, memory_objects. Over HTTP every
     request presents an API key (`mnemo keys create`), which is its tenant; with
     --tenant on a loopback address, requests without a key act for that tenant
     (one local user). Session, agent and channel come from here or from each call."""

@@ -255,6 +255,38 @@ class MemoryTools:
         stats = await self._sql(self.db.memory_stats(tenant, session))
         return {**stats, "paging": await self._sql(self.db.paging_metrics(tenant, session))}
 
+    async def memory_search(
+        self,
+        query: Annotated[str, Field(description="what to look for, in words", min_length=1)],
+        k: Annotated[int, Field(description="at most this many items (1 to 100)", ge=1, le=100)] = 10,
+        kinds: Annotated[list[str] | None, Field(
+            description="only these kinds: memory kinds (fact, preference, decision, task, note, ...) "
+                        "and message (the recorded history) (default: all)")] = None,
+        tenant_id: TenantArg = None,
+    ) -> dict[str, Any]:
+        """Search everything this tenant's memory holds, across sessions: memories and
+        the recorded history, best match first (hybrid: embeddings and full text). Each
+        item has its id (mem:N or msg:N, which memory_restore takes), kind, content,
+        score, date and session."""
+        tenant = self._tenant(tenant_id)
+        wanted = set(kinds or [])
+        sources = None
+        if wanted:
+            sources = (["messages"] if wanted == {"message"} else
+                       ["memories"] if "message" not in wanted else None)
+        rows = await self._sql(self.db.search(tenant, query, limit=min(100, k * 4) if wanted else k,
+                                              sources=sources))
+        items = []
+        for r in rows:
+            kind = "message" if r["source"].startswith("msg:") else r["kind"]
+            if wanted and kind not in wanted:
+                continue
+            items.append({"id": r["source"], "kind": kind, "role": r["kind"] if kind == "message" else None,
+                          "content": r["content"], "score": round(float(r["score"]), 4),
+                          "created_at": r["created_at"].isoformat() if r["created_at"] else None,
+                          "session_id": str(r["session_id"]) if r["session_id"] else None})
+        return {"items": items[:k]}
+
     # ------------------------------------------------------------------- paging
     async def memory_query(
         self,
@@ -320,6 +352,7 @@ TOOLS: list[tuple[str, str]] = [
     ("memory_get_artifact", "get_artifact"),
     ("memory_query_decisions", "query_decisions"),
     ("memory_stats", "memory_stats"),
+    ("memory_search", "memory_search"),
     ("memory_query", "memory_query"),
     ("memory_restore", "memory_restore"),
     ("memory_release", "memory_release"),
@@ -351,7 +384,8 @@ class Server(MCPServer):
 INSTRUCTIONS = (
     "Long-term memory for this agent: record events as they happen (memory_record_event), "
     "build the context for the next model call (memory_build_acb), fetch a truncated tool "
-    "output in full (memory_get_artifact), look up past decisions (memory_query_decisions); "
+    "output in full (memory_get_artifact), look up past decisions (memory_query_decisions), "
+    "search all of it, across sessions (memory_search); "
     "content paged out of the context: ask it (memory_query), bring it back (memory_restore), "
     "let it go (memory_release), see what is held at which fidelity (memory_objects).")
 

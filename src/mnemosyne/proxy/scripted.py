@@ -217,12 +217,16 @@ class ScriptedUpstream:
 
 
 async def _json_object(request: Request) -> dict | None:
-    """The request's body as a JSON object; None when it is not one."""
+    """The request's body as a JSON object of the fields' types the scripted replies
+    read; None when it is not one (a provider answers 400)."""
     try:
         body = json.loads(await request.body())
     except (ValueError, RecursionError):
         return None
-    return body if isinstance(body, dict) else None
+    if not isinstance(body, dict) or not isinstance(body.get("messages", []), list) \
+            or not isinstance(body.get("stream_options") or {}, dict):
+        return None
+    return body
 
 
 class ServerThread:

@@ -351,3 +351,34 @@ def test_http_fuzz_small_run_has_no_5xx_traceback_or_other_shape():
     figures = bench_trust("http_fuzz").run(DSN, Args())
     assert figures["problems"] == 0, figures["examples"]
     assert figures["statuses"].get("400") and figures["statuses"].get("413") and figures["slow_clients"].get("408")
+
+
+# ------------------------------------------------------------------------ one error shape (first contact)
+def test_http_api_errors_have_one_shape_with_a_project_code(db, tenant, proxy):
+    key = new_key(db, tenant)
+    r = api(proxy, "record_event", {"kind": "message"}, key)  # no content: was a plain-text 500
+    assert r.status_code == 400 and r.json()["error"]["code"] == "MN001"
+    assert "content" in r.json()["error"]["message"] and "pydantic" not in r.text
+    r = api(proxy, "get_artifact", {"artifact_id": "abc"}, key)  # was "invalid literal for int()"
+    err = r.json()["error"]
+    assert r.status_code == 400 and err["code"] == "MN001" and "invalid literal" not in r.text and err["hint"]
+    r = api(proxy, "build_acb", {"session_id": "not a uuid"}, key)
+    assert r.status_code == 200  # any string names a session of its own
+    r = api(proxy, "query_decisions", {"session_id": "not a uuid"}, key)
+    err = r.json()["error"]
+    assert r.status_code == 400 and err["code"] == "MN001" and "HINT" not in err["message"]
+    r = api(proxy, "record_event", {"kind": "message", "content": {"text": "a\u0000b"}}, key)
+    assert r.status_code == 400 and set(r.json()["error"]) == {"code", "message", "hint"}
+    for r in (api(proxy, "nonsense", {}, key), httpx2.post(f"{proxy.url}/mnemo/v1/build_acb", content=b"{",
+                                                          headers=bearer(key))):
+        assert r.status_code in (400, 404) and set(r.json()["error"]) == {"code", "message", "hint"}
+
+
+def test_mcp_argument_errors_are_mn001_without_pydantic_text(db, tenant, mcp_http):
+    key = new_key(db, tenant)
+    r = mcp_call(mcp_http.url, key, "memory_record_event", {"kind": "message"})
+    text = r.content[0].text
+    assert r.is_error and "[MN001]" in text and "content" in text
+    assert "pydantic" not in text and "http" not in text
+    r = mcp_call(mcp_http.url, key, "memory_get_artifact", {"artifact_id": "abc"})
+    assert r.is_error and "[MN001]" in r.content[0].text and "pydantic" not in r.content[0].text
