@@ -190,6 +190,8 @@ class Proxy:
                 return provider_error(protocol, 403, f"{e.message} (Mnemosyne)", "unknown_tenant")
             except Unavailable as e:
                 reason = f"database unreachable: {e}"
+            except QuestionTooLarge as e:
+                return provider_error(protocol, 400, f"{e} (Mnemosyne proxy)", "MN007")
             except ValueError as e:  # a header out of range
                 return provider_error(protocol, 400, f"{e} (Mnemosyne proxy)", "MN001")
             except psycopg.DataError as e:  # what PostgreSQL cannot hold (a \u0000 in a string)
@@ -276,10 +278,11 @@ class Proxy:
             messages = af.to_openai(body.get("system"), body["messages"])
         else:
             messages = body["messages"]
+        reserve = int(reserve) if str(reserve).isdigit() else DEFAULT_RESPONSE_RESERVE
         prepared = await self.memory.prepare(
-            ident, messages, model=model, context_window=window,
-            response_reserve=int(reserve) if str(reserve).isdigit() else DEFAULT_RESPONSE_RESERVE,
+            ident, messages, model=model, context_window=window, response_reserve=reserve,
             tools=client_tools, phantom=phantom, memory_tokens=self.config.memory_tokens)
+        await self._newest_question_whole(messages, prepared.messages, window, reserve)
         phantom_tools = [t for t in prepared.phantom_tools
                          if (t.get("function") or {}).get("name") not in client_names]
         names = {t["function"]["name"] for t in phantom_tools}
@@ -304,6 +307,25 @@ class Proxy:
             if body.get("stream"):
                 out["stream_options"] = {**(body.get("stream_options") or {}), "include_usage": True}
         return prepared, out, names
+
+    async def _newest_question_whole(self, messages: list[dict], compiled: list[dict], window: int,
+                                     reserve: int) -> None:
+        """The newest user message goes upstream whole, or the call is refused (400,
+        naming the window, the reserve and the message's size): a model answering a
+        stub of the question it was asked answers something else."""
+        newest = next((m for m in reversed(messages) if m.get("role") == "user"), None)
+        if newest is None:
+            return
+        sent = next((m for m in reversed(compiled) if m.get("role") == "user"), None)
+        if sent is not None and sent.get("content") == newest.get("content"):
+            return
+        content = newest.get("content")
+        text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+        tokens = await self.memory._sql(self.memory.db.count_tokens(text))
+        raise QuestionTooLarge(f"the newest user message ({tokens} tokens) does not fit whole in the "
+                               f"context window ({window} tokens) less the response reserve ({reserve} tokens, "
+                               "max_tokens or the default) and the system prompt: raise "
+                               "X-Mnemo-Context-Window or lower max_tokens")
 
     # ------------------------------------------------------------------ pass-through
     async def passthrough(self, request: Request, body: bytes | None = None) -> Response:
@@ -420,6 +442,10 @@ def body_problem(protocol: str, body: dict) -> str | None:
             and any(not isinstance(b, dict) for b in body["system"]):
         return "each system block must be an object"
     return None
+
+
+class QuestionTooLarge(Exception):
+    """The newest user message cannot go upstream whole in the window."""
 
 
 class ClientGone(Exception):

@@ -714,3 +714,26 @@ def test_mnemo_serve_runs_the_proxy(db, tenant, upstream):
     bad = subprocess.run([sys.executable, "-m", "mnemosyne.cli", "serve", "--host", "0.0.0.0", "--tenant", tenant],
                          check=False, capture_output=True, text=True, timeout=60)
     assert bad.returncode == 1 and "--trusted-gateway" in bad.stderr and "mnemo keys create" in bad.stderr
+
+
+def test_the_newest_user_message_goes_whole_or_the_call_is_refused(db, tenant, proxy, upstream):
+    """A window too small for the question with the response reserve: 400 naming the
+    window, the reserve and the message's size (the upstream got a stub of it)."""
+    key = "small-" + uuid.uuid4().hex[:8]
+    history = []
+    for i in range(6):
+        history += [{"role": "user", "content": f"Step {i}: " + "please look at the build log " * 30},
+                    {"role": "assistant", "content": f"Done with step {i}. " + "All green. " * 30}]
+    question = {"role": "user", "content": "Here is the failing test output, what broke? "
+                + " ".join(f"line {i}: assertion failed in test_case_{i}" for i in range(60))}
+    headers = {"X-Mnemo-Tenant": tenant, "X-Mnemo-Session": key, "X-Mnemo-Context-Window": "3000"}
+    client = openai.OpenAI(base_url=proxy.url + "/v1", api_key="sk-x", max_retries=0, default_headers=headers)
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(model="gpt-4o", messages=[*history, question])
+    message = e.value.body["message"]
+    assert "3000" in message and "4096" in message and "tokens" in message
+    assert not upstream.requests  # nothing half-asked went upstream
+    raw = client.chat.completions.with_raw_response.create(model="gpt-4o", messages=[*history, question],
+                                                           max_tokens=400)
+    assert raw.headers["x-mnemo-status"] == "managed"
+    assert upstream.requests[-1]["messages"][-1] == question
