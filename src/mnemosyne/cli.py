@@ -17,6 +17,7 @@ from typing import Annotated, Any
 
 import psycopg
 import typer
+from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.panel import Panel
@@ -134,7 +135,11 @@ def human_bytes(n: int | None) -> str:
 
 
 def when(value: Any) -> str:
-    return "-" if value is None else str(value)[:19]
+    """A time to the minute (its seconds and zone are noise in a table); month, day and
+    time alone on a terminal narrower than 100 columns, to leave the content room."""
+    if value is None:
+        return "-"
+    return str(value)[5:16] if out.width < 100 else str(value)[:16]
 
 
 def short(text: Any, width: int = 90) -> str:
@@ -142,12 +147,17 @@ def short(text: Any, width: int = 90) -> str:
     return s if len(s) <= width else s[: width - 1] + "…"
 
 
+TIME_COLUMNS = ("last message", "when", "last start", "updated", "run after", "created", "expires", "last used")
+
+
 def table(title: str, columns: list[str], rows: list[list[Any]]) -> Table:
-    t = Table(title=title, title_justify="left", title_style="bold")
+    """A table readable at 80 columns (a pipe, no terminal): headers are never cut
+    (each column at least its header's width), times stay on one line, and the
+    content columns fold, ids included; no vertical rules, to leave them the room."""
+    t = Table(title=title, title_justify="left", title_style="bold", box=box.SIMPLE_HEAD, pad_edge=False,
+              collapse_padding=True)
     for c in columns:
-        # ids and times stay on one line; text folds
-        t.add_column(c, overflow="fold", no_wrap=c in ("session", "source", "id", "last message", "when",
-                                                       "last start", "updated", "run after"))
+        t.add_column(c, overflow="fold", min_width=len(c), no_wrap=c in TIME_COLUMNS)
     for r in rows:
         t.add_row(*[escape("-" if v is None else str(v)) for v in r])
     return t

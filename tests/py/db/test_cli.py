@@ -441,3 +441,21 @@ def test_keys_create_list_revoke(db, tenant):
     assert db.api_key_tenant(secret) is None
     r = mnemo("keys", "revoke", tenant, "000000000000", ok=False)
     assert r.exit_code == 1 and "[MN010]" in r.stderr
+
+
+def test_tables_are_readable_at_80_columns(db, tenant):
+    """No terminal (a pipe: 80 columns): every header whole on its line, content folded."""
+    sid = db.start_session(tenant)
+    db.record_message(tenant, sid, {"role": "user", "content": "embed me"})
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    env["DATABASE_URL"] = DSN
+    for args, headers in ((["sessions"], ["tenant", "session", "agent", "channel", "status", "messages", "tokens",
+                                          "last message"]),
+                          (["jobs", "list", "--tenant", tenant], ["id", "tenant", "kind", "status", "tries",
+                                                                  "run after", "updated", "last error"])):
+        r = subprocess.run([sys.executable, "-m", "mnemosyne.cli", *args], check=True, capture_output=True,
+                           text=True, env=env)
+        lines = r.stdout.splitlines()
+        assert max(len(line) for line in lines) <= 80
+        header = next(line for line in lines if "status" in line)
+        assert all(f" {h} " in f" {header} " for h in headers), header
