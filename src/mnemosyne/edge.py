@@ -16,6 +16,10 @@ Who (one of three modes, Edge.mode):
 A presented key is a Mnemosyne key when it starts with 'mnk_'; any other value is a
 provider's key, which the proxy passes upstream in local and gateway modes.
 
+While the database cannot be reached, a key it accepted in the last OFFLINE_GRACE_S
+still names its tenant (the request then goes upstream unmanaged, as the proxy does
+for every request then); any other key gets 503.
+
 How much: a body over max_body_bytes gets 413 (before it is read, when its
 Content-Length says so); a body not received within body_timeout gets 408; a tenant
 with max_concurrent requests in flight gets 429. Each in the surface's own error
@@ -25,8 +29,10 @@ shape (Edge.error).
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import ipaddress
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -40,6 +46,7 @@ MODES = ("keys", "local", "gateway")
 DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
 DEFAULT_MAX_CONCURRENT = 32
 DEFAULT_BODY_TIMEOUT = 30.0
+OFFLINE_GRACE_S = 300.0  # how long a key the database accepted is trusted while it is down
 DRAIN_FACTOR = 4  # a body over the cap is read and dropped up to this many times the cap
 
 
@@ -120,6 +127,7 @@ class Edge:
         self.default_tenant, self.max_body_bytes = default_tenant, max_body_bytes
         self.max_concurrent, self.body_timeout, self.unavailable = max_concurrent, body_timeout, unavailable
         self.in_flight: dict[str, int] = {}
+        self.recent: dict[bytes, tuple[str, float]] = {}  # sha256(key) -> (tenant, when the database said so)
 
     def __getattr__(self, name: str) -> Any:  # app.state and the like reach the app
         return getattr(self.app, name)
@@ -212,11 +220,24 @@ class Edge:
         key = presented_key(headers)
         named = headers.get("x-mnemo-tenant") or None
         if key and key.startswith(KEY_PREFIX):
+            digest = hashlib.sha256(key.encode()).digest()
             try:
                 tenant = await self.resolve(key)
             except self.unavailable as e:
-                raise Refused(503, "unavailable", f"the database cannot be reached: {e}",
-                              "Retry shortly.") from e
+                # the database is down: a key it accepted moments ago still names its
+                # tenant, so the agent goes on unmanaged rather than blocked
+                seen = self.recent.get(digest)
+                if seen is None or time.monotonic() - seen[1] > OFFLINE_GRACE_S:
+                    raise Refused(503, "unavailable", f"the database cannot be reached: {e}",
+                                  "Retry shortly.") from e
+                tenant = seen[0]
+            else:
+                if tenant is None:
+                    self.recent.pop(digest, None)
+                else:
+                    if len(self.recent) > 10_000:
+                        self.recent.clear()
+                    self.recent[digest] = (tenant, time.monotonic())
             if tenant is None:
                 raise Refused(401, "MN014", "unknown, revoked or expired API key",
                               "mnemo keys list TENANT shows a tenant's keys; mnemo keys create makes one.")

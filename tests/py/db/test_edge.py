@@ -382,3 +382,26 @@ def test_mcp_argument_errors_are_mn001_without_pydantic_text(db, tenant, mcp_htt
     assert "pydantic" not in text and "http" not in text
     r = mcp_call(mcp_http.url, key, "memory_get_artifact", {"artifact_id": "abc"})
     assert r.is_error and "[MN001]" in r.content[0].text and "pydantic" not in r.content[0].text
+
+
+def test_a_dropped_database_lets_a_recently_accepted_key_through_unmanaged(db, tenant, upstream):
+    """The agent is never blocked by its memory: with the database gone, a key the
+    database accepted moments ago still names its tenant and the call goes upstream
+    unmanaged; a key never seen gets 503."""
+    info = psycopg.conninfo.conninfo_to_dict(DSN)
+    relay = test_proxy.TcpRelay(int(info.get("port") or 5432))
+    dsn = psycopg.conninfo.make_conninfo(DSN, host="127.0.0.1", port=str(relay.port))
+    key, unseen = new_key(db, tenant), new_key(db, tenant)
+    server = ServerThread(create_app(Config(dsn=dsn, openai_base_url=upstream.url + "/v1",
+                                            anthropic_base_url=upstream.url, db_timeout=1.0, mode="keys",
+                                            openai_api_key=PROVIDER_KEY))).start()
+    try:
+        assert chat(server, key, "before").headers["x-mnemo-status"] == "managed"
+        relay.cut()
+        r = chat(server, key, "after")
+        assert r.status_code == 200 and r.headers["x-mnemo-status"] == "bypass"
+        assert upstream.last_headers["authorization"] == f"Bearer {PROVIDER_KEY}"
+        r = chat(server, unseen, "never seen")
+        assert r.status_code == 503 and r.json()["error"]["code"] == "unavailable"
+    finally:
+        server.stop()
