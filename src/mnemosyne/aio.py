@@ -87,14 +87,15 @@ class AsyncClient(SqlApi):
     def _rows(self, sql: str, params: dict[str, Any]) -> Any:
         return self._execute(sql, params, "rows")
 
-    @asynccontextmanager
-    async def bound(self, api_key: str | None) -> AsyncIterator[AsyncClient]:
-        """An AsyncClient on one connection of the pool, in one transaction bound to the
-        API key a request presented: every API call in it may act only for that key's
-        tenant (mnemo_internal.enter_tenant refuses any other with MN008), and an error
-        rolls back all of it. With no key, the transaction is not bound (a local
-        single-user or trusted-gateway service)."""
-        async with self.pool.connection() as conn, conn.transaction():
-            if api_key:
-                await conn.execute("SELECT set_config('mnemo.api_key', %s, true)", [api_key])
-            yield AsyncClient(Pinned(conn))
+
+@asynccontextmanager
+async def bound(client: AsyncClient, api_key: str | None) -> AsyncIterator[AsyncClient]:
+    """An AsyncClient on one connection of `client`'s pool, in one transaction bound to
+    the API key a request presented: every API call in it may act only for that key's
+    tenant (mnemo_internal.enter_tenant refuses any other with MN008), and an error
+    rolls back all of it. With no key, the transaction is not bound (a local
+    single-user or trusted-gateway service)."""
+    async with client.pool.connection() as conn, conn.transaction():
+        if api_key:
+            await conn.execute("SELECT set_config('mnemo.api_key', %s, true)", [api_key])
+        yield AsyncClient(Pinned(conn))

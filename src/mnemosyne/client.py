@@ -371,10 +371,6 @@ class Client(SqlApi):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def transaction(self) -> psycopg.Transaction:
-        """A transaction (a savepoint inside one) for the calls made in it."""
-        return self.conn.transaction()
-
     def _execute(self, sql: str, params: dict[str, Any], fetch: str) -> Any:
         try:
             with self.conn.cursor(row_factory=dict_row if fetch == "rows" else None) as cur:

@@ -379,7 +379,8 @@ class ImportStopped(Exception):
 
 def run_import(client: Any, tenant: str, parsed: Parsed,
                progress: Callable[[int], None] | None = None, create_tenant: bool = False) -> Summary:
-    """Writes a parsed file into a tenant; progress(n) after every n messages written
+    """Writes a parsed file into a tenant through a sync Client (its connection's
+    transactions hold each batch); progress(n) after every n messages written
     or skipped. The tenant must exist unless create_tenant (UnknownTenant otherwise).
     Each session is written in transactions of BATCH messages, the session itself with
     its first batch: an error (a bad message) leaves nothing of the batch it is in, and
@@ -405,7 +406,7 @@ def run_import(client: Any, tenant: str, parsed: Parsed,
         while not held or start < len(s.messages):
             batch = s.messages[start:start + BATCH]
             try:
-                with client.transaction():
+                with client.conn.transaction():
                     if not held:
                         params = {k: v for k, v in s.params.items() if v is not None}
                         # a conversation from the past keeps its time: its first message's,

@@ -31,7 +31,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from psycopg_pool import PoolTimeout
 from pydantic import Field, ValidationError
 
-from .aio import AsyncClient, connect_async
+from .aio import AsyncClient, bound, connect_async
 from .edge import Caller, Refused, check_tenant
 from .errors import MnemoError
 
@@ -107,7 +107,7 @@ class MemoryTools:
         new: list = []
         tokens = (CALLER.set(caller), NEW_SESSIONS.set(new))
         try:
-            async with self.pool_db.bound(caller.key) as db:
+            async with bound(self.pool_db, caller.key) as db:
                 db_token = BOUND_DB.set(db)
                 try:
                     return await call()
@@ -297,8 +297,10 @@ class MemoryTools:
         tenant_id: TenantArg = None, session_id: SessionArg = None,
         agent_id: AgentArg = None, channel: ChannelArg = None,
     ) -> dict[str, Any]:
-        """Answer a question from the session's paged-out content (stubs, compacted or
-        evicted objects) without restoring it: an extractive answer and its sources."""
+        """Answer a question from what this session may see beyond its context: its
+        paged-out content (stubs, compacted or evicted objects), the tenant's memories
+        and its other sessions' history, without restoring anything: an answer and its
+        sources (obj:N, mem:N, msg:N)."""
         tenant = self._tenant(tenant_id)
         session = await self._session(tenant, session_id, agent_id, channel)
         return await self._sql(self.db.memory_query(tenant, session, question, scope, max_tokens))

@@ -22,7 +22,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from ..aio import AsyncClient, Pinned
+from ..aio import AsyncClient, Pinned, bound
 from ..client import adapt_timestamps
 from ..errors import MnemoError
 
@@ -213,7 +213,7 @@ class Memory:
         if time.monotonic() < self.down_until:
             raise Unavailable("database unreachable (retrying shortly)")
         try:
-            async with self.db.bound(key) as db:
+            async with bound(self.db, key) as db:
                 return await call(db)
         except (PoolTimeout, psycopg.OperationalError, psycopg.InterfaceError) as e:
             self.down_until = time.monotonic() + RETRY_AFTER_S
