@@ -175,7 +175,7 @@ def extract_tenant(db, conn, tenant: str, part: importers.Parsed, method: str) -
     (seconds). The import's queued jobs are dropped: message embeddings play no part
     here, and the queue is shared with whatever else runs on the server."""
     part.tenant = {"config": {"formation": {"method": "off"}}}
-    importers.run_import(db, tenant, part)
+    importers.run_import(db, tenant, part, create_tenant=True)
     conn.execute("DELETE FROM mnemo.jobs WHERE tenant_id = %s AND status = 'queued'", (tenant,))
     conn.execute("UPDATE mnemo.tenants SET config = jsonb_set(config, '{formation}', %s::jsonb)"
                  " WHERE tenant_id = %s", (json.dumps({"method": method}), tenant))

@@ -11,6 +11,11 @@ Parts (bench/trust/<part>.py, each ``run(dsn, args) -> dict``), in this order:
              errors, p50/p95 per operation, queue drain time, backend RSS, cold compile
   crash      concurrent writers and SIGKILL of the postmaster (local cluster only):
              every acknowledged write present exactly once, jobs resume, restart works
+  http_isolation  every endpoint of the proxy, its HTTP API and MCP over HTTP x every
+             way of naming a tenant (keys, body, header, ids): leaks (goal 0), cells
+             not as expected (goal 0)
+  http_fuzz  hostile HTTP requests at the same surfaces: 5xx other than 503,
+             tracebacks, answers not in the surface's error shape (goal 0 each)
 After each part, the sweeps' and pg_cron's failed runs in its window are listed, and
 one fails the part (bench/trust/background.py).
 
@@ -29,7 +34,7 @@ import time
 
 from mnemosyne import default_dsn
 
-PARTS = ("isolation", "fuzz", "secrets", "load", "crash")
+PARTS = ("isolation", "fuzz", "secrets", "load", "crash", "http_isolation", "http_fuzz")
 
 
 def main() -> int:
@@ -39,6 +44,7 @@ def main() -> int:
     ap.add_argument("--kills", type=int, default=10, help="postmaster SIGKILLs in the crash part")
     ap.add_argument("--clients", type=int, default=32, help="concurrent clients in the load part")
     ap.add_argument("--ops", type=int, default=300, help="operations per client in the load part")
+    ap.add_argument("--http-fuzz-requests", type=int, default=20_000, help="requests of the http_fuzz part")
     args = ap.parse_args()
     dsn = default_dsn()
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

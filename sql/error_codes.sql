@@ -11,5 +11,7 @@ INSERT INTO mnemo_internal.error_codes AS e (sqlstate, name, description) VALUES
 ('MN009', 'session_not_active', 'The session is closed or expired.'),
 ('MN010', 'not_found', 'The requested object does not exist for this tenant.'),
 ('MN011', 'configuration_error', 'The server is missing configuration or files Mnemosyne needs.'),
-('MN012', 'duplicate', 'The object already exists.')
+('MN012', 'duplicate', 'The object already exists.'),
+('MN013', 'too_many_requests', 'The tenant has as many requests in flight as a network surface allows.'),
+('MN014', 'authentication_required', 'No API key, or one that is unknown, revoked or expired.')
 ON CONFLICT (sqlstate) DO UPDATE SET name = excluded.name, description = excluded.description;

@@ -39,9 +39,10 @@ DECLARE
         'list_sessions', 'search', 'export_tenant', 'memory_stats',
         'embed', 'embed_batch', 'count_tokens', 'open_session', 'sync_messages',
         'memory_query', 'memory_restore', 'memory_release', 'handle_tool_call', 'memory_objects',
-        'paging_metrics'];
-    -- What the policies call when mnemo_app reads a table itself.
-    mnemo_app_policy CONSTANT text[] := ARRAY['current_tenant_id', 'bound_tenant_id'];
+        'paging_metrics', 'create_api_key', 'list_api_keys', 'revoke_api_key'];
+    -- What the policies call when mnemo_app reads a table itself, and the check of a
+    -- presented API key a network service makes before it knows the tenant.
+    mnemo_app_policy CONSTANT text[] := ARRAY['current_tenant_id', 'bound_tenant_id', 'api_key_tenant'];
     -- The internal routines the API calls while it runs (as mnemo_api_owner).
     mnemo_api_runtime CONSTANT text[] := ARRAY[
         'current_tenant_id', 'bound_tenant_id', 'enter_tenant', 'setting', 'raise_error',
@@ -50,7 +51,8 @@ DECLARE
         'line_tokens', 'message_segment', 'segment_hits', 'quantize_embeddings', 'subtract_from_lexicon',
         'compile_context', 'check_json_depth', 'checked_timestamp', 'check_session_model', 'raise_project_error',
         'next_memory_version', 'wire_hashes', 'check_options', 'option_limit',
-        'page_message', 'paging_tags', 'paging_call', 'helper_answer'];
+        'page_message', 'paging_tags', 'paging_call', 'helper_answer',
+        'api_key_tenant'];
     v_routine regprocedure;
     v_name text;
 BEGIN
@@ -101,5 +103,7 @@ $$;
 GRANT USAGE ON ALL SEQUENCES IN SCHEMA mnemo TO mnemo_api_owner;
 GRANT SELECT ON mnemo_internal.role_tenants TO mnemo_app, mnemo_api_owner;
 GRANT SELECT ON mnemo_internal.settings TO mnemo_api_owner;
+-- API keys: created, listed and revoked by the API (under the tenant policy).
+GRANT SELECT, INSERT, UPDATE ON mnemo_internal.api_keys TO mnemo_api_owner;
 -- compile_context reads a large tenant's recall index (each statement names the tenant).
 GRANT SELECT ON mnemo_internal.recall_index, mnemo_internal.recall_tenants TO mnemo_api_owner;

@@ -12,6 +12,8 @@ a connection borrowed from a psycopg_pool pool of autocommit connections::
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any, Self
 
 import psycopg
@@ -32,6 +34,18 @@ async def connect_async(dsn: str, *, min_size: int = 1, max_size: int = 4,
                                kwargs={"autocommit": True, **kwargs}, configure=configure)
     await pool.open(wait=True)
     return AsyncClient(pool)
+
+
+class Pinned:
+    """One pooled connection in the shape of a pool, for an AsyncClient that makes
+    several calls on it."""
+
+    def __init__(self, conn: psycopg.AsyncConnection):
+        self.conn = conn
+
+    @asynccontextmanager
+    async def connection(self) -> AsyncIterator[psycopg.AsyncConnection]:
+        yield self.conn
 
 
 class AsyncClient(SqlApi):
@@ -72,3 +86,16 @@ class AsyncClient(SqlApi):
 
     def _rows(self, sql: str, params: dict[str, Any]) -> Any:
         return self._execute(sql, params, "rows")
+
+
+@asynccontextmanager
+async def bound(client: AsyncClient, api_key: str | None) -> AsyncIterator[AsyncClient]:
+    """An AsyncClient on one connection of `client`'s pool, in one transaction bound to
+    the API key a request presented: every API call in it may act only for that key's
+    tenant (mnemo_internal.enter_tenant refuses any other with MN008), and an error
+    rolls back all of it. With no key, the transaction is not bound (a local
+    single-user or trusted-gateway service)."""
+    async with client.pool.connection() as conn, conn.transaction():
+        if api_key:
+            await conn.execute("SELECT set_config('mnemo.api_key', %s, true)", [api_key])
+        yield AsyncClient(Pinned(conn))

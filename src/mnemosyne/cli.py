@@ -17,6 +17,7 @@ from typing import Annotated, Any
 
 import psycopg
 import typer
+from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.panel import Panel
@@ -47,6 +48,12 @@ jobs_app = typer.Typer(no_args_is_help=False, rich_markup_mode="markdown",
                        help="The job queue: list, retry failed jobs, run due jobs now.",
                        epilog=_example("mnemo jobs", "mnemo jobs retry", "mnemo jobs run"))
 app.add_typer(jobs_app, name="jobs")
+keys_app = typer.Typer(no_args_is_help=True, rich_markup_mode="markdown",
+                       help="API keys: the key a request to `mnemo serve` or `mnemo mcp --transport http` "
+                            "presents is its tenant. Only a hash is stored; the secret is shown once.",
+                       epilog=_example("mnemo keys create acme --label ci", "mnemo keys list acme",
+                                       "mnemo keys revoke acme 3f2a9c0d1b7e"))
+app.add_typer(keys_app, name="keys")
 _state: dict[str, str] = {}
 
 
@@ -76,7 +83,10 @@ def handled(fn: Callable[..., Any]) -> Callable[..., Any]:
         except MnemoError as e:
             fail(e.message, e.hint, e.sqlstate, e.detail)
         except psycopg.OperationalError as e:
-            fail(f"cannot connect to {_safe_dsn()}: {str(e).strip().splitlines()[-1]}",
+            # libpq's reason ("Connection refused", "password authentication failed") with
+            # its advice, on one line
+            reason = " ".join(line.strip() for line in str(e).strip().splitlines() if line.strip())
+            fail(f"cannot connect to {_safe_dsn()}: {reason}",
                  "Start the local cluster with `make up`, or point DATABASE_URL at a server "
                  "where Mnemosyne is deployed.")
         except psycopg.errors.InsufficientPrivilege as e:
@@ -125,7 +135,11 @@ def human_bytes(n: int | None) -> str:
 
 
 def when(value: Any) -> str:
-    return "-" if value is None else str(value)[:19]
+    """A time to the minute (its seconds and zone are noise in a table); month, day and
+    time alone on a terminal narrower than 100 columns, to leave the content room."""
+    if value is None:
+        return "-"
+    return str(value)[5:16] if out.width < 100 else str(value)[:16]
 
 
 def short(text: Any, width: int = 90) -> str:
@@ -133,12 +147,17 @@ def short(text: Any, width: int = 90) -> str:
     return s if len(s) <= width else s[: width - 1] + "…"
 
 
+TIME_COLUMNS = ("last message", "when", "last start", "updated", "run after", "created", "expires", "last used")
+
+
 def table(title: str, columns: list[str], rows: list[list[Any]]) -> Table:
-    t = Table(title=title, title_justify="left", title_style="bold")
+    """A table readable at 80 columns (a pipe, no terminal): headers are never cut
+    (each column at least its header's width), times stay on one line, and the
+    content columns fold, ids included; no vertical rules, to leave them the room."""
+    t = Table(title=title, title_justify="left", title_style="bold", box=box.SIMPLE_HEAD, pad_edge=False,
+              collapse_padding=True)
     for c in columns:
-        # ids and times stay on one line; text folds
-        t.add_column(c, overflow="fold", no_wrap=c in ("session", "source", "id", "last message", "when",
-                                                       "last start", "updated", "run after"))
+        t.add_column(c, overflow="fold", min_width=len(c), no_wrap=c in TIME_COLUMNS)
     for r in rows:
         t.add_row(*[escape("-" if v is None else str(v)) for v in r])
     return t
@@ -385,19 +404,39 @@ def decisions(tenant: Annotated[str, typer.Argument(help="tenant")],
 def import_(file: Annotated[Path, typer.Argument(help="the file to import", exists=True, dir_okay=False)],
             tenant: Annotated[str | None, typer.Option(help="into this tenant (an export's own by default)")] = None,
             fmt: Annotated[str | None, typer.Option("--format", help=f"one of {', '.join(importers.FORMATS)} "
-                                                    "(default: detected)")] = None) -> None:
+                                                    "(default: detected)")] = None,
+            create_tenant: Annotated[bool, typer.Option(help="create --tenant when it does not exist "
+                                                        "(an export's own tenant always is)")] = False) -> None:
     """Import conversations: OpenAI-shaped JSONL, a Claude Code session log, a
     SWE-agent .traj, LoCoMo's JSON, or what `mnemo export` wrote. Idempotent and
-    resumable: run it again and it records only what is missing."""
+    resumable: run it again and it records only what is missing. A bad message
+    stops it: nothing of its batch of 100 is kept, and the error says what was."""
+    from .errors import UnknownTenant
+
     parsed = importers.read(file, fmt)
-    tenant = tenant or (parsed.tenant or {}).get("tenant_id")
+    own = (parsed.tenant or {}).get("tenant_id")
+    create_tenant = create_tenant or (own is not None and tenant in (None, own))
+    tenant = tenant or own
     if not tenant:
         fail("which tenant? this file names none", "Pass --tenant NAME.", "MN001")
-    with client() as m, Progress(TextColumn("[progress.description]{task.description}"), BarColumn(),
-                                 MofNCompleteColumn(), TimeElapsedColumn(), console=err,
-                                 transient=False, disable=not err.is_terminal) as bar:
-        task = bar.add_task(f"{parsed.format} → {tenant}", total=parsed.message_count)
-        summary = importers.run_import(m, tenant, parsed, progress=lambda n: bar.advance(task, n))
+    try:
+        with client() as m, Progress(TextColumn("[progress.description]{task.description}"), BarColumn(),
+                                     MofNCompleteColumn(), TimeElapsedColumn(), console=err,
+                                     transient=False, disable=not err.is_terminal) as bar:
+            task = bar.add_task(f"{parsed.format} → {tenant}", total=parsed.message_count)
+            summary = importers.run_import(m, tenant, parsed, progress=lambda n: bar.advance(task, n),
+                                           create_tenant=create_tenant)
+    except UnknownTenant:
+        fail(f"unknown tenant {tenant!r}; nothing was imported",
+             "Pass --create-tenant to create it, or see `mnemo tenants` for the names.", "MN002")
+    except importers.ImportStopped as e:
+        code = getattr(e.error, "sqlstate", None)
+        kept = e.summary.messages_recorded
+        fail(f"{getattr(e.error, 'message', e.error)} (session {e.session})",
+             f"Recorded before the error: {kept} message{'' if kept == 1 else 's'}"
+             + (f", of which {e.kept} in session {e.session}" if e.kept else "")
+             + "; nothing of the batch with the bad message. Fix the file and run the same command again: "
+             "it goes on after what was recorded.", code)
     out.print(
         f"imported [bold]{file.name}[/bold] ({summary.format}) into [bold]{tenant}[/bold]: "
         f"{summary.messages_recorded} messages recorded, {summary.messages_skipped} already there; "
@@ -467,33 +506,101 @@ def jobs_run(batches: Annotated[int, typer.Option(help="at most this many batche
     out.print(f"ran due jobs: {before} due before, {after['due']} due now, {after['failed']} failed in all")
 
 
+# --------------------------------------------------------------------------- keys
+@command(keys_app, name="create", epilog=_example("mnemo keys create acme --label ci --expires-in-days 90"))
+def keys_create(tenant: Annotated[str, typer.Argument(help="tenant the key acts for")],
+                label: Annotated[str | None, typer.Option(help="what the key is for")] = None,
+                expires_in_days: Annotated[float | None, typer.Option(help="expires after this many days "
+                                                                      "(default: never)")] = None,
+                as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False) -> None:
+    """Create an API key for a tenant and print its secret, this once."""
+    from datetime import UTC, datetime, timedelta
+
+    expires = datetime.now(UTC) + timedelta(days=expires_in_days) if expires_in_days is not None else None
+    with client() as m:
+        key = m.create_api_key(tenant, label, expires)
+    if as_json:
+        print_json(key)
+        return
+    out.print(key["secret"])
+    err.print(f"key {key['key_id']} for tenant {tenant}"
+              + (f", expires {when(key['expires_at'])}" if key.get("expires_at") else "")
+              + ": the secret above is shown only now (only its hash is stored).")
+
+
+@command(keys_app, name="list", epilog=_example("mnemo keys list acme"))
+def keys_list(tenant: Annotated[str, typer.Argument(help="tenant")],
+              as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False) -> None:
+    """A tenant's API keys and their state (no secrets)."""
+    with client() as m:
+        rows = m.list_api_keys(tenant)
+    if as_json:
+        print_json(rows)
+        return
+    out.print(table(f"API keys of {tenant}", ["key id", "label", "state", "created", "expires", "last used"],
+                    [[r["key_id"], short(r["label"], 24) or None, r["state"], when(r["created_at"]),
+                      when(r["expires_at"]), when(r["last_used_at"])] for r in rows]))
+
+
+@command(keys_app, name="revoke", epilog=_example("mnemo keys revoke acme 3f2a9c0d1b7e"))
+def keys_revoke(tenant: Annotated[str, typer.Argument(help="tenant")],
+                key_id: Annotated[str, typer.Argument(help="the key's id (mnemo keys list)")]) -> None:
+    """Revoke an API key: requests presenting it are refused from now on."""
+    with client() as m:
+        r = m.revoke_api_key(tenant, key_id)
+    out.print(f"revoked key {r['key_id']} of tenant {tenant} at {when(r['revoked_at'])}")
+
+
 # ---------------------------------------------------------------------------- mcp
 @command(epilog=_example("mnemo mcp --tenant me --agent claude-code",
-                         "mnemo mcp --transport http --port 8765 --tenant me"))
+                         "mnemo mcp --transport http --port 8765",
+                         "mnemo mcp --transport http --port 8765 --tenant me   # local, one user, no key"))
 def mcp(transport: Annotated[str, typer.Option(help="stdio or http (streamable HTTP)")] = "stdio",
         host: Annotated[str, typer.Option(help="HTTP: address to listen on")] = "127.0.0.1",
         port: Annotated[int, typer.Option(help="HTTP: port")] = 8765,
         tenant: Annotated[str | None, typer.Option(envvar="MNEMO_TENANT", help="default tenant")] = None,
         session: Annotated[str | None, typer.Option(envvar="MNEMO_SESSION", help="default session")] = None,
         agent: Annotated[str, typer.Option(envvar="MNEMO_AGENT", help="default agent id")] = "mcp",
-        channel: Annotated[str, typer.Option(envvar="MNEMO_CHANNEL", help="default channel")] = "private") -> None:
-    """Serve Mnemosyne's MCP tools (memory_record_event, memory_build_acb,
-    memory_get_artifact, memory_query_decisions, memory_stats) over stdio or
-    streamable HTTP. Tenant, session, agent and channel come from here or from each
-    call's arguments."""
+        channel: Annotated[str, typer.Option(envvar="MNEMO_CHANNEL", help="default channel")] = "private",
+        trusted_gateway: Annotated[bool, typer.Option(
+            help="HTTP: behind a gateway that authenticates callers; a request without a key acts "
+                 "for its X-Mnemo-Tenant header")] = False) -> None:
+    """Serve Mnemosyne's MCP tools over stdio or streamable HTTP: memory_record_event,
+    memory_build_acb, memory_get_artifact, memory_query_decisions, memory_stats,
+    memory_search, memory_query, memory_restore, memory_release, memory_objects. Over HTTP every
+    request presents an API key (`mnemo keys create`), which is its tenant; with
+    --tenant on a loopback address, requests without a key act for that tenant
+    (one local user). Session, agent and channel come from here or from each call."""
     from .mcp_server import Identity, serve
 
     if transport not in ("stdio", "http"):
         fail(f"unknown transport {transport!r}", "--transport stdio or --transport http", "MN001")
+    mode = edge_mode(host, tenant, trusted_gateway) if transport == "http" else "local"
     serve(_state.get("dsn") or default_dsn(),
           Identity(tenant, session and str(session_uuid(session)), agent, channel),
-          transport, host, port)
+          transport, host, port, mode)
+
+
+def edge_mode(host: str, tenant: str | None, trusted_gateway: bool) -> str:
+    """The network surface's mode (mnemosyne.edge): gateway, local (a default tenant
+    without a key, loopback only) or keys."""
+    from .edge import is_loopback
+
+    if trusted_gateway:
+        return "gateway"
+    if tenant is None:
+        return "keys"
+    if not is_loopback(host):
+        fail(f"--tenant {tenant} without an API key would serve that tenant to anyone who reaches {host}",
+             "Use API keys (mnemo keys create TENANT) and leave --tenant out, listen on 127.0.0.1, "
+             "or run behind an authenticating gateway with --trusted-gateway.", "MN001")
+    return "local"
 
 
 # ---------------------------------------------------------------------------- serve
 @command(epilog=_example(
     "mnemo serve --tenant me",
-    "mnemo serve --port 8080 --key sk-proxy-1=acme --openai-api-key $OPENAI_API_KEY",
+    "mnemo serve --host 0.0.0.0 --port 8080 --openai-api-key $OPENAI_API_KEY   # API keys per tenant",
     "MNEMO_ANTHROPIC_BASE_URL=https://api.anthropic.com mnemo serve --tenant me"))
 def serve(host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",
           port: Annotated[int, typer.Option(help="port")] = 8080,
@@ -509,10 +616,14 @@ def serve(host: Annotated[str, typer.Option(help="address to listen on")] = "127
           anthropic_api_key: Annotated[str | None, typer.Option(
               envvar="MNEMO_ANTHROPIC_API_KEY", help="upstream key for clients using a proxy key",
               show_default=False)] = None,
-          key: Annotated[list[str] | None, typer.Option(
-              help="proxy key KEY=TENANT (repeatable; also MNEMO_PROXY_KEYS=K=T,K2=T2)")] = None,
           tenant: Annotated[str | None, typer.Option(
-              envvar="MNEMO_TENANT", help="tenant of requests that name none")] = None,
+              envvar="MNEMO_TENANT", help="local single-user mode (loopback only): the tenant of "
+              "requests without an API key")] = None,
+          trusted_gateway: Annotated[bool, typer.Option(
+              help="behind a gateway that authenticates callers: a request without an API key acts "
+                   "for its X-Mnemo-Tenant header")] = False,
+          max_body_mb: Annotated[float, typer.Option(help="larger request bodies get 413")] = 16.0,
+          max_concurrent: Annotated[int, typer.Option(help="requests in flight per tenant; more get 429")] = 32,
           agent: Annotated[str, typer.Option(envvar="MNEMO_AGENT", help="default agent id")] = "proxy",
           channel: Annotated[str, typer.Option(envvar="MNEMO_CHANNEL", help="default channel")] = "private",
           context_window: Annotated[int | None, typer.Option(
@@ -523,26 +634,23 @@ def serve(host: Annotated[str, typer.Option(help="address to listen on")] = "127
           db_pool: Annotated[int, typer.Option(help="database connections at most")] = 8) -> None:
     """The transparent proxy: OpenAI chat completions and Anthropic messages with
     Mnemosyne's memory, every other path passed through. Point OPENAI_BASE_URL at
-    http://HOST:PORT/v1 or ANTHROPIC_BASE_URL at http://HOST:PORT."""
+    http://HOST:PORT/v1 or ANTHROPIC_BASE_URL at http://HOST:PORT, with an API key of
+    Mnemosyne's (`mnemo keys create TENANT`) as the client's API key: the key is the
+    tenant, and the proxy calls upstream with --openai-api-key / --anthropic-api-key.
+    With --tenant on a loopback address, requests without a key act for that tenant."""
     import logging
-    import os
 
     import uvicorn
 
     from .proxy import Config, create_app
-    from .proxy.config import parse_keys
 
-    keys = parse_keys(os.environ.get("MNEMO_PROXY_KEYS"))
-    try:
-        keys.update(parse_keys(",".join(key or [])))
-    except ValueError as e:
-        fail(str(e), "--key KEY=TENANT", "MN001")
+    mode = edge_mode(host, tenant, trusted_gateway)
     config = Config.from_env(
         _state.get("dsn") or default_dsn(), openai_base_url=openai_base_url,
         anthropic_base_url=anthropic_base_url, openai_api_key=openai_api_key,
-        anthropic_api_key=anthropic_api_key, keys=keys, default_tenant=tenant, default_agent=agent,
+        anthropic_api_key=anthropic_api_key, mode=mode, default_tenant=tenant, default_agent=agent,
         default_channel=channel, context_window=context_window, memory_tokens=memory_tokens,
-        db_pool_size=db_pool)
+        db_pool_size=db_pool, max_body_bytes=int(max_body_mb * 1024 * 1024), max_concurrent=max_concurrent)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     err.print(f"mnemo proxy on http://{host}:{port} (OpenAI: {config.openai_base_url}, "
               f"Anthropic: {config.anthropic_base_url})")

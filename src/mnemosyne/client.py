@@ -301,6 +301,27 @@ class SqlApi:
         """Queue failed jobs again; returns how many (mnemo.retry_jobs, admin)."""
         return self._call("SELECT mnemo.retry_jobs(%(t)s, %(j)s)", {"t": tenant_id, "j": job_ids})
 
+    # API keys --------------------------------------------------------------------
+    def create_api_key(self, tenant_id: str, label: str | None = None,
+                       expires_at: datetime | None = None) -> dict:
+        """A new API key for the tenant; its secret is in the result this once
+        (mnemo.create_api_key)."""
+        return self._call("SELECT mnemo.create_api_key(%(t)s, %(l)s, %(e)s)",
+                          {"t": tenant_id, "l": label, "e": expires_at})
+
+    def list_api_keys(self, tenant_id: str) -> list[dict]:
+        """The tenant's API keys and their state, no secrets (mnemo.list_api_keys)."""
+        return self._rows("SELECT * FROM mnemo.list_api_keys(%(t)s)", {"t": tenant_id})
+
+    def revoke_api_key(self, tenant_id: str, key_id: str) -> dict:
+        """Revokes one of the tenant's API keys (mnemo.revoke_api_key)."""
+        return self._call("SELECT mnemo.revoke_api_key(%(t)s, %(k)s)", {"t": tenant_id, "k": key_id})
+
+    def api_key_tenant(self, secret: str) -> str | None:
+        """The tenant a presented API key acts for; None when it is unknown, revoked or
+        expired (mnemo_internal.api_key_tenant: how a network surface authenticates)."""
+        return self._call("SELECT mnemo_internal.api_key_tenant(%(k)s)", {"k": secret})
+
     # inspection ------------------------------------------------------------------
     def list_tenants(self) -> list[dict]:
         """The tenants the caller can see, with their sizes (mnemo.list_tenants)."""

@@ -72,12 +72,20 @@ class Duplicate(MnemoError):
     sqlstate = "MN012"
 
 
+class TooManyRequests(MnemoError):
+    sqlstate = "MN013"
+
+
+class AuthenticationRequired(MnemoError):
+    sqlstate = "MN014"
+
+
 BY_SQLSTATE: dict[str, type[MnemoError]] = {
     cls.sqlstate: cls
     for cls in (
         InvalidParameter, UnknownTenant, UnknownSession, InvalidMessage, UnknownRole,
         UnknownToolCall, ContentTooLarge, TenantAccessDenied, SessionNotActive, NotFound,
-        ConfigurationError, Duplicate,
+        ConfigurationError, Duplicate, TooManyRequests, AuthenticationRequired,
     )
 }
 

@@ -129,6 +129,14 @@ def detect(path: Path) -> str:
 
 
 def read(path: Path, fmt: str | None = None) -> Parsed:
+    try:
+        return _read(path, fmt)
+    except UnicodeDecodeError as e:
+        raise ImportFormatError(f"{path} is not UTF-8 text (byte 0x{e.object[e.start]:02x} at offset "
+                                f"{e.start} of a line or block); nothing was imported") from e
+
+
+def _read(path: Path, fmt: str | None) -> Parsed:
     fmt = fmt or detect(path)
     readers: dict[str, Callable[[Path], Parsed]] = {
         "mnemosyne": read_export, "openai": read_openai, "claude-code": read_claude_code,
@@ -358,39 +366,68 @@ class Summary:
     memories: int = 0
 
 
+BATCH = 100  # messages per transaction: a failure keeps the batches before it, never a part of one
+
+
+class ImportStopped(Exception):
+    """An import that met an error: what it kept, and the error."""
+
+    def __init__(self, summary: Summary, session: uuid.UUID, kept: int, error: Exception):
+        super().__init__(str(error))
+        self.summary, self.session, self.kept, self.error = summary, session, kept, error
+
+
 def run_import(client: Any, tenant: str, parsed: Parsed,
-               progress: Callable[[int], None] | None = None) -> Summary:
-    """Writes a parsed file into a tenant; progress(n) after every n messages written
-    or skipped. Raises the client's errors (MnemoError) as they come: what was written
-    before stays, and a second run goes on from there."""
+               progress: Callable[[int], None] | None = None, create_tenant: bool = False) -> Summary:
+    """Writes a parsed file into a tenant through a sync Client (its connection's
+    transactions hold each batch); progress(n) after every n messages written
+    or skipped. The tenant must exist unless create_tenant (UnknownTenant otherwise).
+    Each session is written in transactions of BATCH messages, the session itself with
+    its first batch: an error (a bad message) leaves nothing of the batch it is in, and
+    no session without its messages; it raises ImportStopped, which says what was
+    kept. A second run goes on after what was kept."""
     summary = Summary(parsed.format, tenant)
     header = parsed.tenant or {}
-    client.create_tenant(tenant, header.get("display_name"), header.get("config") or {})
+    if create_tenant:
+        client.create_tenant(tenant, header.get("display_name"), header.get("config") or {})
+    else:
+        client.list_sessions(tenant, limit=1)  # UnknownTenant when there is none
     for s in parsed.sessions:
         held = client.list_sessions(tenant, session_id=s.session_id)
         done = held[0]["messages"] if held else 0
-        if not held:
-            params = {k: v for k, v in s.params.items() if v is not None}
-            # a conversation from the past keeps its time: its first message's, unless
-            # the file says when the session started (an export: None for a live one)
-            if "started_at" not in s.params and s.messages and s.messages[0].get("created_at"):
-                params["started_at"] = s.messages[0]["created_at"]
-            client.start_session(tenant, session_id=s.session_id, **params)
-            summary.sessions_new += 1
-        elif done >= len(s.messages):
+        if held and done >= len(s.messages):
             summary.sessions_complete += 1
-        else:
+        elif held:
             summary.sessions_resumed += 1
         summary.messages_skipped += min(done, len(s.messages))
         if progress and done:
             progress(min(done, len(s.messages)))
-        for entry in s.messages[done:]:
-            client.record_message(tenant, s.session_id, entry["message"],
-                                  sensitivity=entry.get("sensitivity", "none"), tags=entry.get("tags"),
-                                  created_at=entry.get("created_at"), metadata=entry.get("metadata"))
-            summary.messages_recorded += 1
+        start = done
+        while not held or start < len(s.messages):
+            batch = s.messages[start:start + BATCH]
+            try:
+                with client.conn.transaction():
+                    if not held:
+                        params = {k: v for k, v in s.params.items() if v is not None}
+                        # a conversation from the past keeps its time: its first message's,
+                        # unless the file says when the session started (an export: None
+                        # for a live one)
+                        if "started_at" not in s.params and s.messages and s.messages[0].get("created_at"):
+                            params["started_at"] = s.messages[0]["created_at"]
+                        client.start_session(tenant, session_id=s.session_id, **params)
+                    for entry in batch:
+                        client.record_message(tenant, s.session_id, entry["message"],
+                                              sensitivity=entry.get("sensitivity", "none"), tags=entry.get("tags"),
+                                              created_at=entry.get("created_at"), metadata=entry.get("metadata"))
+            except Exception as e:
+                raise ImportStopped(summary, s.session_id, start - done if held else 0, e) from e
+            if not held:
+                summary.sessions_new += 1
+                held = [{"messages": 0}]
+            summary.messages_recorded += len(batch)
+            start += len(batch)
             if progress:
-                progress(1)
+                progress(len(batch))
     for m in parsed.memories:
         client.remember(tenant, m["content"], kind=m["kind"], session_id=m.get("session_id"),
                         options=m.get("options"))

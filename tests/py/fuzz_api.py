@@ -518,6 +518,12 @@ STRATEGIES = {
                           "function": st.fixed_dictionaries(PHANTOM_CALL)}), json_values.map(dumps))}),
     "paging_metrics": _paging({"p_since": lambda pool: st.one_of(st.none(), timestamps),
                                "p_until": lambda pool: st.one_of(st.none(), timestamps)}),
+    "create_api_key": lambda pool: st.fixed_dictionaries({
+        "p_tenant_id": tenant_of(pool), "p_label": st.one_of(st.none(), some_text, st.just("x" * 201)),
+        "p_expires_at": st.one_of(st.none(), timestamps)}),
+    "list_api_keys": lambda pool: st.fixed_dictionaries({"p_tenant_id": tenant_of(pool)}),
+    "revoke_api_key": lambda pool: st.fixed_dictionaries({
+        "p_tenant_id": tenant_of(pool), "p_key_id": st.one_of(st.none(), some_text, st.just("0123456789ab"))}),
     "count_tokens": _text_arg("p_text"),
     "embed": _text_arg("p_text"),
     "embed_batch": lambda pool: st.fixed_dictionaries({"p_texts": st.lists(st.one_of(prose, some_text),

@@ -2,7 +2,7 @@
 -- the API's signatures, volatility and privileges, and the hygiene of every routine.
 -- Catalog checks only; nothing is written (and the transaction is rolled back).
 BEGIN;
-SELECT plan(231);
+SELECT plan(241);
 
 -- The tenant tables of 0001_schema.sql (21) and 0003_lifecycle.sql (2), all
 -- hash-partitioned by tenant_id.
@@ -230,6 +230,21 @@ SELECT volatility_is('mnemo', 'record_message', ARRAY['text', 'uuid', 'jsonb', '
     'timestamp with time zone', 'jsonb']::name [], 'volatile', 'record_message is VOLATILE');
 SELECT has_function('mnemo', 'get_artifact', ARRAY['text', 'bigint']::name [], 'mnemo.get_artifact(text, bigint)');
 SELECT function_returns('mnemo', 'get_artifact', ARRAY['text', 'bigint']::name [], 'bytea');
+-- API keys (issue 40): only hashes, under the tenant policy, resolved by one definer.
+SELECT has_table('mnemo_internal', 'api_keys', 'table mnemo_internal.api_keys exists');
+SELECT ok((SELECT c.relrowsecurity FROM pg_class AS c WHERE c.oid = 'mnemo_internal.api_keys'::regclass),
+    'mnemo_internal.api_keys has row-level security');
+SELECT hasnt_column('mnemo_internal', 'api_keys', 'secret', 'api_keys keeps no secret, only its hash');
+SELECT has_function('mnemo', 'create_api_key', ARRAY['text', 'text', 'timestamp with time zone']::name [],
+    'mnemo.create_api_key(text, text, timestamptz)');
+SELECT function_returns('mnemo', 'create_api_key', ARRAY['text', 'text', 'timestamp with time zone']::name [],
+    'jsonb');
+SELECT has_function('mnemo', 'list_api_keys', ARRAY['text']::name [], 'mnemo.list_api_keys(text)');
+SELECT has_function('mnemo', 'revoke_api_key', ARRAY['text', 'text']::name [], 'mnemo.revoke_api_key(text, text)');
+SELECT function_returns('mnemo', 'revoke_api_key', ARRAY['text', 'text']::name [], 'jsonb');
+SELECT function_returns('mnemo_internal', 'api_key_tenant', ARRAY['text']::name [], 'text');
+SELECT is_definer('mnemo_internal', 'api_key_tenant', ARRAY['text']::name [],
+    'api_key_tenant is SECURITY DEFINER (a key is found before its tenant is known)');
 SELECT has_function('mnemo', 'embed', ARRAY['text']::name [], 'mnemo.embed(text)');
 SELECT function_returns('mnemo', 'embed', ARRAY['text']::name [], 'vector');
 SELECT volatility_is('mnemo', 'embed', ARRAY['text']::name [], 'immutable', 'embed is IMMUTABLE');
@@ -291,10 +306,11 @@ $$, $$
         'remember', 'correct', 'forget', 'query_decisions', 'get_artifact', 'compile_context',
         'compile_context_bundle', 'build_acb', 'list_sessions', 'search', 'export_tenant', 'memory_stats',
         'embed', 'embed_batch', 'count_tokens', 'open_session', 'sync_messages', 'memory_query', 'memory_restore',
-        'memory_release', 'handle_tool_call', 'memory_objects', 'paging_metrics']) AS f
+        'memory_release', 'handle_tool_call', 'memory_objects', 'paging_metrics', 'create_api_key',
+        'list_api_keys', 'revoke_api_key']) AS f
     UNION ALL
-    SELECT 'mnemo_internal.' || f FROM unnest(ARRAY['current_tenant_id', 'bound_tenant_id']) AS f
-$$, 'mnemo_app can execute exactly the API (and the policies'' two functions)');
+    SELECT 'mnemo_internal.' || f FROM unnest(ARRAY['current_tenant_id', 'bound_tenant_id', 'api_key_tenant']) AS f
+$$, 'mnemo_app can execute exactly the API (the policies'' two functions, the API key check)');
 -- Each API routine runs as mnemo_api_owner, and only they do: no routine runs as a
 -- superuser on behalf of its caller.
 SELECT is_empty($$
@@ -348,7 +364,9 @@ SELECT is_empty($$
     WHERE c.relnamespace::regnamespace::text IN ('mnemo', 'mnemo_internal', 'mnemo_archive') AND c.relkind <> 'S'
         AND has_table_privilege('mnemo_api_owner', c.oid, 'INSERT, UPDATE, DELETE')
         AND (c.relnamespace <> 'mnemo'::regnamespace OR c.relispartition)
-$$, 'mnemo_api_owner writes the parent tables of mnemo only (no partition, no internal table)');
+        -- API keys: created and revoked by the API, under the tenant policy (0028)
+        AND c.oid <> 'mnemo_internal.api_keys'::regclass
+$$, 'mnemo_api_owner writes the parent tables of mnemo only (and the API keys; no partition)');
 SELECT is_empty($$
     SELECT c.oid::regclass::text FROM pg_class AS c
     WHERE c.relispartition AND has_table_privilege('mnemo_api_owner', c.oid, 'SELECT')
@@ -499,9 +517,9 @@ SELECT is((SELECT proconfig FROM pg_proc
     NULL, 'mnemo.run_sweep has no SET clause (it commits)');
 
 -- The project's SQLSTATEs are registered. --------------------------------------- 1
-SELECT set_eq($$SELECT sqlstate FROM mnemo_internal.error_codes WHERE sqlstate BETWEEN 'MN001' AND 'MN012'$$,
-    $$SELECT format('MN%s', lpad(n::text, 3, '0')) FROM generate_series(1, 12) AS n$$,
-    'error codes MN001..MN012 are registered');
+SELECT set_eq($$SELECT sqlstate FROM mnemo_internal.error_codes WHERE sqlstate BETWEEN 'MN001' AND 'MN014'$$,
+    $$SELECT format('MN%s', lpad(n::text, 3, '0')) FROM generate_series(1, 14) AS n$$,
+    'error codes MN001..MN014 are registered');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -36,6 +36,7 @@ FROM_OBJECTS = """FROM mnemo.semantic_objects AS o
 JOIN mnemo.object_residency AS r
     ON r.tenant_id = o.tenant_id AND r.session_id = o.session_id AND r.object_id = o.object_id"""
 
+ELSEWHERE_CANDIDATES = 20  # memory_query's candidates beyond the session (mnemo.search's best)
 STATEMENTS = {
     "settings": ("SELECT mnemo_internal.setting('paging')::text AS v", []),
     "latest": ((f"SELECT {OBJECT_COLUMNS} {FROM_OBJECTS} WHERE o.tenant_id = $1 AND o.session_id = $2 "
@@ -185,6 +186,21 @@ ORDER BY m.turn_index""", ["text", "uuid", "bigint[]"]),
                   "ORDER BY o.first_turn DESC, o.object_id DESC LIMIT 1"), ["text", "uuid", "integer", "bigint"]),
     "all_objects": ((f"SELECT {OBJECT_COLUMNS} {FROM_OBJECTS} WHERE o.tenant_id = $1 AND o.session_id = $2 "
                     "AND o.memory_id IS NULL ORDER BY o.first_turn"), ["text", "uuid"]),
+    # memory_query beyond the session: the tenant's memories and other sessions' history
+    # that best match the question (mnemo.search: hybrid, never a secret), each with
+    # what decides whether this reader may see it (Pager.elsewhere).
+    "reader": (("SELECT s.channel, s.agent_id, coalesce(t.config ->> 'recall_scope', 'tenant') AS scope "
+                "FROM mnemo.sessions AS s JOIN mnemo.tenants AS t ON t.tenant_id = s.tenant_id "
+                "WHERE s.tenant_id = $1 AND s.session_id = $2"), ["text", "uuid"]),
+    "elsewhere": ("""SELECT f.source AS ref, f.content AS text, coalesce(m.sensitivity, x.sensitivity) AS sensitivity,
+    m.kind AS memory_kind, ss.session_id, ss.channel, ss.agent_id
+FROM mnemo.search($1, $3, jsonb_build_object('limit', $4)) AS f
+LEFT JOIN mnemo.memories AS m ON f.source LIKE 'mem:%' AND m.tenant_id = $1
+    AND m.memory_id = substr(f.source, 5)::bigint
+LEFT JOIN mnemo.messages AS x ON f.source LIKE 'msg:%' AND x.tenant_id = $1
+    AND x.message_id = substr(f.source, 5)::bigint AND x.session_id = f.session_id
+LEFT JOIN mnemo.sessions AS ss ON f.source LIKE 'msg:%' AND ss.tenant_id = $1 AND ss.session_id = f.session_id
+WHERE f.session_id IS DISTINCT FROM $2 OR f.source LIKE 'mem:%'""", ["text", "uuid", "text", "integer"]),
     "helper": ("SELECT mnemo_internal.helper_answer($1::jsonb)::text AS reply", ["text"]),
     "raise": ("SELECT mnemo_internal.raise_error($1, $2, $3)", ["text", "text", "text"]),
     # Per compile of the span: what it sent (memory, summary and history tokens) and
@@ -582,7 +598,11 @@ class Pager:
             objects = scoped
         by_ref = {f"obj:{o['object_id']}": o for o in objects}
         texts = [answers.Source(ref, self.full_text(t, s, o)) for ref, o in by_ref.items()]
+        elsewhere = [] if scoped else self.elsewhere(t, s, question)  # beyond this context
+        texts += elsewhere
         ranked = [src for _, src in answers.rank_sources(f"{question} {scope or ''}", texts)][:5]
+        # what the search found by meaning (no word in common): after the word matches
+        ranked += [src for src in elsewhere if src not in ranked][:max(0, 5 - len(ranked))]
         text, refs, method = "", [], "extractive"
         if ranked:
             reply = self.one("helper", [json.dumps(answers.helper_prompt(question, ranked, max_tokens))])
@@ -592,10 +612,15 @@ class Pager:
                 (text, refs), method = got, "helper_llm"
             else:
                 text, refs = answers.extractive(question, ranked, max_tokens)
+        if not text and elsewhere:  # no line shares a word: the search's best match, by meaning
+            best = elsewhere[0]
+            head = f"[{best.ref}]"
+            text, refs = head + "\n" + answers.window(" ".join(best.text.split()), set(),
+                                                     max_tokens - tokens.count(head) - 1), [best.ref]
         if not text:
-            text = "Nothing in this session's memory answers that."
+            text = "Nothing in this tenant's memory that this session may see answers that."
         full = {r: tokens.count(next(x.text for x in texts if x.ref == r)) for r in refs}
-        below = [r for r in refs if by_ref[r]["fidelity"] != "full"]
+        below = [r for r in refs if r in by_ref and by_ref[r]["fidelity"] != "full"]
         restore_tokens = sum(full[r] for r in below)
         answer_tokens = tokens.count(text)
         for r in below:
@@ -604,6 +629,33 @@ class Pager:
                              answer_tokens, full[r], (time.perf_counter() - started) * 1000.0, refs])
         return {"answer": text, "sources": refs, "tokens": answer_tokens, "restore_tokens": restore_tokens,
                 "method": method}
+
+    def elsewhere(self, t: str, s: str, question: str) -> list:
+        """Sources beyond the session's objects that this session may see: the tenant's
+        memories and the messages of its other sessions that best match the question,
+        held to the compile's rules (policy): the channel's sensitivities and excluded
+        kinds, the other sessions its channel may recall, within the recall scope."""
+        from ..compile import policy
+
+        reader = self.one("reader", [t, s])
+        if reader is None:
+            return []
+        channel = reader["channel"] if reader["channel"] in policy.CHANNEL_SENSITIVITY else "private"
+        seen = policy.CHANNEL_SENSITIVITY[channel]
+        excluded = policy.CHANNEL_EXCLUDED_KINDS.get(channel, ())
+        recallable = policy.CHANNEL_SOURCES[channel]
+        out = []
+        for r in self.x("elsewhere", [t, s, question[:2000], ELSEWHERE_CANDIDATES]):
+            if r["sensitivity"] not in seen or r["memory_kind"] in excluded:
+                continue
+            if r["ref"].startswith("msg:"):
+                if r["channel"] not in recallable:
+                    continue
+                other_agent = r["agent_id"] != reader["agent_id"]
+                if other_agent and (r["channel"] == "agent" or r["channel"] == "private" and reader["scope"] == "agent"):
+                    continue
+            out.append(answers.Source(r["ref"], r["text"] or ""))
+        return out
 
     def handle(self, t: str, s: str, call) -> dict:
         """The role: tool message answering one phantom tool call (an OpenAI tool_call

@@ -2,10 +2,13 @@
 and every other path passed through byte for byte.
 
 Identity (seed 004 §2.2), per request:
-- tenant: the tenant a proxy key is mapped to (Config.keys, when the client's API key
-  is one; the proxy then calls upstream with the configured provider key), else the
-  X-Mnemo-Tenant header, else Config.default_tenant. None, or one the database does
-  not know: refused in the provider's error shape (401, 403).
+- tenant: the edge's (mnemosyne.edge, in front of every path): the tenant of the
+  request's API key (mnemo keys create), the proxy then calling upstream with the
+  configured provider key; without a key, Config.default_tenant in local mode or the
+  X-Mnemo-Tenant header in gateway mode. Refused in the provider's error shape: no or
+  a bad key (401), another tenant named (403), a body too large (413), too many
+  requests of the tenant in flight (429). Every database call of the request is bound
+  to its key (AsyncClient.bound), so the database refuses any other tenant too.
 - session: X-Mnemo-Session (any string: the key of mnemo.open_session; a UUID of an
   existing session adopts it), else derived from the conversation.
 - agent and channel: X-Mnemo-Agent, X-Mnemo-Channel (default Config's).
@@ -28,15 +31,18 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx2
+import psycopg
+from pydantic import ValidationError, validate_call
 from starlette.applications import Starlette
 from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from ..edge import KEY_PREFIX, Caller, Edge, Refused, check_tenant, mnemo_error
 from ..errors import MnemoError, UnknownTenant
+from ..mcp_server import DB_DOWN, Failure, MemoryTools, argument_errors
 from ..mcp_server import Identity as McpIdentity
-from ..mcp_server import MemoryTools
 from . import anthropic_format as af
 from .config import DEFAULT_RESPONSE_RESERVE, Config
 from .memory import Identity, Memory, Unavailable
@@ -52,8 +58,10 @@ ANTHROPIC_ERRORS = {400: "invalid_request_error", 401: "authentication_error", 4
 # seed 004's HTTP API: path -> MemoryTools method (the MCP server's, shared)
 MNEMO_API = {"record_event": "record_event", "build_acb": "build_acb",
              "get_artifact": "get_artifact", "query_decisions": "query_decisions"}
+MAX_CONTEXT_WINDOW = 100_000_000
 MN_STATUS = {"MN001": 400, "MN002": 404, "MN003": 404, "MN004": 400, "MN005": 400, "MN006": 400,
-             "MN007": 413, "MN008": 403, "MN009": 409, "MN010": 404, "MN011": 500, "MN012": 409}
+             "MN007": 413, "MN008": 403, "MN009": 409, "MN010": 404, "MN011": 500, "MN012": 409,
+             "MN013": 429, "MN014": 401, "unavailable": 503}
 
 
 def provider_error(protocol: str, status: int, message: str, code: str | None = None,
@@ -78,7 +86,13 @@ class Proxy:
 
     async def start(self) -> None:
         await self.memory.open()
-        self.tools.db = self.memory.db
+        self.tools.pool_db = self.memory.db
+        if self.config.mode == "local":
+            log.warning("mnemo proxy: local single-user mode: requests without an API key act for tenant %r",
+                        self.config.default_tenant)
+        elif self.config.mode == "gateway":
+            log.warning("mnemo proxy: trusted-gateway mode: requests without an API key act for their "
+                        "X-Mnemo-Tenant header; only a gateway that authenticates callers may reach this port")
         limits = httpx2.Limits(max_connections=None, max_keepalive_connections=64)
         self.http = httpx2.AsyncClient(timeout=httpx2.Timeout(self.config.upstream_timeout,
                                                               connect=self.config.connect_timeout),
@@ -110,7 +124,7 @@ class Proxy:
                and (keep_encoding or k != "accept-encoding")}
         key = self._client_key(request)
         provider_key = self.config.anthropic_api_key if protocol == "anthropic" else self.config.openai_api_key
-        if key is None or key in self.config.keys:
+        if key is None or key.startswith(KEY_PREFIX):
             out.pop("authorization", None)
             out.pop("x-api-key", None)
             if provider_key:
@@ -121,15 +135,14 @@ class Proxy:
         return out
 
     def identify(self, request: Request) -> Identity | None:
-        key = self._client_key(request)
-        tenant = self.config.keys.get(key) if key else None
-        tenant = tenant or request.headers.get("x-mnemo-tenant") or self.config.default_tenant
-        if not tenant:
+        """The request's identity: its caller as the edge authenticated it."""
+        caller: Caller | None = request.scope.get("mnemo.caller")
+        if caller is None:
             return None
         h = request.headers
-        return Identity(tenant, h.get("x-mnemo-session") or None,
+        return Identity(caller.tenant, h.get("x-mnemo-session") or None,
                         h.get("x-mnemo-agent") or self.config.default_agent,
-                        h.get("x-mnemo-channel") or self.config.default_channel)
+                        h.get("x-mnemo-channel") or self.config.default_channel, caller.key)
 
     def upstream_url(self, protocol: str, path: str) -> str:
         if protocol == "anthropic":
@@ -154,14 +167,17 @@ class Proxy:
         raw = await request.body()
         try:
             body = json.loads(raw)
-        except ValueError:
-            body = None
+        except (ValueError, RecursionError):  # not JSON (bad UTF-8 included), or nested past Python's stack
+            return provider_error(protocol, 400, "the body is not JSON (Mnemosyne proxy)", "MN001")
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
             return await self.passthrough(request, raw)
+        problem = body_problem(protocol, body)
+        if problem:
+            return provider_error(protocol, 400, f"{problem} (Mnemosyne proxy)", "MN001")
         ident = self.identify(request)
         if ident is None:
-            return provider_error(protocol, 401, "no tenant: send X-Mnemo-Tenant, or use a proxy key "
-                                  "mapped to a tenant (mnemo serve --key KEY=TENANT)", "no_tenant")
+            return provider_error(protocol, 401, "no API key (Mnemosyne): mnemo keys create TENANT makes one",
+                                  "MN014")
         headers = self.upstream_headers(request, protocol, keep_encoding=False)
         path = request.url.path + (f"?{request.url.query}" if request.url.query else "")  # ?beta=true
         prepared, reason = None, None
@@ -174,7 +190,16 @@ class Proxy:
                 return provider_error(protocol, 403, f"{e.message} (Mnemosyne)", "unknown_tenant")
             except Unavailable as e:
                 reason = f"database unreachable: {e}"
+            except QuestionTooLarge as e:
+                return provider_error(protocol, 400, f"{e} (Mnemosyne proxy)", "MN007")
+            except ValueError as e:  # a header out of range
+                return provider_error(protocol, 400, f"{e} (Mnemosyne proxy)", "MN001")
+            except psycopg.DataError as e:  # what PostgreSQL cannot hold (a \u0000 in a string)
+                return provider_error(protocol, 400, f"invalid value: {str(e).splitlines()[0]} (Mnemosyne)",
+                                      "MN001")
             except MnemoError as e:
+                if e.sqlstate == "MN008":  # another tenant's session, or a key revoked meanwhile
+                    return provider_error(protocol, 403, f"{e.message} (Mnemosyne)", e.sqlstate)
                 reason = f"history not recorded: {e}"
         if prepared is None:
             log.warning("mnemo proxy: %s %s for tenant %s passed through unmanaged (%s)",
@@ -202,7 +227,7 @@ class Proxy:
         out_headers = {**self.response_headers(resp, raw=False), **mnemo}
         ex = Exchange(self.memory, ident.tenant, prepared.session_id, prepared.positions, phantom_names,
                       upstream_body, lambda b: self.send(protocol, path, b, headers),
-                      max_rounds=self.config.max_phantom_rounds)
+                      max_rounds=self.config.max_phantom_rounds, key=ident.key)
         relay: OpenAIRelay | AnthropicRelay
         if protocol == "anthropic":
             relay = AnthropicRelay(ex)
@@ -241,6 +266,8 @@ class Proxy:
         model = body.get("model") or "unknown"
         window_header = request.headers.get("x-mnemo-context-window", "")
         window = int(window_header) if window_header.isdigit() else self.config.window_for(model)
+        if window_header and not (window_header.isdigit() and 256 <= window <= MAX_CONTEXT_WINDOW):
+            raise ValueError(f"X-Mnemo-Context-Window must be a number of tokens from 256 to {MAX_CONTEXT_WINDOW}")
         reserve = body.get("max_tokens") or body.get("max_completion_tokens") or DEFAULT_RESPONSE_RESERVE
         client_tools = body.get("tools") or []
         client_names = {(t.get("function") or {}).get("name") or t.get("name") for t in client_tools
@@ -251,10 +278,11 @@ class Proxy:
             messages = af.to_openai(body.get("system"), body["messages"])
         else:
             messages = body["messages"]
+        reserve = int(reserve) if str(reserve).isdigit() else DEFAULT_RESPONSE_RESERVE
         prepared = await self.memory.prepare(
-            ident, messages, model=model, context_window=window,
-            response_reserve=int(reserve) if str(reserve).isdigit() else DEFAULT_RESPONSE_RESERVE,
+            ident, messages, model=model, context_window=window, response_reserve=reserve,
             tools=client_tools, phantom=phantom, memory_tokens=self.config.memory_tokens)
+        await self._newest_question_whole(messages, prepared.messages, window, reserve)
         phantom_tools = [t for t in prepared.phantom_tools
                          if (t.get("function") or {}).get("name") not in client_names]
         names = {t["function"]["name"] for t in phantom_tools}
@@ -280,6 +308,25 @@ class Proxy:
                 out["stream_options"] = {**(body.get("stream_options") or {}), "include_usage": True}
         return prepared, out, names
 
+    async def _newest_question_whole(self, messages: list[dict], compiled: list[dict], window: int,
+                                     reserve: int) -> None:
+        """The newest user message goes upstream whole, or the call is refused (400,
+        naming the window, the reserve and the message's size): a model answering a
+        stub of the question it was asked answers something else."""
+        newest = next((m for m in reversed(messages) if m.get("role") == "user"), None)
+        if newest is None:
+            return
+        sent = next((m for m in reversed(compiled) if m.get("role") == "user"), None)
+        if sent is not None and sent.get("content") == newest.get("content"):
+            return
+        content = newest.get("content")
+        text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+        tokens = await self.memory._sql(self.memory.db.count_tokens(text))
+        raise QuestionTooLarge(f"the newest user message ({tokens} tokens) does not fit whole in the "
+                               f"context window ({window} tokens) less the response reserve ({reserve} tokens, "
+                               "max_tokens or the default) and the system prompt: raise "
+                               "X-Mnemo-Context-Window or lower max_tokens")
+
     # ------------------------------------------------------------------ pass-through
     async def passthrough(self, request: Request, body: bytes | None = None) -> Response:
         protocol = self._protocol_of(request)
@@ -303,50 +350,102 @@ class Proxy:
 
     # ------------------------------------------------------------------ seed 004's API
     async def mnemo_api(self, request: Request) -> Response:
-        method = MNEMO_API.get(request.path_params["name"])
+        """seed 004's HTTP API: one MCP tool per path, the body its arguments, answered
+        as the tool's result or {"error": {"code", "message", "hint"}}. A body naming
+        another tenant than the caller's is refused (403) before anything runs; the
+        tool then runs in one transaction bound to the caller's key (nothing of a
+        failed call is kept)."""
+        name = request.path_params["name"]
+        method = MNEMO_API.get(name)
         if method is None:
-            return JSONResponse({"error": {"code": "MN001", "message": "unknown endpoint",
-                                           "hint": f"one of {', '.join(MNEMO_API)}"}}, status_code=404)
+            return mnemo_error(404, "MN001", f"unknown endpoint {name!r}", f"One of {', '.join(MNEMO_API)}.")
+        caller: Caller = request.scope["mnemo.caller"]
         try:
             args = json.loads(await request.body() or b"{}")
-        except ValueError:
+        except (ValueError, RecursionError):  # UnicodeDecodeError included; nested past the stack
             args = None
         if not isinstance(args, dict):
-            return JSONResponse({"error": {"code": "MN001", "message": "the body must be a JSON object"}},
-                                status_code=400)
+            return mnemo_error(400, "MN001", "the body must be a JSON object (UTF-8)",
+                               "e.g. {\"kind\": \"message\", \"content\": {\"text\": \"...\"}}")
         fn = getattr(self.tools, method)
         params = inspect.signature(fn).parameters
         unknown = sorted(set(args) - set(params))
         if unknown:
-            return JSONResponse({"error": {"code": "MN001", "message": f"unknown field(s) {', '.join(unknown)}",
-                                           "hint": f"fields: {', '.join(params)}"}}, status_code=400)
-        ident = self.identify(request)
-        if "tenant_id" in params and not args.get("tenant_id") and ident:
-            args["tenant_id"] = ident.tenant
+            return mnemo_error(400, "MN001", f"unknown field(s) {', '.join(unknown)}", f"Fields: {', '.join(params)}.")
         try:
-            if method != "query_decisions" and args.get("session_id") and not _is_uuid(args["session_id"]):
+            check_tenant(caller, args.get("tenant_id"), "body's tenant_id")
+        except Refused as e:
+            return mnemo_error(e.status, e.code, e.message, e.hint)
+        if "tenant_id" in params:
+            args["tenant_id"] = caller.tenant
+
+        async def call() -> Any:
+            if method != "query_decisions" and isinstance(args.get("session_id"), str) \
+                    and not _is_uuid(args["session_id"]):
                 # seed 004's session ids are any string: each names a session of its own
-                args["session_id"] = str(await self.memory._sql(self.memory.db.open_session(
-                    args.get("tenant_id") or "", str(args["session_id"]),
-                    agent_id=args.get("agent_id") or self.config.default_agent,
-                    channel=args.get("channel") or self.config.default_channel,
-                    metadata={"source": "mnemo-http"})))
+                args["session_id"] = str(await self.tools._sql(self.tools.db.open_session(
+                    caller.tenant, args["session_id"],
+                    agent_id=args.get("agent_id") if isinstance(args.get("agent_id"), str) else
+                    self.config.default_agent,
+                    channel=args.get("channel") if isinstance(args.get("channel"), str) else
+                    self.config.default_channel, metadata={"source": "mnemo-http"})))
             if method == "get_artifact" and isinstance(args.get("artifact_id"), str):
-                args["artifact_id"] = int(re.sub(r"^art_", "", args["artifact_id"]))
-            return JSONResponse(await fn(**args))
-        except Unavailable as e:
-            return JSONResponse({"error": {"code": "unavailable", "message": str(e)}}, status_code=503)
+                args["artifact_id"] = _artifact_id(args["artifact_id"])
+            return await validate_call(fn)(**args)
+
+        try:
+            return JSONResponse(await self.tools.bound(caller, call))
+        except ValidationError as e:
+            f = argument_errors(e)
+            return mnemo_error(400, f.code, f.message, f.hint)
+        except Failure as e:
+            return mnemo_error(e.status or MN_STATUS.get(e.code, 400), e.code, e.message, e.hint)
         except MnemoError as e:
-            return JSONResponse({"error": {"code": e.sqlstate, "message": e.message, "hint": e.hint}},
-                                status_code=MN_STATUS.get(e.sqlstate, 400))
-        except ValueError as e:
-            return JSONResponse({"error": {"code": "MN001", "message": str(e)}}, status_code=400)
-        except Exception as e:  # the MCP tools' ToolError: "[MNxxx] message"
-            m = re.match(r"\[(MN\d{3})\] (.*)", str(e), re.DOTALL)
-            if not m:
-                raise
-            return JSONResponse({"error": {"code": m.group(1), "message": m.group(2)}},
-                                status_code=MN_STATUS.get(m.group(1), 400))
+            return mnemo_error(MN_STATUS.get(e.sqlstate, 400), e.sqlstate, e.message, e.hint)
+        except DB_DOWN:
+            return mnemo_error(503, "unavailable", "the database cannot be reached", "Retry shortly.")
+        except psycopg.DataError as e:
+            return mnemo_error(400, "MN001", f"invalid value: {str(e).splitlines()[0]}")
+
+
+def _artifact_id(value: str) -> int:
+    """art_N or N: the artifact's number (MN001 otherwise)."""
+    digits = re.sub(r"^art_", "", value.strip())
+    if not digits.isdigit() or len(digits) > 18:
+        raise Failure("MN001", f"artifact_id {value!r} is not an artifact id", "art_N or N, as record_event returned it.")
+    return int(digits)
+
+
+# What a managed call's fields must be, where the proxy reads them (the provider checks
+# the rest): name -> (types, what to say).
+FIELD_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
+    "model": ((str,), "a string"), "stream": ((bool,), "true or false"),
+    "stream_options": ((dict,), "an object"), "n": ((int,), "an integer"),
+    "max_tokens": ((int,), "an integer"), "max_completion_tokens": ((int,), "an integer"),
+    "tools": ((list,), "an array"), "tool_choice": ((str, dict), "a string or an object"),
+    "system": ((str, list), "a string or an array"),
+}
+
+
+def body_problem(protocol: str, body: dict) -> str | None:
+    """What is wrong with a managed call's body, as the provider would refuse it (400):
+    a field the proxy reads of the wrong type, or a message that is not an object."""
+    for name, (types, what) in FIELD_TYPES.items():
+        value = body.get(name)
+        if value is not None and (not isinstance(value, types) or (isinstance(value, bool) and bool not in types)):
+            return f"{name} must be {what}"
+    if any(not isinstance(m, dict) for m in body["messages"]):
+        return "each message must be an object"
+    if any(not isinstance(t, dict) for t in body.get("tools") or []):
+        return "each tool must be an object"
+    if protocol == "anthropic" and isinstance(body.get("system"), list) \
+            and any(not isinstance(b, dict) for b in body["system"]):
+        return "each system block must be an object"
+    return None
+
+
+class QuestionTooLarge(Exception):
+    """The newest user message cannot go upstream whole in the window."""
 
 
 class ClientGone(Exception):
@@ -408,12 +507,30 @@ def create_app(config: Config) -> Starlette:
     async def passthrough(request: Request) -> Response:
         return await proxy.passthrough(request)
 
+    async def crashed(request: Request, exc: Exception) -> Response:
+        """A bug's answer, in the surface's shape: its traceback goes to the log only."""
+        return error(request.scope, 500, "MN000", "internal error (logged by the server)", None)
+
     methods = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
     app = Starlette(routes=[
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
         Route("/v1/messages", messages, methods=["POST"]),
         Route("/mnemo/v1/{name}", proxy.mnemo_api, methods=["POST"]),
         Route("/{path:path}", passthrough, methods=methods),
-    ], lifespan=lifespan)
+    ], lifespan=lifespan, exception_handlers={Exception: crashed})
     app.state.proxy = proxy
-    return app
+
+    async def resolve(key: str) -> str | None:
+        return await proxy.memory._sql(proxy.memory.db.api_key_tenant(key))
+
+    def error(scope: dict, status: int, code: str, message: str, hint: str | None) -> Response:
+        if scope.get("path", "").startswith("/mnemo/"):
+            return mnemo_error(status, code, message, hint)
+        request = Request(scope)
+        text = f"{message} (Mnemosyne{': ' + hint if hint else ''})"
+        return provider_error(proxy._protocol_of(request), status, text, code)
+
+    return Edge(app, resolve=resolve, error=error, mode=config.mode, default_tenant=config.default_tenant,
+                max_body_bytes=config.max_body_bytes, max_concurrent=config.max_concurrent,
+                unavailable=Unavailable)
+

@@ -1,11 +1,13 @@
-"""The proxy's configuration: upstreams, keys, identity defaults (flags of `mnemo serve`
+"""The proxy's configuration: upstreams, who may call, identity defaults (flags of `mnemo serve`
 or MNEMO_* environment variables; nothing about a provider is hard-coded but its
 public default address)."""
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+
+from ..edge import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_CONCURRENT
 
 # Context windows by model name prefix (longest prefix wins); X-Mnemo-Context-Window
 # or --context-window overrides them, and a model matching none gets the default.
@@ -24,18 +26,6 @@ DEFAULT_CONTEXT_WINDOW = 128_000
 DEFAULT_RESPONSE_RESERVE = 4096
 
 
-def parse_keys(spec: str | None) -> dict[str, str]:
-    """'KEY=TENANT,KEY2=TENANT2' -> {KEY: TENANT}."""
-    out: dict[str, str] = {}
-    for item in (spec or "").replace("\n", ",").split(","):
-        if item.strip():
-            key, sep, tenant = item.strip().partition("=")
-            if not sep or not key or not tenant:
-                raise ValueError(f"proxy key {item.strip()!r} is not KEY=TENANT")
-            out[key] = tenant
-    return out
-
-
 @dataclass
 class Config:
     dsn: str
@@ -43,9 +33,10 @@ class Config:
     anthropic_base_url: str = "https://api.anthropic.com"
     openai_api_key: str | None = None
     anthropic_api_key: str | None = None
-    # proxy keys: a client that authenticates with one of these acts for its tenant,
-    # and the proxy calls upstream with the configured provider key instead
-    keys: dict[str, str] = field(default_factory=dict)
+    # who a request acts for (mnemosyne.edge): "keys" (an API key per request, the
+    # default), "local" (no key: default_tenant; loopback only) or "gateway" (no key:
+    # the X-Mnemo-Tenant header, set by a trusted gateway in front)
+    mode: str = "keys"
     default_tenant: str | None = None
     default_agent: str = "proxy"
     default_channel: str = "private"
@@ -58,6 +49,8 @@ class Config:
     db_pool_size: int = 8  # the compile is CPU-bound: more backends than cores only queue there
     db_timeout: float = 2.0  # waiting for a database connection; then the call is bypassed
     max_phantom_rounds: int = 4
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES  # larger bodies: 413
+    max_concurrent: int = DEFAULT_MAX_CONCURRENT  # requests in flight per tenant; more: 429
 
     @classmethod
     def from_env(cls, dsn: str, **overrides: object) -> Config:
@@ -67,7 +60,6 @@ class Config:
             "anthropic_base_url": env.get("MNEMO_ANTHROPIC_BASE_URL") or cls.anthropic_base_url,
             "openai_api_key": env.get("MNEMO_OPENAI_API_KEY"),
             "anthropic_api_key": env.get("MNEMO_ANTHROPIC_API_KEY"),
-            "keys": parse_keys(env.get("MNEMO_PROXY_KEYS")),
             "default_tenant": env.get("MNEMO_TENANT"),
             "memory_tokens": int(env["MNEMO_MEMORY_TOKENS"]) if env.get("MNEMO_MEMORY_TOKENS") else None,
         }

@@ -14,8 +14,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +22,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from ..aio import AsyncClient
+from ..aio import AsyncClient, Pinned, bound
 from ..client import adapt_timestamps
 from ..errors import MnemoError
 
@@ -36,18 +35,6 @@ def _reason(e: Exception) -> str:
     return text.splitlines()[-1] if text else type(e).__name__
 
 
-class _Pinned:
-    """One pooled connection in the shape of a pool, for an AsyncClient that makes
-    several calls on it."""
-
-    def __init__(self, conn: psycopg.AsyncConnection):
-        self.conn = conn
-
-    @asynccontextmanager
-    async def connection(self) -> AsyncIterator[psycopg.AsyncConnection]:
-        yield self.conn
-
-
 class Unavailable(Exception):
     """The database cannot be reached: the request goes through unmanaged."""
 
@@ -58,6 +45,7 @@ class Identity:
     session_key: str | None  # X-Mnemo-Session, else derived from the conversation
     agent: str
     channel: str
+    key: str | None = None  # the API key the request presented: its database work is bound to it
 
 
 @dataclass
@@ -180,7 +168,7 @@ class Memory:
         VM's disk) where each call's own commit flushed it again. The compile runs in a
         savepoint: a compile that fails leaves the history recorded, as it would be
         by calls of their own."""
-        db = AsyncClient(_Pinned(conn))
+        db = AsyncClient(Pinned(conn))
         clock = time.perf_counter()
         timings: dict[str, float] = {}
 
@@ -192,6 +180,8 @@ class Memory:
 
         failed: MnemoError | None = None
         async with conn.transaction():
+            if ident.key:
+                await conn.execute("SELECT set_config('mnemo.api_key', %s, true)", [ident.key])
             session_id = await db.open_session(
                 ident.tenant, key, agent_id=ident.agent, channel=ident.channel, model=model or "unknown",
                 context_window=context_window,
@@ -217,23 +207,36 @@ class Memory:
         return Prepared(session_id, synced["positions"], compiled, bundle.get("tools") or [],
                         bundle.get("report") or {}, timings)
 
+    async def bound_call(self, key: str | None, call: Callable[[AsyncClient], Awaitable[Any]]) -> Any:
+        """call(db) in one transaction bound to the request's API key (AsyncClient.bound);
+        a connection failure becomes Unavailable."""
+        if time.monotonic() < self.down_until:
+            raise Unavailable("database unreachable (retrying shortly)")
+        try:
+            async with bound(self.db, key) as db:
+                return await call(db)
+        except (PoolTimeout, psycopg.OperationalError, psycopg.InterfaceError) as e:
+            self.down_until = time.monotonic() + RETRY_AFTER_S
+            raise Unavailable(_reason(e)) from e
+
     async def record_reply(self, tenant: str, session_id: uuid.UUID, position: int, reply: dict,
-                           metadata: dict) -> None:
+                           metadata: dict, key: str | None = None) -> None:
         """Records the model's reply at the position after the request's history; a
         failure is logged (the client has its answer already)."""
         if not reply.get("content") and not reply.get("tool_calls") and not reply.get("refusal"):
             return
         try:
-            await self._sql(self.db.sync_messages(tenant, session_id, [reply], offset=position,
-                                                  metadata={"source": "proxy", **metadata}))
+            await self.bound_call(key, lambda db: db.sync_messages(
+                tenant, session_id, [reply], offset=position, metadata={"source": "proxy", **metadata}))
         except (Unavailable, MnemoError) as e:
             log.warning("mnemo proxy: reply of session %s not recorded: %s", session_id, e)
 
-    async def handle_tool_call(self, tenant: str, session_id: uuid.UUID, call: dict) -> dict:
+    async def handle_tool_call(self, tenant: str, session_id: uuid.UUID, call: dict,
+                               key: str | None = None) -> dict:
         """The answer to a phantom (memory) tool call, as an OpenAI tool message. An
         error becomes the answer's text, so the model can go on."""
         try:
-            return await self._sql(self.db._call(
+            return await self.bound_call(key, lambda db: db._call(
                 "SELECT mnemo.handle_tool_call(%(t)s, %(s)s, %(c)s)",
                 {"t": tenant, "s": session_id, "c": Jsonb(call)}))
         except (Unavailable, MnemoError) as e:

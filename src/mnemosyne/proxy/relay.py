@@ -59,13 +59,14 @@ class Exchange:
     reply: dict | None = None
     metadata: dict = field(default_factory=dict)
     phantom_calls: int = 0
+    key: str | None = None  # the request's API key, which binds its database work
 
     async def answer(self, calls: list[dict]) -> list[dict]:
         """OpenAI tool messages answering phantom calls (OpenAI tool_call objects)."""
         self.phantom_calls += len(calls)
         answers = []
         for call in calls:
-            a = await self.memory.handle_tool_call(self.tenant, self.session_id, call)
+            a = await self.memory.handle_tool_call(self.tenant, self.session_id, call, self.key)
             content = a.get("content") if isinstance(a, dict) else a
             answers.append({"role": "tool", "tool_call_id": call.get("id"),
                             "content": content if isinstance(content, str) else _dumps(content)})
@@ -77,7 +78,8 @@ class Exchange:
             if self.phantom_calls:
                 self.metadata["memory_tool_calls"] = self.phantom_calls
             await self.memory.record_reply(self.tenant, self.session_id, self.position, self.reply,
-                                           {k: v for k, v in self.metadata.items() if v is not None})
+                                           {k: v for k, v in self.metadata.items() if v is not None},
+                                           self.key)
 
 
 def usage_metadata(usage: dict, model: str | None, finish: str | None) -> dict:

@@ -103,7 +103,10 @@ class ScriptedUpstream:
 
     # ------------------------------------------------------------------ OpenAI
     async def openai(self, request: Request) -> Response:
-        body = await request.json()
+        body = await _json_object(request)
+        if body is None:  # as the real provider answers it
+            return JSONResponse({"error": {"message": "the body is not a JSON object", "type": "invalid_request_error",
+                                           "param": None, "code": None}}, status_code=400)
         r = self._next(body, request)
         if r.status >= 400:
             return JSONResponse({"error": {"message": r.error, "type": "scripted_error", "param": None,
@@ -147,7 +150,11 @@ class ScriptedUpstream:
 
     # ------------------------------------------------------------------ Anthropic
     async def anthropic(self, request: Request) -> Response:
-        body = await request.json()
+        body = await _json_object(request)
+        if body is None:
+            return JSONResponse({"type": "error", "error": {"type": "invalid_request_error",
+                                                            "message": "the body is not a JSON object"}},
+                                status_code=400)
         r = self._next(body, request)
         if r.status >= 400:
             kind = {429: "rate_limit_error", 529: "overloaded_error"}.get(r.status, "api_error")
@@ -196,13 +203,30 @@ class ScriptedUpstream:
         return StreamingResponse(self._stream(pieces, r.delay), media_type="text/event-stream")
 
     async def count_tokens(self, request: Request) -> Response:
-        body = await request.json()
+        body = await _json_object(request)
+        if body is None:
+            return JSONResponse({"type": "error", "error": {"type": "invalid_request_error",
+                                                            "message": "the body is not a JSON object"}},
+                                status_code=400)
         self.requests.append(body)
         return JSONResponse({"input_tokens": len(json.dumps(body.get("messages"))) // 4})
 
     async def models(self, request: Request) -> Response:
         return JSONResponse({"object": "list", "data": [{"id": "scripted-1", "object": "model",
                                                          "created": 0, "owned_by": "scripted"}]})
+
+
+async def _json_object(request: Request) -> dict | None:
+    """The request's body as a JSON object of the fields' types the scripted replies
+    read; None when it is not one (a provider answers 400)."""
+    try:
+        body = json.loads(await request.body())
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(body, dict) or not isinstance(body.get("messages", []), list) \
+            or not isinstance(body.get("stream_options") or {}, dict):
+        return None
+    return body
 
 
 class ServerThread:

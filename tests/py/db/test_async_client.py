@@ -108,6 +108,12 @@ async def scenario(m: Client | AsyncClient) -> set[str]:
                                   {"t": tenant}))
     assert bytes(await call("get_artifact", tenant, stored)) == big.encode()
     # the proxy's write path: a keyed session, a resent history recorded once
+    # API keys (issue 40): the secret once, its tenant, revoked
+    made = await call("create_api_key", tenant, "scenario")
+    assert await call("api_key_tenant", made["secret"]) == tenant
+    assert [k["state"] for k in await call("list_api_keys", tenant)] == ["active"]
+    assert (await call("revoke_api_key", tenant, made["key_id"]))["key_id"] == made["key_id"]
+    assert await settle(m.api_key_tenant(made["secret"])) is None
     keyed = await call("open_session", tenant, "conv:scenario", system_prompt="Be brief.")
     history = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}]
     assert (await call("sync_messages", tenant, keyed, history))["recorded"] == 1

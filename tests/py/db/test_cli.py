@@ -155,14 +155,14 @@ def messages_of(db, tenant: str) -> list[dict]:
 
 @needs_bench
 def test_import_swe_agent_is_idempotent(db, fresh):
-    out = mnemo("import", str(SAMPLE_TRAJ), "--tenant", fresh).stdout
+    out = mnemo("import", str(SAMPLE_TRAJ), "--tenant", fresh, "--create-tenant").stdout
     history = json.loads(SAMPLE_TRAJ.read_text())["history"]
     assert f"{len(history) - 1} messages recorded" in out  # the system prompt is the session's
     msgs = messages_of(db, fresh)
     assert [m["role"] for m in msgs] == [h["role"] for h in history[1:]]
     calls = [c["id"] for m in msgs for c in m.get("tool_calls", [])]
     assert calls == [m["tool_call_id"] for m in msgs if m["role"] == "tool"]
-    again = mnemo("import", str(SAMPLE_TRAJ), "--tenant", fresh).stdout
+    again = mnemo("import", str(SAMPLE_TRAJ), "--tenant", fresh, "--create-tenant").stdout
     assert "0 messages recorded" in again and "1 complete" in again
     assert len(messages_of(db, fresh)) == len(msgs)
 
@@ -173,7 +173,7 @@ def test_import_every_shared_trajectory(db, fresh):
     files = sorted(TRAJ.rglob("*.traj"))
     assert len(files) == 22
     for f in files:
-        mnemo("import", str(f), "--tenant", fresh)
+        mnemo("import", str(f), "--tenant", fresh, "--create-tenant")
     sessions = db.list_sessions(fresh)
     assert len(sessions) == len({importers.read(f).sessions[0].session_id for f in files})
     assert sum(s["messages"] for s in sessions) == sum(importers.read(f).message_count for f in files)
@@ -188,14 +188,14 @@ def test_import_openai_jsonl_both_shapes(db, fresh, tmp_path):
             {"id": "c1", "type": "function", "function": {"name": "calc", "arguments": "{\"x\": \"2+2\"}"}}]},
         {"role": "tool", "tool_call_id": "c1", "content": "4"},
         {"role": "assistant", "content": "4"}]))
-    mnemo("import", str(loose), "--tenant", fresh)
+    mnemo("import", str(loose), "--tenant", fresh, "--create-tenant")
     assert [m["role"] for m in messages_of(db, fresh)] == ["user", "assistant", "tool", "assistant"]
     sid = str(uuid.uuid4())
     per_line = tmp_path / "dataset.jsonl"
     per_line.write_text(json.dumps({"session_id": sid, "messages": [
         {"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}) + "\n"
         + json.dumps({"messages": [{"role": "user", "content": "bye"}]}) + "\n")
-    out = mnemo("import", str(per_line), "--tenant", fresh).stdout
+    out = mnemo("import", str(per_line), "--tenant", fresh, "--create-tenant").stdout
     assert "3 messages recorded" in out and "2 new" in out
     assert any(s["session_id"] == uuid.UUID(sid) and s["messages"] == 2 for s in db.list_sessions(fresh))
 
@@ -243,9 +243,9 @@ def test_import_claude_code_session_and_resume_as_it_grows(db, fresh, tmp_path):
     lines = claude_code_log(sid)
     log = tmp_path / f"{sid}.jsonl"
     log.write_text("".join(json.dumps(x) + "\n" for x in lines[:6]))
-    assert "3 messages recorded" in mnemo("import", str(log), "--tenant", fresh).stdout
+    assert "3 messages recorded" in mnemo("import", str(log), "--tenant", fresh, "--create-tenant").stdout
     log.write_text("".join(json.dumps(x) + "\n" for x in lines))  # the session went on
-    out = mnemo("import", str(log), "--tenant", fresh).stdout
+    out = mnemo("import", str(log), "--tenant", fresh, "--create-tenant").stdout
     assert "1 messages recorded, 3 already there" in out and "1 resumed" in out
     msgs = messages_of(db, fresh)
     assert msgs == [
@@ -267,7 +267,7 @@ def test_import_locomo(db, fresh, tmp_path):
             if not k.startswith("session_") or k.split("_")[1] in ("1", "2")}
     small = tmp_path / "locomo_small.json"
     small.write_text(json.dumps([{**sample, "conversation": conv}]))
-    mnemo("import", str(small), "--tenant", fresh)
+    mnemo("import", str(small), "--tenant", fresh, "--create-tenant")
     turns = len(conv["session_1"]) + len(conv["session_2"])
     assert sum(s["messages"] for s in db.list_sessions(fresh)) == turns
     first = next(x for x in db.export_tenant(fresh) if x["type"] == "message")
@@ -281,7 +281,8 @@ def test_an_interrupted_import_goes_on_where_it_stopped(db, fresh, tmp_path):
     big = tmp_path / "long.jsonl"
     big.write_text("".join(json.dumps({"role": "user" if i % 2 == 0 else "assistant",
                                        "content": f"message number {i}"}) + "\n" for i in range(n)))
-    proc = subprocess.Popen([sys.executable, "-m", "mnemosyne.cli", "import", str(big), "--tenant", fresh],
+    proc = subprocess.Popen([sys.executable, "-m", "mnemosyne.cli", "import", str(big), "--tenant", fresh,
+                             "--create-tenant"],
                             env={**os.environ, "DATABASE_URL": DSN}, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)
     with psycopg.connect(DSN, autocommit=True) as conn:
@@ -292,7 +293,7 @@ def test_an_interrupted_import_goes_on_where_it_stopped(db, fresh, tmp_path):
             time.sleep(0.05)
     proc.kill()
     proc.wait()
-    out = mnemo("import", str(big), "--tenant", fresh).stdout
+    out = mnemo("import", str(big), "--tenant", fresh, "--create-tenant").stdout
     assert "1 resumed" in out, out
     contents = [m["content"] for m in messages_of(db, fresh)]
     assert contents == [f"message number {i}" for i in range(n)]
@@ -325,7 +326,7 @@ def test_export_import_round_trip_is_lossless(db, fresh, tmp_path):
     assert db._call("SELECT count(*) FROM mnemo.artifacts WHERE tenant_id = %(t)s", {"t": src}) == 1
 
     dst = "t_" + uuid.uuid4().hex[:12]
-    out = mnemo("import", str(dump), "--tenant", dst).stdout
+    out = mnemo("import", str(dump), "--tenant", dst, "--create-tenant").stdout
     assert "5 messages recorded" in out and "2 memories" in out
     first = [json.loads(x) for x in dump.read_text().splitlines()]
     second = db.export_tenant(dst)
@@ -383,3 +384,78 @@ def test_default_database_is_the_local_cluster(monkeypatch):
     monkeypatch.setenv("DATABASE_URL", "postgresql://x@h/db")
     assert cli.default_dsn() == "postgresql://x@h/db"
 
+
+
+# ------------------------------------------------------------------------ first contact (issue 40)
+def test_mcp_help_lists_every_tool():
+    from mnemosyne.mcp_server import TOOLS
+
+    text = " ".join(mnemo("mcp", "--help").stdout.split())
+    assert [name for name, _ in TOOLS if name not in text] == []
+
+
+def test_import_of_a_file_that_is_not_utf8_is_a_clear_error(db, tenant, tmp_path):
+    bad = tmp_path / "latin1.jsonl"
+    bad.write_bytes(json.dumps({"role": "user", "content": "caf\u00e9"}, ensure_ascii=False).encode("latin-1") + b"\n")
+    r = mnemo("import", str(bad), "--tenant", tenant, ok=False)
+    assert r.exit_code == 1 and "not UTF-8" in r.stderr and "Traceback" not in r.output
+    assert db.list_sessions(tenant) == []
+
+
+def test_import_into_an_unknown_tenant_needs_create_tenant(db, fresh, tmp_path):
+    f = tmp_path / "chat.jsonl"
+    f.write_text(json.dumps({"role": "user", "content": "hello"}) + "\n")
+    r = mnemo("import", str(f), "--tenant", fresh, ok=False)
+    assert r.exit_code == 1 and "[MN002]" in r.stderr and "--create-tenant" in r.stderr
+    assert fresh not in [t["tenant_id"] for t in db.list_tenants()]
+    assert "1 messages recorded" in mnemo("import", str(f), "--tenant", fresh, "--create-tenant").stdout
+
+
+def test_a_failed_import_leaves_nothing_and_says_what_it_kept(db, tenant, tmp_path):
+    f = tmp_path / "bad_role.jsonl"
+    f.write_text("".join(json.dumps(m) + "\n" for m in (
+        {"role": "user", "content": "one"}, {"role": "assistant", "content": "two"},
+        {"role": "wizard", "content": "three"})))
+    r = mnemo("import", str(f), "--tenant", tenant, ok=False)
+    assert r.exit_code == 1 and "[MN005]" in r.stderr and "Recorded before the error: 0 messages" in r.stderr
+    assert "Traceback" not in r.output
+    assert db.list_sessions(tenant) == []  # no empty session left behind
+
+
+def test_unknown_tenant_hint_names_the_cli_and_a_bad_dsn_keeps_libpqs_reason():
+    r = mnemo("search", "t_nobody_" + uuid.uuid4().hex[:6], "x", ok=False)
+    assert "mnemo tenants --create" in r.stderr
+    r = subprocess.run([sys.executable, "-m", "mnemosyne.cli", "status"], check=False, capture_output=True,
+                       text=True, env={**os.environ, "DATABASE_URL": "postgresql://postgres@127.0.0.1:1/mnemo"})
+    assert r.returncode == 1 and "Connection refused" in r.stderr, r.stderr
+
+
+def test_keys_create_list_revoke(db, tenant):
+    made = mnemo("keys", "create", tenant, "--label", "ci", "--expires-in-days", "30")
+    secret = made.stdout.strip()
+    assert secret.startswith("mnk_") and "shown only now" in made.stderr
+    assert db.api_key_tenant(secret) == tenant
+    listed = as_json("keys", "list", tenant)
+    assert [(k["label"], k["state"]) for k in listed] == [("ci", "active")] and secret not in json.dumps(listed)
+    assert "revoked key" in mnemo("keys", "revoke", tenant, listed[0]["key_id"]).stdout
+    assert db.api_key_tenant(secret) is None
+    r = mnemo("keys", "revoke", tenant, "000000000000", ok=False)
+    assert r.exit_code == 1 and "[MN010]" in r.stderr
+
+
+def test_tables_are_readable_at_80_columns(db, tenant):
+    """No terminal (a pipe: 80 columns): every header whole on its line, content folded."""
+    sid = db.start_session(tenant)
+    db.record_message(tenant, sid, {"role": "user", "content": "embed me"})
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    env["DATABASE_URL"] = DSN
+    for args, headers in ((["sessions"], ["tenant", "session", "agent", "channel", "status", "messages", "tokens",
+                                          "last message"]),
+                          (["jobs", "list", "--tenant", tenant], ["id", "tenant", "kind", "status", "tries",
+                                                                  "run after", "updated", "last error"])):
+        r = subprocess.run([sys.executable, "-m", "mnemosyne.cli", *args], check=True, capture_output=True,
+                           text=True, env=env)
+        lines = r.stdout.splitlines()
+        assert max(len(line) for line in lines) <= 80
+        header = next(line for line in lines if "status" in line)
+        assert all(f" {h} " in f" {header} " for h in headers), header

@@ -21,7 +21,7 @@ from mcp import Client, StdioServerParameters
 from mnemosyne.mcp_server import TOOLS
 
 NAMES = {"memory_record_event", "memory_build_acb", "memory_get_artifact", "memory_query_decisions",
-         "memory_stats", "memory_query", "memory_restore", "memory_release", "memory_objects"}
+         "memory_stats", "memory_search", "memory_query", "memory_restore", "memory_release", "memory_objects"}
 
 
 def stdio(*args: str) -> StdioServerParameters:
@@ -149,7 +149,8 @@ def test_errors_over_stdio(tenant):
             assert "[MN002] unknown tenant" in error(await c.call_tool("memory_stats", {"tenant_id": "t_nobody_x"}))
             assert "[MN001]" in error(await c.call_tool("memory_build_acb", {"session_id": "not-a-uuid"}))
             assert "[MN003]" in error(await c.call_tool("memory_stats", {"session_id": str(uuid.UUID(int=5))}))
-            assert "[MN010]" in error(await c.call_tool("memory_get_artifact", {"artifact_id": -1}))
+            assert "[MN001]" in error(await c.call_tool("memory_get_artifact", {"artifact_id": -1}))  # ids start at 1
+            assert "[MN010]" in error(await c.call_tool("memory_get_artifact", {"artifact_id": 10**12}))
             assert "MN00" in error(await c.call_tool("memory_record_event", {"kind": "gossip", "content": {}}))
             assert "[MN004]" in error(await c.call_tool("memory_record_event",
                                                         {"kind": "tool_call", "content": {"arguments": {}}}))
@@ -205,7 +206,8 @@ def test_tools_over_streamable_http(tenant):
                 said = body(await c.call_tool("memory_record_event", {"kind": "message", "content": {"text": "hi"}}))
                 stats = body(await c.call_tool("memory_stats", {"session_id": said["session_id"]}))
                 assert stats["messages"]["count"] == 1
-                assert "[MN002]" in error(await c.call_tool("memory_stats", {"tenant_id": "t_nobody_y"}))
+                # local mode acts for --tenant alone: another tenant named is refused
+                assert "[MN008]" in error(await c.call_tool("memory_stats", {"tenant_id": "t_nobody_y"}))
         asyncio.run(run())
     finally:
         proc.terminate()
@@ -219,3 +221,28 @@ def test_tool_results_are_json_text_too(tenant):
             r = await c.call_tool("memory_stats", {})
             assert json.loads(r.content[0].text) == r.structured_content
     asyncio.run(run())
+
+
+def test_memory_search_finds_what_another_session_told(db, tenant):
+    """The call a Mem0 or Zep user reaches for first: search across sessions, with ids,
+    scores and dates, and kinds to narrow it."""
+    told = db.start_session(tenant)
+    db.record_message(tenant, told, {"role": "user", "content": "I moved to Lisbon last spring."})
+    mem = db.remember(tenant, "The user lives in Lisbon.", kind="fact")
+
+    async def run():
+        async with Client(stdio("--tenant", tenant)) as c:
+            found = body(await c.call_tool("memory_search", {"query": "which city did I move to Lisbon", "k": 5}))
+            only_facts = body(await c.call_tool("memory_search", {"query": "Lisbon", "kinds": ["fact"]}))
+            only_history = body(await c.call_tool("memory_search", {"query": "Lisbon", "kinds": ["message"]}))
+            bad = error(await c.call_tool("memory_search", {"query": "Lisbon", "k": 0}))
+            return found, only_facts, only_history, bad
+    found, only_facts, only_history, bad = asyncio.run(run())
+    ids = [i["id"] for i in found["items"]]
+    assert f"mem:{mem}" in ids and any(i.startswith("msg:") for i in ids)
+    item = found["items"][0]
+    assert {"id", "kind", "content", "score", "created_at", "session_id"} <= set(item) and item["score"] > 0
+    assert [i["kind"] for i in only_facts["items"]] == ["fact"]
+    assert only_history["items"] and {i["kind"] for i in only_history["items"]} == {"message"}
+    assert only_history["items"][0]["session_id"] == str(told)
+    assert "[MN001]" in bad

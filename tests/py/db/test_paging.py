@@ -691,3 +691,26 @@ def test_a_memory_restored_then_forgotten_leaves_no_object(db, tenant):
     assert db.forget(tenant, mid) == 1
     assert db._call("SELECT count(*) FROM mnemo.semantic_objects WHERE tenant_id = %(t)s AND memory_id = %(m)s",
                     {"t": tenant, "m": mid}) == 0
+
+
+def test_query_answers_from_the_tenants_other_sessions_and_memories(db, tenant):
+    """Issue 40: "Which city did I move to?", told in an earlier session, was answered
+    "Nothing in this session's memory answers that." memory_query now searches what
+    this session may see beyond its own context: the tenant's memories and the history
+    of its other sessions, by the compile's rules (another agent's `agent` session stays
+    its own)."""
+    from conftest import drain_jobs
+    earlier = db.start_session(tenant, agent_id="assistant")
+    db.record_message(tenant, earlier, {"role": "user", "content": "Big news: I moved to Lisbon in March."})
+    hidden = db.start_session(tenant, agent_id="other-agent", channel="agent")
+    db.record_message(tenant, hidden, {"role": "user", "content": "The vault combination is 31-7-22."})
+    mem = db.remember(tenant, "The user's favourite editor is Helix.", kind="preference")
+    now = db.start_session(tenant, agent_id="assistant")
+    db.record_message(tenant, now, {"role": "user", "content": "Hello again."})
+    drain_jobs(db, tenant, worker=41)  # the messages' embeddings, as the job runner makes them
+    got = db.memory_query(tenant, now, "Which city did I move to?", max_tokens=60)
+    assert "Lisbon" in got["answer"] and any(s.startswith("msg:") for s in got["sources"]), got
+    got = db.memory_query(tenant, now, "What is my favourite editor?", max_tokens=60)
+    assert "Helix" in got["answer"] and f"mem:{mem}" in got["sources"], got
+    got = db.memory_query(tenant, now, "What is the vault combination?", max_tokens=60)
+    assert "31-7-22" not in got["answer"], got

@@ -23,7 +23,6 @@ from conftest import DSN, drain_jobs
 from mnemosyne.proxy import Config, create_app
 from mnemosyne.proxy.scripted import Reply, ScriptedUpstream, ServerThread
 
-PROXY_KEY = "sk-mnemo-proxy-" + uuid.uuid4().hex[:8]
 PROVIDER_KEY = "sk-provider-" + uuid.uuid4().hex[:8]
 
 
@@ -45,7 +44,17 @@ def keyed_tenant():
     return tid
 
 
+@pytest.fixture(scope="module")
+def proxy_key(keyed_tenant):
+    """An API key of keyed_tenant (mnemo.create_api_key)."""
+    with psycopg.connect(DSN, autocommit=True) as conn:
+        return conn.execute("SELECT mnemo.create_api_key(%s, 'test_proxy') ->> 'secret'", (keyed_tenant,)).fetchone()[0]
+
+
 def start_proxy(upstream_url: str, dsn: str = DSN, **kw) -> ServerThread:
+    """The proxy, in trusted-gateway mode unless told otherwise: most tests here name
+    their tenant with X-Mnemo-Tenant (test_edge.py tests the modes themselves)."""
+    kw.setdefault("mode", "gateway")
     config = Config(dsn=dsn, openai_base_url=upstream_url + "/v1", anthropic_base_url=upstream_url,
                     db_timeout=1.0, **kw)
     return ServerThread(create_app(config)).start()
@@ -53,8 +62,7 @@ def start_proxy(upstream_url: str, dsn: str = DSN, **kw) -> ServerThread:
 
 @pytest.fixture(scope="module")
 def proxy(upstream, keyed_tenant):
-    server = start_proxy(upstream.url, keys={PROXY_KEY: keyed_tenant}, openai_api_key=PROVIDER_KEY,
-                         anthropic_api_key=PROVIDER_KEY)
+    server = start_proxy(upstream.url, openai_api_key=PROVIDER_KEY, anthropic_api_key=PROVIDER_KEY)
     yield server
     server.stop()
 
@@ -437,8 +445,8 @@ def test_an_unknown_or_missing_tenant_is_refused_in_the_provider_shape(proxy):
     assert e.value.body["error"]["type"] == "authentication_error"
 
 
-def test_a_proxy_key_names_the_tenant_and_never_goes_upstream(db, proxy, upstream, keyed_tenant):
-    client = openai.OpenAI(base_url=proxy.url + "/v1", api_key=PROXY_KEY, max_retries=0)
+def test_a_proxy_key_names_the_tenant_and_never_goes_upstream(db, proxy, upstream, keyed_tenant, proxy_key):
+    client = openai.OpenAI(base_url=proxy.url + "/v1", api_key=proxy_key, max_retries=0)
     raw = client.chat.completions.with_raw_response.create(
         model="gpt-4o", messages=[{"role": "user", "content": "keyed " + uuid.uuid4().hex}])
     assert raw.headers["x-mnemo-status"] == "managed"
@@ -451,7 +459,8 @@ def test_other_paths_pass_through_byte_for_byte(proxy, upstream, tenant):
     direct = httpx2.get(upstream.url + "/v1/models")
     via = httpx2.get(proxy.url + "/v1/models", headers={"X-Mnemo-Tenant": tenant})
     assert via.status_code == 200 and via.content == direct.content
-    client = anthropic.Anthropic(base_url=proxy.url, api_key="sk-x", max_retries=0)
+    client = anthropic.Anthropic(base_url=proxy.url, api_key="sk-x", max_retries=0,
+                                 default_headers={"X-Mnemo-Tenant": tenant})
     counted = client.messages.count_tokens(model="claude-scripted-1", messages=[{"role": "user", "content": "x" * 400}])
     assert counted.input_tokens > 0
     assert upstream.requests[-1]["messages"] == [{"role": "user", "content": "x" * 400}]
@@ -561,7 +570,9 @@ def test_a_client_disconnect_cancels_the_upstream_call(proxy, upstream, tenant, 
 
 # ------------------------------------------------------------------------ seed 004
 def mnemo_api(proxy, name: str, body: dict, status: int = 200) -> dict:
-    r = httpx2.post(f"{proxy.url}/mnemo/v1/{name}", json=body, timeout=60)
+    # a trusted gateway names the tenant (test_edge.py: API keys)
+    r = httpx2.post(f"{proxy.url}/mnemo/v1/{name}", json=body, timeout=60,
+                    headers={"X-Mnemo-Tenant": body.get("tenant_id", "")})
     assert r.status_code == status, r.text
     return r.json()
 
@@ -697,7 +708,32 @@ def test_mnemo_serve_runs_the_proxy(db, tenant, upstream):
         assert raw.parse().choices[0].message.content == "Scripted answer."
     finally:
         proc.terminate()
-        proc.wait(20)
-    bad = subprocess.run([sys.executable, "-m", "mnemosyne.cli", "serve", "--key", "no-tenant"],
+        output = proc.communicate(timeout=20)[0]
+    assert f"local single-user mode: requests without an API key act for tenant '{tenant}'" in output
+    # a default tenant without a key is for one local user: not on a public address
+    bad = subprocess.run([sys.executable, "-m", "mnemosyne.cli", "serve", "--host", "0.0.0.0", "--tenant", tenant],
                          check=False, capture_output=True, text=True, timeout=60)
-    assert bad.returncode == 1 and "KEY=TENANT" in bad.stderr
+    assert bad.returncode == 1 and "--trusted-gateway" in bad.stderr and "mnemo keys create" in bad.stderr
+
+
+def test_the_newest_user_message_goes_whole_or_the_call_is_refused(db, tenant, proxy, upstream):
+    """A window too small for the question with the response reserve: 400 naming the
+    window, the reserve and the message's size (the upstream got a stub of it)."""
+    key = "small-" + uuid.uuid4().hex[:8]
+    history = []
+    for i in range(6):
+        history += [{"role": "user", "content": f"Step {i}: " + "please look at the build log " * 30},
+                    {"role": "assistant", "content": f"Done with step {i}. " + "All green. " * 30}]
+    question = {"role": "user", "content": "Here is the failing test output, what broke? "
+                + " ".join(f"line {i}: assertion failed in test_case_{i}" for i in range(60))}
+    headers = {"X-Mnemo-Tenant": tenant, "X-Mnemo-Session": key, "X-Mnemo-Context-Window": "3000"}
+    client = openai.OpenAI(base_url=proxy.url + "/v1", api_key="sk-x", max_retries=0, default_headers=headers)
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(model="gpt-4o", messages=[*history, question])
+    message = e.value.body["message"]
+    assert "3000" in message and "4096" in message and "tokens" in message
+    assert not upstream.requests  # nothing half-asked went upstream
+    raw = client.chat.completions.with_raw_response.create(model="gpt-4o", messages=[*history, question],
+                                                           max_tokens=400)
+    assert raw.headers["x-mnemo-status"] == "managed"
+    assert upstream.requests[-1]["messages"][-1] == question
