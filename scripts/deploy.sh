@@ -101,7 +101,7 @@ else
   fi
   echo "mnemo deploy: WARNING the server cannot run the code at python_path=$PY_PATH model_dir=$MODEL_DIR" \
        "($why); kept python_path=$old_py model_dir=$old_model. Install the code on the server and set" \
-       "MNEMO_PYTHON_PATH / MNEMO_MODEL_DIR (README, Installing on an existing server)" >&2
+       "MNEMO_PYTHON_PATH / MNEMO_MODEL_DIR (docs/operations.md, "An existing server")" >&2
 fi
 db=$(q "SELECT current_database()")
 
