@@ -33,7 +33,7 @@
 Usage: bench/context.py [--small] [--tenants N] [--messages M] [--memories K]
        [--samples S] [--knn-samples S] [--hnsw auto|keep|rebuild] [--explain] [--reset] [--load-only]
 Environment: DATABASE_URL, BENCH_TENANTS, BENCH_MESSAGES, BENCH_MEMORIES, BENCH_SAMPLES, MNEMO_SHARED
-(the shared data, LoCoMo and the seeds; default: ../shared beside the checkout).
+(the shared data, LoCoMo among it; default: ../shared beside the checkout).
 The corpus stays in the database; `--reset` (alone: `--reset --load-only --tenants 0`)
 deletes it.
 """

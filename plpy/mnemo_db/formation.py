@@ -7,10 +7,10 @@ falling back) or the offline rules (extract.py), and hands each to `form`:
 1. idempotence: a candidate (normalised-content hash + source message) that
    admission control has already seen is skipped, so a re-run changes nothing;
 2. exact duplicate (same hash, current) -> merge: sources added, access bumped,
-   version recorded (seed 003 §5.4);
+   version recorded (docs/design.md §Tiers);
 3. conflict: a fact with a functional predicate (lives_in, works_at ...) whose
    subject already has another current value -> recency, then provenance authority,
-   then confidence decide; the loser gets superseded_by and valid_to (§5.5). A file
+   then confidence decide; the loser gets superseded_by and valid_to. A file
    read with the same source key supersedes the previous read, which drops to stub;
 4. near duplicate (cosine above dedup_threshold, same kind) -> merge;
 5. admission (admission.py) -> admitted candidates are written through
@@ -417,7 +417,7 @@ class Former:
 
     @staticmethod
     def newer_wins(c: dict, f: dict) -> bool:
-        """Seed 003 §5.5: recency, then provenance authority, then confidence."""
+        """docs/design.md §Tiers (conflicts): recency, then provenance authority, then confidence."""
         new_t, old_t = c.get("valid_from"), _ts(f["valid_epoch"])
         if new_t and old_t and abs((new_t - old_t).total_seconds()) >= 1:
             return new_t > old_t

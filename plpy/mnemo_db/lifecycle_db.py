@@ -78,7 +78,7 @@ UPDATE mnemo.sessions AS x SET status = 'expired', expires_at = least(coalesce(x
 FROM s WHERE x.tenant_id = s.tenant_id AND x.session_id = s.session_id
 RETURNING x.session_id
 """
-# Session-tier memories live on for a grace period after their session ends (§5.1).
+# Session-tier memories live on for a grace period after their session ends (docs/design.md §Tiers).
 SESSION_MEMORY_TTL = """
 WITH m AS (
     SELECT mm.tenant_id, mm.memory_id FROM mnemo.memories AS mm

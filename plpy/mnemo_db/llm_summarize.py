@@ -1,6 +1,6 @@
-"""Multi-fidelity summaries written by the helper LLM (seed 002 §6.1), checked strictly.
+"""Multi-fidelity summaries written by the helper LLM (docs/design.md §Fidelity ladder), checked strictly.
 
-`summarize` sends one request with the seed 002 §6.1 prompt, extended to ask for the
+`summarize` sends one request with a prompt, extended to ask for the
 whole ladder at once (detail ~30 %, compact ~5 %, the one-line stub) as JSON, each level
 with its declared losses. The reply is validated before anything is trusted:
 
@@ -32,7 +32,7 @@ from . import helper_llm, summarize, tokens
 from .helper_llm import MalformedReply
 
 SYSTEM = "You are a context compression engine for a coding agent. Reply with one JSON object only."
-# Seed 002 §6.1, asking for the three levels in one reply.
+# The ladder's prompt, asking for the three levels in one reply.
 PROMPT = """Summarize the following content while preserving maximum utility for future reference.
 
 CONTENT TYPE: {kind}

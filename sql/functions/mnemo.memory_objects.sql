@@ -1,5 +1,5 @@
 -- mnemo.memory_objects(p_tenant_id, p_session_id, p_limit) -> jsonb
--- Seed 002 §11.1 level 2: a session's semantic objects as paging sees them now, the
+-- A session's semantic objects as paging sees them now, the
 -- newest p_limit (1 to 1000) in turn order: id (obj:N, what memory_restore and
 -- memory_release take), kind, label, turns, tokens, fidelity, whether it is pinned
 -- (the thrash guard) or anchored, what it reads (a file or URL), and its memory
@@ -39,4 +39,4 @@ END;
 $$;
 
 COMMENT ON FUNCTION mnemo.memory_objects(text, uuid, integer) IS
-'A session''s semantic objects now: their fidelity, pins, tokens and sources (seed 002 §11.1).';
+'A session''s semantic objects now: their fidelity, pins, tokens and sources (docs/design.md §Semantic objects and paging).';

@@ -1,5 +1,5 @@
 -- mnemo.memory_query(p_tenant_id, p_session_id, p_question, p_scope, p_max_tokens) -> jsonb
--- The memory_query phantom tool (seed 002 §7.1): answers a question from the full
+-- The memory_query phantom tool (docs/design.md §Phantom tools): answers a question from the full
 -- content of the session's semantic objects without restoring any (a micro-fault
 -- when the answer comes from objects below full fidelity: a fault_log row with the
 -- answer's tokens and what a restore would have cost). With a helper LLM configured

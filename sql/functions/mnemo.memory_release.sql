@@ -1,5 +1,5 @@
 -- mnemo.memory_release(p_tenant_id, p_session_id, p_ids, p_reason) -> jsonb
--- The memory_release phantom tool (seed 002 §7.4): the objects the ids name go to
+-- The memory_release phantom tool (docs/design.md §Phantom tools): the objects the ids name go to
 -- stub, or are evicted when the session's last compile was under pressure (any zone
 -- but normal). Objects already lower stay where they are.
 -- Returns {"released": [{"id", "fidelity"}], "zone"}.

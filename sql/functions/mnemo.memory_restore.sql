@@ -1,8 +1,8 @@
 -- mnemo.memory_restore(p_tenant_id, p_session_id, p_id, p_reason) -> jsonb
--- The memory_restore phantom tool (seed 002 §7.3): brings the object an id names
+-- The memory_restore phantom tool (docs/design.md §Phantom tools): brings the object an id names
 -- (obj:N, msg:N: the object holding that message, mem:N: that memory) back at full
--- fidelity and pins it there for the paging setting's pin_turns turns (thrash guard,
--- §12). A restore is a fault (fault_log, with the fidelity it had).
+-- fidelity and pins it there for the paging setting's pin_turns turns (thrash guard).
+-- A restore is a fault (fault_log, with the fidelity it had).
 -- Returns {"id", "kind", "label", "from", "fidelity", "pinned_until_turn", "content", "tokens"}.
 -- Raises MN001 (malformed id), MN010 (no such id in this session, or another tenant's),
 -- MN002, MN003, MN008. Writes: semantic_objects (a memory's object on first use),

@@ -1,5 +1,5 @@
 -- mnemo.paging_metrics(p_tenant_id, p_session_id, p_since, p_until) -> jsonb
--- Seed 002 §13.1 for a session (or, p_session_id NULL, all the tenant's sessions)
+-- Paging's metrics for a session (or, p_session_id NULL, all the tenant's sessions)
 -- over [p_since, p_until): compiles, the tokens they sent against the full history
 -- each would have sent (context_reduction = 1 - sent / full, tokens_saved), the
 -- residency transitions (degradations; evictions: to stub or evicted), the faults
@@ -40,4 +40,4 @@ END;
 $$;
 
 COMMENT ON FUNCTION mnemo.paging_metrics(text, uuid, timestamptz, timestamptz) IS
-'Paging metrics (seed 002 §13.1): context reduction, fault rate, micro-fault success, tokens saved.';
+'Paging metrics (docs/design.md §Semantic objects and paging): context reduction, fault rate, micro-fault success, tokens saved.';

@@ -270,7 +270,7 @@ def omissions_after(items: list[Item], chosen: list[Item], in_history: set[str],
 
 def report_items(chosen: list[Item], pick: HistoryPick, rank: dict[str, int]) -> list[dict]:
     """The report's items; a memory item's rank is its place by value among the
-    candidates (1: the most valuable), its score the seed 003 §6.2 score."""
+    candidates (1: the most valuable), its score the score of docs/design.md §Scoring."""
     return (
         [{"section": "memory", "source": i.source, "kind": i.kind,
           "fidelity": i.options[i.chosen].fidelity, "tokens": i.options[i.chosen].tokens,

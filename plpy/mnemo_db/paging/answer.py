@@ -1,4 +1,4 @@
-"""memory_query's answers (seed 002 §7.1): the best lines of the full content of a
+"""memory_query's answers (docs/design.md §Phantom tools): the best lines of the full content of a
 session's objects for a question, within a token budget (offline), or the helper
 LLM's answer over the full content of the top objects. Either way nothing is
 restored: the objects stay at their fidelity."""

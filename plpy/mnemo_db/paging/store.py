@@ -320,7 +320,7 @@ class Pager:
                 self.goal_shift(t, s, m, cfg)
             shift = cosine is not None and cosine < cfg["topic_shift"]
         phase = last if last and last["kind"] == "conversation_phase" and last["is_open"] else None
-        # §12: a phase shorter than the minimum object size takes the next turn whatever its topic
+        # a phase shorter than the minimum object size takes the next turn whatever its topic
         if phase and (not shift or phase["token_count"] < cfg["min_object_tokens"]):
             self.x("append", [t, s, phase["object_id"], [m["message_id"]], m["turn"], m["tokens"],
                               None, None, None])
@@ -378,7 +378,7 @@ class Pager:
         if a.writes:  # the reads it outdates go down once it is not among the newest calls
             for o in reads:
                 self.x("link", [t, new["object_id"], "supersedes", o["object_id"]])
-            # the edit was made from what the agent last read of the file (§5.3)
+            # the edit was made from what the agent last read of the file
             if reads:
                 self.x("link", [t, new["object_id"], "depends_on", reads[0]["object_id"]])
 
@@ -403,7 +403,7 @@ class Pager:
             label = f"{call_name}: {first[:120]}"
         self.x("append", [t, s, obj["object_id"], [m["message_id"]], m["turn"], m["tokens"], kind, label, digest])
         # the files an output names (the newest read of each): an error was caused_by
-        # them, any other output references them (§5.3; a grep's hits, a test's names)
+        # them, any other output references them (a grep's hits, a test's names)
         relation = "caused_by" if kind == "error_context" else "references"
         head = text[:ERROR_SCAN]
         for o in self.x("recent_sources", [t, s, obj["object_id"]]):
@@ -418,7 +418,7 @@ class Pager:
         self._merge_small(t, s, obj["object_id"], m["turn"], cfg)
 
     def _merge_small(self, t: str, s: str, object_id: int, turn: int, cfg: dict) -> None:
-        """§12: a small tool_result object joins the small tool_result object just
+        """A small tool_result object joins the small tool_result object just
         before it, while the two stay under the minimum object size."""
         obj = self.one("by_id", [t, s, object_id])
         if (obj["kind"] != "tool_result" or obj["source_key"] or obj["pinned_until_turn"] > turn
@@ -431,7 +431,7 @@ class Pager:
             self.x("merge", [t, s, prev["object_id"], object_id])
 
     def goal_shift(self, t: str, s: str, m: dict, cfg: dict) -> None:
-        """§8: the user's goal moved. Objects whose messages match the new message
+        """The user's goal moved. Objects whose messages match the new message
         come back to full, the others go down a level, not below compact."""
         cos = {r["object_id"]: r["cosine"] for r in self.x("goal_matches", [t, s, m["content"]])}
         objects = [dict(o) for o in self.x("all_objects", [t, s]) if o["object_id"] in cos]
@@ -535,7 +535,7 @@ class Pager:
                          None, None, None, []])
         self.move(t, s, obj, "full", "restore", turn)
         self.x("pin", [t, s, obj["object_id"], turn + cfg["pin_turns"]])
-        # §5.3: what it was caused by, depends on or references comes back as well, at
+        # what it was caused by, depends on or references comes back as well, at
         # detail (enough to follow it; restore it in turn for more)
         for r in self.x("related", [t, s, obj["object_id"]]):
             r = dict(r)
@@ -662,7 +662,7 @@ class Pager:
 
     # ------------------------------------------------------------------ metrics
     def metrics(self, t: str, s: str | None, since, until) -> dict:
-        """Seed 002 §13.1 over the compiles, transitions and faults of a session (or
+        """The paging metrics over the compiles, transitions and faults of a session (or
         of the tenant's sessions) in [since, until)."""
         r = self.one("metrics", [t, s, since, until, list(LADDER)])
         sent, full = r["sent_tokens"] or 0, r["full_tokens"] or 0

@@ -1,7 +1,7 @@
-"""The proxy's HTTP surface (Starlette): the two managed endpoints, seed 004's HTTP API,
+"""The proxy's HTTP surface (Starlette): the two managed endpoints, the HTTP API,
 and every other path passed through byte for byte.
 
-Identity (seed 004 §2.2), per request:
+Identity (docs/design.md §Identity), per request:
 - tenant: the tenant a proxy key is mapped to (Config.keys, when the client's API key
   is one; the proxy then calls upstream with the configured provider key), else the
   X-Mnemo-Tenant header, else Config.default_tenant. None, or one the database does
@@ -49,7 +49,7 @@ HOP_BY_HOP = {"host", "content-length", "connection", "keep-alive", "proxy-authe
 ANTHROPIC_ERRORS = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
                     404: "not_found_error", 429: "rate_limit_error", 502: "api_error",
                     503: "overloaded_error", 504: "timeout_error"}
-# seed 004's HTTP API: path -> MemoryTools method (the MCP server's, shared)
+# the HTTP API (docs/usage/http-api.md): path -> MemoryTools method (the MCP server's, shared)
 MNEMO_API = {"record_event": "record_event", "build_acb": "build_acb",
              "get_artifact": "get_artifact", "query_decisions": "query_decisions"}
 MN_STATUS = {"MN001": 400, "MN002": 404, "MN003": 404, "MN004": 400, "MN005": 400, "MN006": 400,
@@ -301,7 +301,7 @@ class Proxy:
         return StreamingResponse(_raw(resp), status_code=resp.status_code,
                                  headers=self.response_headers(resp, raw=True))
 
-    # ------------------------------------------------------------------ seed 004's API
+    # ------------------------------------------------------------------------ the HTTP API
     async def mnemo_api(self, request: Request) -> Response:
         method = MNEMO_API.get(request.path_params["name"])
         if method is None:
@@ -325,7 +325,7 @@ class Proxy:
             args["tenant_id"] = ident.tenant
         try:
             if method != "query_decisions" and args.get("session_id") and not _is_uuid(args["session_id"]):
-                # seed 004's session ids are any string: each names a session of its own
+                # the HTTP API's session ids are any string: each names a session of its own
                 args["session_id"] = str(await self.memory._sql(self.memory.db.open_session(
                     args.get("tenant_id") or "", str(args["session_id"]),
                     agent_id=args.get("agent_id") or self.config.default_agent,

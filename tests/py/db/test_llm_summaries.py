@@ -1,4 +1,4 @@
-"""Summaries written by the helper LLM (issue 5, seed 002 §6.1): the summaries and
+"""Summaries written by the helper LLM (issue 5, docs/design.md §Fidelity ladder): the summaries and
 compaction sweeps ask a local fake OpenAI-compatible server (fake_llm.py) for the
 detail / compact / stub ladder as JSON; a valid reply is stored with its declared
 losses and method helper_llm; a reply that breaks the rules, a server that never

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pathlib
 import re
+import subprocess
 
 import pytest
 
@@ -68,3 +69,38 @@ def test_anchors_follow_github():
 
 def test_readme_is_short():
     assert len((ROOT / "README.md").read_text().splitlines()) <= 300
+
+
+def source_files() -> list[pathlib.Path]:
+    """The text files of the code directories, as the repository holds them (build
+    output such as *.egg-info left out), else as the disk does."""
+    try:
+        listed = subprocess.run(["git", "-C", str(ROOT), "ls-files", "--", *CODE_DIRS],
+                                capture_output=True, text=True, check=True).stdout.split()
+        files = [ROOT / f for f in listed]
+    except (OSError, subprocess.CalledProcessError):
+        files = [p for d in CODE_DIRS for p in (ROOT / d).rglob("*")]
+    return [p for p in files if p.is_file() and p.suffix in (".py", ".sql", ".sh", ".md", ".txt", "")]
+
+
+def test_code_cites_only_the_repository():
+    """The specifications the code first cited are outside the repository; the
+    design is docs/design.md, which the code cites by section."""
+    cited = re.compile(r"seed 00[0-4]|DESIGN\.md")
+    hits = [f"{p.relative_to(ROOT)}:{n}" for p in source_files()
+            for n, line in enumerate(p.read_text(errors="replace").splitlines(), 1) if cited.search(line)]
+    assert hits == []
+
+
+def test_cited_design_sections_exist():
+    """Every design citation in the code ("docs/design.md" and a section) names a
+    heading of docs/design.md."""
+    headings = sorted({re.sub(r"^#+\s+", "", line).strip()
+                       for line in (ROOT / "docs/design.md").read_text().splitlines() if line.startswith("#")},
+                      key=len, reverse=True)
+    missing = []
+    for p in source_files():
+        for rest in re.findall(r"docs/design\.md §(.*)", p.read_text(errors="replace")):
+            if not any(re.match(re.escape(h) + r"\b", rest) for h in headings):
+                missing.append(f"{p.relative_to(ROOT)}: §{rest[:40]}")
+    assert missing == []
