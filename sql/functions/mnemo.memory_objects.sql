@@ -39,4 +39,4 @@ END;
 $$;
 
 COMMENT ON FUNCTION mnemo.memory_objects(text, uuid, integer) IS
-'A session''s semantic objects now: their fidelity, pins, tokens and sources (docs/design.md §Semantic objects and paging).';
+'A session''s semantic objects now: their fidelity, pins, tokens and sources (paging).';

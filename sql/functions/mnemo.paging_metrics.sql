@@ -40,4 +40,4 @@ END;
 $$;
 
 COMMENT ON FUNCTION mnemo.paging_metrics(text, uuid, timestamptz, timestamptz) IS
-'Paging metrics (docs/design.md §Semantic objects and paging): context reduction, fault rate, micro-fault success, tokens saved.';
+'Paging metrics: context reduction, fault rate, micro-fault success, tokens saved.';

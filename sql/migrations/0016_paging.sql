@@ -47,7 +47,7 @@ CREATE INDEX semantic_objects_output_idx ON mnemo.semantic_objects (tenant_id, s
 WHERE output_hash IS NOT NULL;
 CREATE INDEX semantic_objects_messages_idx ON mnemo.semantic_objects USING gin (message_ids);
 COMMENT ON TABLE mnemo.semantic_objects IS
-'Semantic objects of a session (docs/design.md §Semantic objects and paging): tool calls with their results, conversation phases, plans.';
+'Semantic objects of a session: tool calls with their results, conversation phases, plans.';
 
 -- Per-session residency: changed only by the fidelity manager (plpy/mnemo_db/paging/).
 CREATE TABLE mnemo.object_residency (
