@@ -18,11 +18,6 @@ VOLATILE
 SECURITY DEFINER  -- runs as mnemo_api_owner, under row-level security (sql/grants.sql)
 SET search_path = pg_catalog, public, pg_temp
 AS $$
-DECLARE
-    v_state text;
-    v_message text;
-    v_detail text;
-    v_hint text;
 BEGIN
     PERFORM mnemo_internal.enter_tenant(p_tenant_id);
     PERFORM mnemo_internal.checked_timestamp(p_since, 'since');
@@ -30,12 +25,7 @@ BEGIN
     IF p_since > p_until THEN
         RAISE EXCEPTION USING ERRCODE = 'MN001', MESSAGE = 'since is after until';
     END IF;
-    RETURN mnemo_internal.paging_call('metrics', p_tenant_id, p_session_id, jsonb_build_object('since', p_since, 'until', p_until));
-EXCEPTION WHEN OTHERS THEN
-    GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_message = MESSAGE_TEXT,
-        v_detail = PG_EXCEPTION_DETAIL, v_hint = PG_EXCEPTION_HINT;
-    PERFORM mnemo_internal.raise_project_error(v_state, v_message, v_detail, v_hint);
-    RAISE;
+    RETURN mnemo_internal.call_python('metrics', p_tenant_id, p_session_id, jsonb_build_object('since', p_since, 'until', p_until));
 END;
 $$;
 

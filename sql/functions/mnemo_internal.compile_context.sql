@@ -2,9 +2,9 @@
 --     p_messages_only) -> jsonb
 -- The compiler behind mnemo.compile_context (p_messages_only: the messages alone)
 -- and mnemo.compile_context_bundle (the whole bundle): plpy/mnemo_db/compile/,
--- loaded once per backend. The API functions are thin PL/pgSQL over it so that its
--- project errors reach clients without PL/Python's class prefix
--- (mnemo_internal.raise_project_error).
+-- loaded once per backend. The API functions reach it through
+-- mnemo_internal.call_python, so that its project errors reach clients without
+-- PL/Python's class prefix.
 CREATE OR REPLACE FUNCTION mnemo_internal.compile_context(
     p_tenant_id text,
     p_session_id uuid,
