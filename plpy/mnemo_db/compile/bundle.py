@@ -180,14 +180,14 @@ def repeats_history(items: list[Item], derived_from: dict[str, frozenset[str]], 
 def repeats_block(chosen: list[Item], derived_from: dict[str, frozenset[str]]) -> set[str]:
     """The chosen memories, pinned ones aside, all of whose source messages the block
     also holds whole: the block would say the same thing twice (a recalled turn and
-    the note made of it, 31 % of the memory lines at 1k tokens on LoCoMo). The turn
+    the note made of it). The turn
     stays: it is what was said, under its own day line; the note only restates it."""
     whole = {i.source for i in chosen if i.source.startswith("msg:") and i.options[i.chosen].fidelity == "full"}
     return repeats_history(chosen, derived_from, whole)
 
 
 # Packings of the memory block at most: each may choose new turns that make more notes
-# repeat them (on LoCoMo at 1k tokens, three left 13 of 436 repeats)
+# repeat them, and few are left after three
 BLOCK_PACKINGS = 3
 
 

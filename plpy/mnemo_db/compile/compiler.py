@@ -21,24 +21,24 @@ from .statements import STATEMENTS, TENANT_STATEMENTS, for_tenant
 
 # The switch interval the compile's threads run under: the embedding thread needs the
 # GIL to start the encoder and to hand back its output, and with Python's default
-# (5 ms) it waited behind the compile's own Python work (docs/performance.md).
+# it waited behind the compile's own Python work (docs/performance.md).
 SWITCH_INTERVAL_S = 0.0002
 # Plans of statements prepared per tenant (statements.TENANT_STATEMENTS) kept per backend.
 TENANT_PLANS = 64
 # A backend's first compiles plan their statements for the tenant at hand (custom
 # plans, mnemo_internal.compile_context's plan_cache_mode): the other tenants' hash
-# partitions are pruned at planning, so a new backend's first compile plans in ~80 ms
-# instead of ~200 and the backend keeps ~20 MB less of plans and relation caches.
-# Each such compile plans anew (~5 ms). From this many on, the backend has shown that
-# it lives long: it switches to generic plans, built once (~125 ms, every partition)
-# and reused. Custom planning has then cost about what the generic build does, so a
-# backend never pays much more than twice the better of the two (ski rental).
+# partitions are pruned at planning, so a new backend plans less and keeps less.
+# Each such compile plans anew. From this many on, the backend has shown that it
+# lives long: it switches to generic plans, built once over every partition and
+# reused. Custom planning has then cost about what the generic build does, so a
+# backend never pays much more than twice the better of the two (ski rental; the
+# costs: docs/performance.md, "Figures behind code comments").
 GENERIC_PLANS_AFTER = 20
 # The compiles that build a backend's caches (its first: the compiler's first plans and
 # the catalog entries behind them; the first with generic plans) free more than they
 # keep: parse trees, planner scratch. glibc keeps freed heap pages for the life of the
 # backend unless asked; handing them back after these two compiles lowers a backend's
-# resident memory by 5-8 MB (issue 20; docs/performance.md) for ~1 ms, twice a backend.
+# resident memory for little time, twice a backend (docs/performance.md).
 TRIM_AFTER_COMPILES = (1, GENERIC_PLANS_AFTER + 1)
 
 

@@ -36,20 +36,14 @@ DEFAULT_WEIGHTS = {
     # Relevance fuses the retrievers: (1 - lexical) * cosine + lexical * normalised
     # BM25, plus a bonus for tag / entity matches, plus `neighbour` times the best
     # adjacent turn's relevance (a reply means little without the turn it answers).
-    # Measured on LoCoMo recall@10: cosine alone 0.45, BM25 alone 0.57, fused 0.63,
-    # with neighbours 0.69.
     "lexical": 0.30,
-    # A speaker or entity the query names is a tie-breaker, not a topic: at 0.25 a
-    # named person's unrelated turns outranked another speaker's close match (LoCoMo's
-    # adversarial questions, which name the wrong person: recall@10 0.780 against
-    # 0.811 at 0.10, with neighbours lent no tag bonus; categories 1-4 0.770 -> 0.771).
+    # A speaker or entity the query names is a tie-breaker, not a topic: larger, a
+    # named person's unrelated turns outranked another speaker's close match.
     "tag_bonus": 0.10,
     "neighbour": 0.50,
     # A message gains `context` times the best content match among the few turns
     # either side (retrieval.nearby_best), and `length` times its length against the
-    # median turn's, a log ratio (retrieval.length_prior). Measured on LoCoMo
-    # recall@10 (categories 1-4): 0.771 -> 0.783 with the length prior, 0.792 with both;
-    # multi-hop 0.451 -> 0.472, adversarial 0.811 -> 0.864.
+    # median turn's, a log ratio (retrieval.length_prior): a short turn says little.
     "context": 0.20,
     "length": 0.10,
     # For a question that asks when, a line that dates something ("yesterday", "last

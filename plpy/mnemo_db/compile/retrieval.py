@@ -467,7 +467,7 @@ def diversify(pool: CandidatePool, relevance: np.ndarray, discount: float, tie: 
         out[top[k]] = base[k] - discount * closest[k]
         open_[k] = False
         # a row at a time: the whole similarity matrix in one product ran on BLAS's
-        # threads, whose start cost ~10 ms on a loaded machine, ten times the rest
+        # threads, whose start cost more than the rest on a loaded machine
         closest = np.maximum(closest, vectors @ vectors[k])
     return out
 
