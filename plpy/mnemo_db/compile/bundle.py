@@ -289,12 +289,13 @@ def retriever_counts(candidates: list[dict]) -> dict:
 
 
 def decide(session: Session, history: list[dict], plan: Plan, candidates: list[dict],
-           previous: list[tuple[str, str]], query: str | None,
+           previous: list[tuple[str, str]], query: str | None, recall_scope: dict | None = None,
            line_counter: Callable[[list[str]], list[int]] = count_lines) -> dict:
     """The context bundle: messages, phantom tools and the report (without ids).
     previous: the session's previous context's memory items (source, fidelity), in
-    their order. line_counter counts the full lines of candidates without stored
-    text_tokens (count_lines, or an equivalent that counts on two threads)."""
+    their order. recall_scope: the report's account of it (phases.recall_scope).
+    line_counter counts the full lines of candidates without stored text_tokens
+    (count_lines, or an equivalent that counts on two threads)."""
     opts, budget, weights = session.options, session.budget, session.weights
     available = budget.available
 
@@ -315,13 +316,13 @@ def decide(session: Session, history: list[dict], plan: Plan, candidates: list[d
     # Memories within B - history, greedy knapsack over fidelities; an evicted turn of
     # this session is not recalled either (paging: memory_query and memory_restore reach it)
     items = memory_candidates(all_items, in_history | evicted_sources(plan.prepared), opts["max_items"])
-    mem_budget = available - pick.tokens - summary_tokens
-    if opts["cap_memory"] is not None:
-        mem_budget = min(mem_budget, opts["cap_memory"])
+    mem_budget = min(available - pick.tokens - summary_tokens, plan.memory_limit)
     order = block_order(previous)
     items, chosen, repeated_in_block = pack_block(items, mem_budget, order, derived)
 
-    # Unused memory budget flows back to history
+    # Unused memory budget flows back to history: packed again, wider, when the first
+    # packing cut or degraded it (the memories are chosen by then; what the wider
+    # history now holds leaves the block)
     mem_tokens = memory_block_tokens(chosen)
     degraded = any(f not in ("full", "withheld") for _, f, _ in pick.fidelities)
     if (pick.dropped_units or degraded) and opts["cap_history"] is None:
@@ -332,8 +333,7 @@ def decide(session: Session, history: list[dict], plan: Plan, candidates: list[d
             in_history = history_sources(pick) | repeated
             chosen = [i for i in chosen if i.source not in in_history]
 
-    mem_limit = opts["cap_memory"] if opts["cap_memory"] is not None else available
-    chosen, mem_tokens = drop_to_fit(chosen, available - pick.tokens - summary_tokens, mem_limit)
+    chosen, mem_tokens = drop_to_fit(chosen, available - pick.tokens - summary_tokens, plan.memory_limit)
 
     # Assemble
     used = mem_tokens + summary_tokens + pick.tokens
@@ -372,6 +372,6 @@ def decide(session: Session, history: list[dict], plan: Plan, candidates: list[d
                 "sensitivity_allowed": list(CHANNEL_SENSITIVITY[opts["channel"]]),
                 "scoring": {k: weights[k] for k in sorted(weights)},
                 "history_first_turn": pick.first_kept_turn,
-            },
+            } | ({"recall_scope": recall_scope} if recall_scope is not None else {}),
         } | ({"paging": paging_report(plan)} if plan.paging is not None else {}),
     }
