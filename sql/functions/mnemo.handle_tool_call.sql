@@ -19,9 +19,6 @@ SET search_path = pg_catalog, public, pg_temp
 AS $$
 BEGIN
     PERFORM mnemo_internal.enter_tenant(p_tenant_id);
-    IF p_session_id IS NULL THEN
-        RAISE EXCEPTION USING ERRCODE = 'MN001', MESSAGE = 'session_id is required';
-    END IF;
     PERFORM mnemo_internal.check_json_depth(p_tool_call, 'tool_call');
     RETURN mnemo_internal.call_python('handle', p_tenant_id, p_session_id, jsonb_build_object('tool_call', p_tool_call));
 END;

@@ -18,9 +18,6 @@ SET search_path = pg_catalog, public, pg_temp
 AS $$
 BEGIN
     PERFORM mnemo_internal.enter_tenant(p_tenant_id);
-    IF p_session_id IS NULL THEN
-        RAISE EXCEPTION USING ERRCODE = 'MN001', MESSAGE = 'session_id is required';
-    END IF;
     IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 1000 THEN
         RAISE EXCEPTION USING ERRCODE = 'MN001', MESSAGE = format('limit must be from 1 to 1000, got %s', coalesce(p_limit::text, 'NULL'));
     END IF;

@@ -20,9 +20,6 @@ SET search_path = pg_catalog, public, pg_temp
 AS $$
 BEGIN
     PERFORM mnemo_internal.enter_tenant(p_tenant_id);
-    IF p_session_id IS NULL THEN
-        RAISE EXCEPTION USING ERRCODE = 'MN001', MESSAGE = 'session_id is required';
-    END IF;
     RETURN mnemo_internal.call_python('restore', p_tenant_id, p_session_id, jsonb_build_object('id', p_id, 'reason', p_reason));
 END;
 $$;

@@ -6,7 +6,8 @@
 -- a Python function with its exception class ("plpy.SPIError: "); the handler here
 -- hands every error to mnemo_internal.raise_project_error, which raises a project
 -- error (class MN) again without the prefix, and re-raises anything else unchanged.
--- Raises what the entry raises.
+-- Every entry but 'metrics' needs a session. Raises MN001 (no session), and what the
+-- entry raises.
 CREATE OR REPLACE FUNCTION mnemo_internal.call_python(
     p_entry text,
     p_tenant_id text,
@@ -23,6 +24,9 @@ DECLARE
     v_detail text;
     v_hint text;
 BEGIN
+    IF p_session_id IS NULL AND p_entry <> 'metrics' THEN
+        RAISE EXCEPTION USING ERRCODE = 'MN001', MESSAGE = 'session_id is required';
+    END IF;
     IF p_entry IN ('compile_messages', 'compile_bundle') THEN
         RETURN mnemo_internal.compile_context(p_tenant_id, p_session_id, p_args ->> 'query',
             nullif(p_args -> 'options', 'null'), p_entry = 'compile_messages');
