@@ -32,7 +32,7 @@ INSERT INTO mnemo_internal.settings AS s (key, value, description) VALUES
 )
 ON CONFLICT (key) DO UPDATE SET description = excluded.description;
 
--- Lifecycle (issue 5; docs/design.md §Lifecycle). Read by plpy/mnemo_db/lifecycle_db.py.
+-- Lifecycle (issue 5; docs/design.md §Lifecycle). Read by plpy/mnemo_db/lifecycle/sweeps.py.
 INSERT INTO mnemo_internal.settings AS s (key, value, description) VALUES
 (
     'promotion',

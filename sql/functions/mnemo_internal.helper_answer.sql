@@ -16,7 +16,7 @@ SET search_path = pg_catalog, public, pg_temp
 AS $$
 'mnemo_ready' in GD or plpy.execute('SELECT mnemo_internal.py_bootstrap()')
 import json
-from mnemo_db import helper_llm
+from mnemo_db.formation import helper_llm
 config = helper_llm.config_from_rows(plpy.execute(helper_llm.CONFIG))
 if config is None:
     return None

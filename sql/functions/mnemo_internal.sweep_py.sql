@@ -1,6 +1,6 @@
 -- mnemo_internal.sweep_py(p_sweep, p_now, p_tenant_id, p_batch_size, p_state) -> jsonb
 -- One batch of a lifecycle sweep whose decisions live in Python
--- (plpy/mnemo_db/lifecycle_db.py for the statements, lifecycle.py for the rules,
+-- (plpy/mnemo_db/lifecycle/sweeps.py for the statements, rules.py for the rules,
 -- llm_summarize.py and summarize.py for the summaries):
 --   promotion   memories whose utility U(m) passes their tier's threshold move up
 --               (session -> episodic -> semantic / procedural), become global and
@@ -44,7 +44,7 @@ SET search_path = pg_catalog, public, pg_temp
 AS $$
 'mnemo_ready' in GD or plpy.execute('SELECT mnemo_internal.py_bootstrap()')
 import json
-from mnemo_db.lifecycle_db import Sweeps
+from mnemo_db.lifecycle.sweeps import Sweeps
 sweeps = GD.get('mnemo_sweeps') or GD.setdefault('mnemo_sweeps', Sweeps(plpy))
 python = plpy.prepare('SELECT FROM mnemo_internal.sweeps() AS s WHERE s.sweep = $1 AND s.python', ['text'])
 if not plpy.execute(python, [p_sweep]):

@@ -1,7 +1,7 @@
 -- mnemo_internal.sweeps() -> setof (sweep, python, schedule, max_seconds)
 -- The lifecycle sweeps: the one list of them. mnemo.run_sweep runs only these, each
 -- batch by mnemo_internal.sweep_py (python: a <sweep>_batch method of
--- plpy/mnemo_db/lifecycle_db.py's Sweeps) or else mnemo_internal.sweep_<sweep>;
+-- plpy/mnemo_db/lifecycle/sweeps.py's Sweeps) or else mnemo_internal.sweep_<sweep>;
 -- cron/jobs.sql schedules each as pg_cron job mnemo-<sweep> ('_' as '-') on
 -- schedule, with run_sweep's p_max_seconds = max_seconds where it polls.
 -- Touches: nothing.

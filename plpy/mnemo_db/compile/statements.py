@@ -4,7 +4,7 @@ the phases (phases.py) say what to read, rows.py reads what came back."""
 
 from __future__ import annotations
 
-from .. import summarize
+from ..lifecycle import summarize
 from .policy import CHANNEL_EXCLUDED_KINDS, CHANNEL_SENSITIVITY, CHANNEL_SOURCES, RECENT_TURNS
 from .retrieval import BM25_B, BM25_K1, FREQUENT_GLOBAL, trigram_query
 

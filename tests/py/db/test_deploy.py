@@ -146,7 +146,7 @@ def test_each_listed_sweep_has_its_batch_and_its_pg_cron_job():
             " to_regprocedure(format('mnemo_internal.sweep_%s(timestamptz, text, integer, jsonb)', s.sweep))"
             " IS NOT NULL FROM mnemo_internal.sweeps() AS s"
             " LEFT JOIN cron.job AS j ON j.jobname = 'mnemo-' || replace(s.sweep, '_', '-')").fetchall()
-    from mnemo_db.lifecycle_db import Sweeps
+    from mnemo_db.lifecycle.sweeps import Sweeps
     assert len(rows) >= 9
     for sweep, python, command, sql_batch in rows:
         assert (command or "").startswith(f"CALL mnemo.run_sweep('{sweep}'"), sweep

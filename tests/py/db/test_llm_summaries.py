@@ -14,8 +14,9 @@ import time
 import pytest
 from fake_llm import HANG_S
 from lifecycle_checks import check_levels, present
-from mnemo_db import llm_summarize, summarize, tokens
-from mnemo_db.helper_llm import MalformedReply
+from mnemo_db import tokens
+from mnemo_db.formation.helper_llm import MalformedReply
+from mnemo_db.lifecycle import llm_summarize, summarize
 from test_lifecycle import NOW, _turns, check_compaction_consistent, last_run, memory, row, sweep
 
 pytestmark = pytest.mark.usefixtures("drop_leftover_jobs")

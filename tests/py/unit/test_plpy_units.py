@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from mnemo_db import embedding, excerpt, tokens
 from mnemo_db.compile import packing, phases, policy, retrieval
 from mnemo_db.compile.retrieval import CandidatePool
-from mnemo_db.formation import Former
+from mnemo_db.formation.formation import Former
 from mnemo_db.timestamps import utc_datetime
 
 

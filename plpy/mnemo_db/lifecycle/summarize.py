@@ -24,7 +24,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
-from . import tokens
+from .. import tokens
 
 LEVELS = ("detail", "compact", "stub")
 TARGET_RATIO = {"detail": 0.30, "compact": 0.05}

@@ -1,6 +1,6 @@
 """Lifecycle decisions (docs/design.md §Lifecycle): pure functions, no database.
 
-The sweeps of lifecycle_db.py fetch rows and settings, ask these functions what to do,
+The sweeps of lifecycle/sweeps.py fetch rows and settings, ask these functions what to do,
 and write the answer. Everything takes the current time as an argument, so tests
 control the clock.
 
