@@ -33,7 +33,7 @@
 Usage: bench/context.py [--small] [--tenants N] [--messages M] [--memories K]
        [--samples S] [--knn-samples S] [--hnsw auto|keep|rebuild] [--explain] [--reset] [--load-only]
 Environment: DATABASE_URL, BENCH_TENANTS, BENCH_MESSAGES, BENCH_MEMORIES, BENCH_SAMPLES, MNEMO_SHARED
-(the shared data, LoCoMo and the seeds; default: ../shared beside the checkout).
+(the shared data, LoCoMo among it; default: ../shared beside the checkout).
 The corpus stays in the database; `--reset` (alone: `--reset --load-only --tenants 0`)
 deletes it.
 """
@@ -50,6 +50,7 @@ import subprocess
 import sys
 import time
 import uuid
+from concurrent.futures import Future
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -65,6 +66,7 @@ from mnemo_db import tokens
 from mnemo_db.compile import phases
 from mnemo_db.compile.levels import message_levels
 from mnemo_db.compile.statements import STATEMENTS, TENANT_STATEMENTS, for_tenant
+from mnemo_db.paging import residency
 
 from mnemosyne import default_dsn
 
@@ -999,7 +1001,7 @@ class ExplainingDatabase:
         self.plans: list[tuple[str, list[str]]] = []
 
     def run(self, statement: str, args: list, text: str | None = None) -> list[dict]:
-        text, types = (text, TENANT_STATEMENTS[statement][1]) if text else STATEMENTS[statement]
+        text, types = (text, TENANT_STATEMENTS[statement][1]) if text else (STATEMENTS | residency.STATEMENTS)[statement]
         name = sql.Identifier(f"bench_{statement}")
         self.conn.execute(sql.SQL("PREPARE {} {} AS {}").format(
             name, parenthesized([sql.SQL(t) for t in types]), sql.SQL(text)))
@@ -1018,28 +1020,41 @@ class ExplainingDatabase:
         return self.run(statement, args, for_tenant(TENANT_STATEMENTS[statement][0], quoted))
 
 
+class SqlEmbedder:
+    """phases.QueryEmbedder through mnemo.embed, for --explain (untimed)."""
+
+    def __init__(self, conn: psycopg.Connection):
+        self.conn = conn
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        return np.asarray([json.loads(self.conn.execute("SELECT mnemo.embed(%s)::text AS v", (t,)).fetchone()["v"])
+                           for t in texts])
+
+    def start(self, query: str):
+        done: Future = Future()
+        done.set_result((self.embed([query])[0],))
+        return done
+
+
 def explain_candidates(tenant: str, session: str, query: str) -> None:
     """EXPLAIN ANALYZE of compile_context's statements with one sample's parameters,
-    run by the compile's own phases (the query embedded apart, untimed)."""
+    run by the compile's own list of phases (phases.run; the query embedded apart,
+    untimed; nothing logged)."""
     with psycopg.connect(DSN, autocommit=True, row_factory=dict_row) as conn:
         # as PL/Python passes them: json as text
         for json_type in ("json", "jsonb"):
             conn.adapters.register_loader(json_type, TextLoader)
         db = ExplainingDatabase(conn)
-        s = phases.read_session(db, tenant, session, OPTIONS)
-        query = phases.search_query(query, s.redacting)
-        history = phases.read_history(db, s)
-        plan = phases.plan(s, history, query)
-        vector = np.asarray(json.loads(conn.execute("SELECT mnemo.embed(%s)::text AS v", (query,)).fetchone()["v"]))
         # as mnemo_internal.compile_context sets them (generic plans: a backend past its first compiles)
         for setting, value in (("plan_cache_mode", "force_generic_plan"), ("max_parallel_workers_per_gather", "0"),
                                ("jit", "off"), ("hnsw.iterative_scan", "relaxed_order")):
             conn.execute(sql.SQL("SET {} = {}").format(sql.Identifier(*setting.split(".")), sql.Literal(value)))
-        pool, _ = phases.read_pool(db, s, plan, query, lambda: vector)
-        candidates = phases.read_candidates(db, s, plan, pool, phases.cosines(pool, vector))
-    print(f"\n-- EXPLAIN ANALYZE compile_context retrieval (task {plan.task}, {len(history)} history "
-          f"rows, {len(plan.exclude)} excluded, pool {pool.size}, "
-          f"memory room {plan.room}, {len(candidates)} candidates)")
+        done = phases.run(db, tenant, session, query, json.dumps({**json.loads(OPTIONS), "log": False}),
+                          SqlEmbedder(conn))
+    report, plan = done.bundle["report"], done.plan
+    print(f"\n-- EXPLAIN ANALYZE compile_context retrieval (task {plan.task}, "
+          f"{len(plan.prepared.units)} history units, {len(plan.exclude)} excluded, "
+          f"pool {report['provenance']['candidate_pool_size']}, memory room {plan.room})")
     for statement, lines in db.plans:
         print(f"\n-- {statement.upper()}\n" + "\n".join(lines))
 

@@ -40,7 +40,7 @@ CONF
 #   log_parameter_max_length*  = 0    bind parameters never logged, on error or by
 #                                     statement/duration logging
 # A PostgreSQL message about a malformed typed value still quotes it (invalid input
-# syntax for type uuid: "..."); README, "Secret redaction", says how to drop errors
+# syntax for type uuid: "..."); docs/operations.md, "The server log", says how to drop errors
 # from the log altogether.
 log_settings() {
   cat > "$DATA/mnemo-logging.conf" <<CONF

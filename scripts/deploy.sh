@@ -24,16 +24,28 @@ fi
 # new migration instead), found before anything else is loaded.
 declare -A ran=() sums=()
 while read -r v sum; do ran[$v]=$sum; done < <("${PSQL[@]}" -tA -F ' ' -c 'SELECT version, sha256 FROM mnemo_internal.schema_migrations')
-changed=()
+# A revision listed in sql/migrations/revisions.txt (its comments alone changed) is
+# accepted, and the ledger takes the file's new hash.
+changed=() revised=()
 for f in sql/migrations/*.sql; do
   v=$(basename "$f" .sql); sums[$v]=$(sha256sum "$f" | cut -c1-64)
-  if [ -n "${ran[$v]:-}" ] && [ "${ran[$v]}" != "${sums[$v]}" ]; then changed+=("$v"); fi
+  if [ -n "${ran[$v]:-}" ] && [ "${ran[$v]}" != "${sums[$v]}" ]; then
+    if grep -qE "^$v ${ran[$v]} ${sums[$v]}( |\$)" sql/migrations/revisions.txt 2>/dev/null; then
+      revised+=("$v")
+    else
+      changed+=("$v")
+    fi
+  fi
 done
 if [ ${#changed[@]} -gt 0 ]; then
   echo "mnemo deploy: migration ${changed[*]} changed since it ran; released migrations are frozen:" \
        "restore the file and add a new migration" >&2
   exit 1
 fi
+for v in "${revised[@]}"; do
+  q "UPDATE mnemo_internal.schema_migrations SET sha256 = '${sums[$v]}' WHERE version = '$v'" >/dev/null
+  log "migration $v: revised comments recorded (sql/migrations/revisions.txt)"
+done
 
 # Bodies are not checked at creation (check_function_bodies = off), so the files of a
 # step load in any order, and before the tables of a first deploy exist; tests run them.
@@ -101,7 +113,7 @@ else
   fi
   echo "mnemo deploy: WARNING the server cannot run the code at python_path=$PY_PATH model_dir=$MODEL_DIR" \
        "($why); kept python_path=$old_py model_dir=$old_model. Install the code on the server and set" \
-       "MNEMO_PYTHON_PATH / MNEMO_MODEL_DIR (README, Installing on an existing server)" >&2
+       "MNEMO_PYTHON_PATH / MNEMO_MODEL_DIR (docs/operations.md, "An existing server")" >&2
 fi
 db=$(q "SELECT current_database()")
 

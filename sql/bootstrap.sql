@@ -11,7 +11,7 @@ CREATE SCHEMA IF NOT EXISTS mnemo;
 CREATE SCHEMA IF NOT EXISTS mnemo_internal;
 REVOKE ALL ON SCHEMA mnemo_internal FROM public;
 
--- Applications log in as a member of mnemo_app (see README, "Roles and tenants").
+-- Applications log in as a member of mnemo_app (docs/architecture.md, "Tenants, roles and security").
 DO $$
 BEGIN
     IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'mnemo_app') THEN

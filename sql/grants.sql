@@ -49,7 +49,8 @@ DECLARE
         'py_bootstrap', 'enqueue_job', 'insert_memory', 'form_memory', 'redact',
         'redaction_enabled', 'content_hash', 'excerpt', 'message_tokens', 'message_levels',
         'line_tokens', 'message_segment', 'segment_hits', 'quantize_embeddings', 'subtract_from_lexicon',
-        'compile_context', 'check_json_depth', 'checked_timestamp', 'check_session_model', 'raise_project_error',
+        'compile_context', 'call_python', 'check_json_depth', 'checked_timestamp', 'check_session_model',
+        'raise_project_error',
         'next_memory_version', 'wire_hashes', 'check_options', 'option_limit',
         'page_message', 'paging_tags', 'paging_call', 'helper_answer',
         'api_key_tenant'];

@@ -24,7 +24,7 @@ INSERT INTO mnemo_internal.settings AS s (key, value, description) VALUES
     'Memory extraction: auto (helper LLM when configured, else offline), offline, helper_llm or off.'
 ),
 ('dedup_threshold', '0.92', 'Cosine above which a new memory merges into an existing one (near duplicate).'),
-('admission_threshold', '0.5', 'Admission score a memory candidate needs to be stored (seed 002 §9).'),
+('admission_threshold', '0.5', 'Admission score a memory candidate needs to be stored (docs/design.md §Tiers).'),
 ('extract_batch_messages', '40', 'Messages sent to the helper LLM per request by the extract job.'),
 (
     'extract_job_messages', '100',
@@ -32,7 +32,7 @@ INSERT INTO mnemo_internal.settings AS s (key, value, description) VALUES
 )
 ON CONFLICT (key) DO UPDATE SET description = excluded.description;
 
--- Lifecycle (issue 5; seed 003 §5.1-5.3, §7.3, §9). Read by plpy/mnemo_db/lifecycle_db.py.
+-- Lifecycle (issue 5; docs/design.md §Lifecycle). Read by plpy/mnemo_db/lifecycle/sweeps.py.
 INSERT INTO mnemo_internal.settings AS s (key, value, description) VALUES
 (
     'promotion',

@@ -4,7 +4,7 @@ Same pipeline as sentence-transformers (WordPiece tokens truncated to 256, BERT
 encoder, mean pooling over the attention mask, L2 normalisation) but on onnxruntime
 + tokenizers, which load in a fraction of a second where torch takes ~10 s. The
 server runs model.onnx with int8 weights (model.int8.onnx, written by the export:
-2.5x faster, a quarter of the weights, the same evidence recall); model.onnx itself
+faster, a quarter of the weights, the same evidence recall); model.onnx itself
 is the fallback. The sentence-transformers model stays the reference:
 tests/py/db/test_embedding.py checks cosine >= 0.999 to model.onnx and >= 0.97 to
 the server model.

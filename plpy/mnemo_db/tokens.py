@@ -7,11 +7,11 @@ again and again (leftmost first on a tie) until no pair is; each part left is a 
 A count needs nothing but the rank of a byte string, so the 200k ranks are kept in a
 hash table in a file (TABLE, written once from the vocabulary that the quicktok package
 ships: build_table) that each backend maps. Its pages are the page cache's, shared by
-all backends, and nothing is parsed at load: a backend is ready in ~10 ms with ~2 MB
-of its own memory, where a tokenizer library that builds its vocabulary map in each
-process took ~1 s and ~55 MB (quicktok; tiktoken the same). The merging runs in Python
-(~10x slower per token than those, ~1 us a token on this machine: counts are computed
-once, at write time, and stored with each row), with a cache of recent short pieces.
+all backends, and nothing is parsed at load: a backend is ready at once with little
+memory of its own, where a tokenizer library builds its vocabulary map in each process
+(quicktok, tiktoken). The merging runs in Python (slower per token than those: counts
+are computed once, at write time, and stored with each row), with a cache of recent
+short pieces (figures: docs/performance.md, "Token counts").
 tests/py/unit/test_tokens.py checks the counts against quicktok, which gives tiktoken's ids,
 on real corpora and every Unicode code point, and the table against OpenAI's published
 hash of the vocabulary.

@@ -2,8 +2,8 @@
 
 Sensitivity: the values of mnemo.messages.sensitivity and mnemo.memories.sensitivity
 (their CHECK, migration 0001), least to most sensitive. Provenance authority: the
-weight pi(p) of seed 003 §6.2, which compile_context's score multiplies with a
-memory's confidence, and whose order formation resolves conflicts by (§5.5:
+weight pi(p) of docs/design.md §Scoring, which compile_context's score multiplies with a
+memory's confidence, and whose order formation resolves conflicts by (docs/design.md §Tiers:
 user_stated > correction > ... > system_inferred).
 """
 

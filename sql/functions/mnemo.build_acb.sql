@@ -1,7 +1,7 @@
 -- mnemo.build_acb(p_tenant_id, p_session_id, p_query_text, p_max_tokens, p_channel,
 --                 p_intent, p_agent_id, p_options) -> jsonb
--- Seed 004's build_acb (§5.1) over compile_context_bundle: the same compile, laid
--- out as the seed's Active Context Bundle so that an MCP client gets ready-to-prompt
+-- build_acb (docs/design.md §Surfaces) over compile_context_bundle: the same compile, laid
+-- out as an Active Context Bundle so that an MCP client gets ready-to-prompt
 -- text blocks with their references:
 --   {"acb_id": "acb_<context_id>", "budget_tokens", "token_used_est",
 --    "sections": [
@@ -144,4 +144,4 @@ END;
 $$;
 
 COMMENT ON FUNCTION mnemo.build_acb(text, uuid, text, integer, text, text, text, jsonb) IS
-'Seed 004''s Active Context Bundle: the compiled context in sections with references.';
+'The Active Context Bundle: the compiled context in sections with references.';

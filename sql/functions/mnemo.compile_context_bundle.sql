@@ -1,5 +1,5 @@
 -- mnemo.compile_context_bundle(p_tenant_id, p_session_id, p_query, p_options) -> jsonb
--- The active context bundle (seed 004's build_acb) for the next model call of a
+-- The active context bundle (build_acb's, docs/design.md §Surfaces) for the next model call of a
 -- session: {"messages": [...OpenAI chat messages...], "tools": [phantom tool
 -- definitions memory_query / memory_restore / memory_release], "report": {context_id,
 -- task_type, channel, budget, tokens per section, items (source id, fidelity, tokens,
@@ -12,7 +12,7 @@
 --     (timestamp: the memories and history valid then), phantom_tools (default true),
 --     tool_tokens (tokens of the caller's own tool definitions), log (default true).
 -- B = context window - system prompt - response reserve - tool definitions, split
--- between memories and history by task type (seed 003 §6.1); B is never exceeded.
+-- between memories and history by task type (docs/design.md §Budget); B is never exceeded.
 -- See plpy/mnemo_db/compile/ for the algorithm. Writes one context_log row (the
 -- 'access' sweep folds it into the memories' access statistics, off the hot path).
 -- Raises MN001 (bad option), MN002 (unknown tenant), MN003 (unknown session), MN008.
@@ -27,19 +27,10 @@ VOLATILE
 SECURITY DEFINER  -- runs as mnemo_api_owner, under row-level security (sql/grants.sql)
 SET search_path = pg_catalog, public, pg_temp
 AS $$
-DECLARE
-    v_state text;
-    v_message text;
-    v_detail text;
-    v_hint text;
 BEGIN
     PERFORM mnemo_internal.check_json_depth(p_options, 'options');
-    RETURN mnemo_internal.compile_context(p_tenant_id, p_session_id, p_query, p_options, false);
-EXCEPTION WHEN OTHERS THEN
-    GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_message = MESSAGE_TEXT,
-        v_detail = PG_EXCEPTION_DETAIL, v_hint = PG_EXCEPTION_HINT;
-    PERFORM mnemo_internal.raise_project_error(v_state, v_message, v_detail, v_hint);
-    RAISE;
+    RETURN mnemo_internal.call_python('compile_bundle', p_tenant_id, p_session_id,
+        jsonb_build_object('query', p_query, 'options', p_options));
 END;
 $$;
 

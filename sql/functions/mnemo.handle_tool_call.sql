@@ -17,23 +17,10 @@ VOLATILE
 SECURITY DEFINER  -- runs as mnemo_api_owner, under row-level security (sql/grants.sql)
 SET search_path = pg_catalog, public, pg_temp
 AS $$
-DECLARE
-    v_state text;
-    v_message text;
-    v_detail text;
-    v_hint text;
 BEGIN
     PERFORM mnemo_internal.enter_tenant(p_tenant_id);
-    IF p_session_id IS NULL THEN
-        RAISE EXCEPTION USING ERRCODE = 'MN001', MESSAGE = 'session_id is required';
-    END IF;
     PERFORM mnemo_internal.check_json_depth(p_tool_call, 'tool_call');
-    RETURN mnemo_internal.paging_call('handle', p_tenant_id, p_session_id, jsonb_build_object('tool_call', p_tool_call));
-EXCEPTION WHEN OTHERS THEN
-    GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_message = MESSAGE_TEXT,
-        v_detail = PG_EXCEPTION_DETAIL, v_hint = PG_EXCEPTION_HINT;
-    PERFORM mnemo_internal.raise_project_error(v_state, v_message, v_detail, v_hint);
-    RAISE;
+    RETURN mnemo_internal.call_python('handle', p_tenant_id, p_session_id, jsonb_build_object('tool_call', p_tool_call));
 END;
 $$;
 

@@ -1,5 +1,5 @@
 -- mnemo.memory_objects(p_tenant_id, p_session_id, p_limit) -> jsonb
--- Seed 002 §11.1 level 2: a session's semantic objects as paging sees them now, the
+-- A session's semantic objects as paging sees them now, the
 -- newest p_limit (1 to 1000) in turn order: id (obj:N, what memory_restore and
 -- memory_release take), kind, label, turns, tokens, fidelity, whether it is pinned
 -- (the thrash guard) or anchored, what it reads (a file or URL), and its memory
@@ -16,27 +16,14 @@ VOLATILE
 SECURITY DEFINER  -- runs as mnemo_api_owner, under row-level security (sql/grants.sql)
 SET search_path = pg_catalog, public, pg_temp
 AS $$
-DECLARE
-    v_state text;
-    v_message text;
-    v_detail text;
-    v_hint text;
 BEGIN
     PERFORM mnemo_internal.enter_tenant(p_tenant_id);
-    IF p_session_id IS NULL THEN
-        RAISE EXCEPTION USING ERRCODE = 'MN001', MESSAGE = 'session_id is required';
-    END IF;
     IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 1000 THEN
         RAISE EXCEPTION USING ERRCODE = 'MN001', MESSAGE = format('limit must be from 1 to 1000, got %s', coalesce(p_limit::text, 'NULL'));
     END IF;
-    RETURN mnemo_internal.paging_call('objects', p_tenant_id, p_session_id, jsonb_build_object('limit', p_limit));
-EXCEPTION WHEN OTHERS THEN
-    GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_message = MESSAGE_TEXT,
-        v_detail = PG_EXCEPTION_DETAIL, v_hint = PG_EXCEPTION_HINT;
-    PERFORM mnemo_internal.raise_project_error(v_state, v_message, v_detail, v_hint);
-    RAISE;
+    RETURN mnemo_internal.call_python('objects', p_tenant_id, p_session_id, jsonb_build_object('limit', p_limit));
 END;
 $$;
 
 COMMENT ON FUNCTION mnemo.memory_objects(text, uuid, integer) IS
-'A session''s semantic objects now: their fidelity, pins, tokens and sources (seed 002 §11.1).';
+'A session''s semantic objects now: their fidelity, pins, tokens and sources (paging).';

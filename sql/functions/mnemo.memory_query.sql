@@ -1,5 +1,5 @@
 -- mnemo.memory_query(p_tenant_id, p_session_id, p_question, p_scope, p_max_tokens) -> jsonb
--- The memory_query phantom tool (seed 002 §7.1): answers a question from the full
+-- The memory_query phantom tool (docs/design.md §Phantom tools): answers a question from the full
 -- content of the session's semantic objects, and from what the session may see beyond
 -- them (the tenant's memories and its other sessions' messages, by the compile's
 -- channel and recall-scope rules, through mnemo.search), without restoring any (a micro-fault
@@ -23,22 +23,9 @@ VOLATILE
 SECURITY DEFINER  -- runs as mnemo_api_owner, under row-level security (sql/grants.sql)
 SET search_path = pg_catalog, public, pg_temp
 AS $$
-DECLARE
-    v_state text;
-    v_message text;
-    v_detail text;
-    v_hint text;
 BEGIN
     PERFORM mnemo_internal.enter_tenant(p_tenant_id);
-    IF p_session_id IS NULL THEN
-        RAISE EXCEPTION USING ERRCODE = 'MN001', MESSAGE = 'session_id is required';
-    END IF;
-    RETURN mnemo_internal.paging_call('query', p_tenant_id, p_session_id, jsonb_build_object('question', p_question, 'scope', p_scope, 'max_tokens', p_max_tokens));
-EXCEPTION WHEN OTHERS THEN
-    GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_message = MESSAGE_TEXT,
-        v_detail = PG_EXCEPTION_DETAIL, v_hint = PG_EXCEPTION_HINT;
-    PERFORM mnemo_internal.raise_project_error(v_state, v_message, v_detail, v_hint);
-    RAISE;
+    RETURN mnemo_internal.call_python('query', p_tenant_id, p_session_id, jsonb_build_object('question', p_question, 'scope', p_scope, 'max_tokens', p_max_tokens));
 END;
 $$;
 

@@ -1,5 +1,5 @@
 -- mnemo.memory_release(p_tenant_id, p_session_id, p_ids, p_reason) -> jsonb
--- The memory_release phantom tool (seed 002 §7.4): the objects the ids name go to
+-- The memory_release phantom tool (docs/design.md §Phantom tools): the objects the ids name go to
 -- stub, or are evicted when the session's last compile was under pressure (any zone
 -- but normal). Objects already lower stay where they are.
 -- Returns {"released": [{"id", "fidelity"}], "zone"}.
@@ -16,22 +16,9 @@ VOLATILE
 SECURITY DEFINER  -- runs as mnemo_api_owner, under row-level security (sql/grants.sql)
 SET search_path = pg_catalog, public, pg_temp
 AS $$
-DECLARE
-    v_state text;
-    v_message text;
-    v_detail text;
-    v_hint text;
 BEGIN
     PERFORM mnemo_internal.enter_tenant(p_tenant_id);
-    IF p_session_id IS NULL THEN
-        RAISE EXCEPTION USING ERRCODE = 'MN001', MESSAGE = 'session_id is required';
-    END IF;
-    RETURN mnemo_internal.paging_call('release', p_tenant_id, p_session_id, jsonb_build_object('ids', to_jsonb(p_ids), 'reason', p_reason));
-EXCEPTION WHEN OTHERS THEN
-    GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_message = MESSAGE_TEXT,
-        v_detail = PG_EXCEPTION_DETAIL, v_hint = PG_EXCEPTION_HINT;
-    PERFORM mnemo_internal.raise_project_error(v_state, v_message, v_detail, v_hint);
-    RAISE;
+    RETURN mnemo_internal.call_python('release', p_tenant_id, p_session_id, jsonb_build_object('ids', to_jsonb(p_ids), 'reason', p_reason));
 END;
 $$;
 

@@ -1,8 +1,8 @@
 -- mnemo.memory_restore(p_tenant_id, p_session_id, p_id, p_reason) -> jsonb
--- The memory_restore phantom tool (seed 002 §7.3): brings the object an id names
+-- The memory_restore phantom tool (docs/design.md §Phantom tools): brings the object an id names
 -- (obj:N, msg:N: the object holding that message, mem:N: that memory) back at full
--- fidelity and pins it there for the paging setting's pin_turns turns (thrash guard,
--- §12). A restore is a fault (fault_log, with the fidelity it had).
+-- fidelity and pins it there for the paging setting's pin_turns turns (thrash guard).
+-- A restore is a fault (fault_log, with the fidelity it had).
 -- Returns {"id", "kind", "label", "from", "fidelity", "pinned_until_turn", "content", "tokens"}.
 -- Raises MN001 (malformed id), MN010 (no such id in this session, or another tenant's),
 -- MN002, MN003, MN008. Writes: semantic_objects (a memory's object on first use),
@@ -18,22 +18,9 @@ VOLATILE
 SECURITY DEFINER  -- runs as mnemo_api_owner, under row-level security (sql/grants.sql)
 SET search_path = pg_catalog, public, pg_temp
 AS $$
-DECLARE
-    v_state text;
-    v_message text;
-    v_detail text;
-    v_hint text;
 BEGIN
     PERFORM mnemo_internal.enter_tenant(p_tenant_id);
-    IF p_session_id IS NULL THEN
-        RAISE EXCEPTION USING ERRCODE = 'MN001', MESSAGE = 'session_id is required';
-    END IF;
-    RETURN mnemo_internal.paging_call('restore', p_tenant_id, p_session_id, jsonb_build_object('id', p_id, 'reason', p_reason));
-EXCEPTION WHEN OTHERS THEN
-    GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_message = MESSAGE_TEXT,
-        v_detail = PG_EXCEPTION_DETAIL, v_hint = PG_EXCEPTION_HINT;
-    PERFORM mnemo_internal.raise_project_error(v_state, v_message, v_detail, v_hint);
-    RAISE;
+    RETURN mnemo_internal.call_python('restore', p_tenant_id, p_session_id, jsonb_build_object('id', p_id, 'reason', p_reason));
 END;
 $$;
 

@@ -12,7 +12,7 @@
 -- one) replaces the key's session when that one is closed or expired, or when the
 -- client's system prompt changed: the stored prompt is what the session's compiles
 -- are budgeted and formed with, and sessions never change theirs. A call without a
--- system prompt (seed 004's HTTP API naming a session) takes the key's session as is.
+-- system prompt (the HTTP API naming a session: docs/design.md §Surfaces) takes the key's session as is.
 -- Raises MN001 (empty or over-long key, bad argument: mnemo_internal.check_session_model),
 -- MN002 (unknown tenant).
 -- Writes: sessions, system_prompts (through start_session), transcripts.

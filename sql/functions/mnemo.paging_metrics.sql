@@ -1,5 +1,5 @@
 -- mnemo.paging_metrics(p_tenant_id, p_session_id, p_since, p_until) -> jsonb
--- Seed 002 §13.1 for a session (or, p_session_id NULL, all the tenant's sessions)
+-- Paging's metrics for a session (or, p_session_id NULL, all the tenant's sessions)
 -- over [p_since, p_until): compiles, the tokens they sent against the full history
 -- each would have sent (context_reduction = 1 - sent / full, tokens_saved), the
 -- residency transitions (degradations; evictions: to stub or evicted), the faults
@@ -18,11 +18,6 @@ VOLATILE
 SECURITY DEFINER  -- runs as mnemo_api_owner, under row-level security (sql/grants.sql)
 SET search_path = pg_catalog, public, pg_temp
 AS $$
-DECLARE
-    v_state text;
-    v_message text;
-    v_detail text;
-    v_hint text;
 BEGIN
     PERFORM mnemo_internal.enter_tenant(p_tenant_id);
     PERFORM mnemo_internal.checked_timestamp(p_since, 'since');
@@ -30,14 +25,9 @@ BEGIN
     IF p_since > p_until THEN
         RAISE EXCEPTION USING ERRCODE = 'MN001', MESSAGE = 'since is after until';
     END IF;
-    RETURN mnemo_internal.paging_call('metrics', p_tenant_id, p_session_id, jsonb_build_object('since', p_since, 'until', p_until));
-EXCEPTION WHEN OTHERS THEN
-    GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_message = MESSAGE_TEXT,
-        v_detail = PG_EXCEPTION_DETAIL, v_hint = PG_EXCEPTION_HINT;
-    PERFORM mnemo_internal.raise_project_error(v_state, v_message, v_detail, v_hint);
-    RAISE;
+    RETURN mnemo_internal.call_python('metrics', p_tenant_id, p_session_id, jsonb_build_object('since', p_since, 'until', p_until));
 END;
 $$;
 
 COMMENT ON FUNCTION mnemo.paging_metrics(text, uuid, timestamptz, timestamptz) IS
-'Paging metrics (seed 002 §13.1): context reduction, fault rate, micro-fault success, tokens saved.';
+'Paging metrics: context reduction, fault rate, micro-fault success, tokens saved.';

@@ -1,5 +1,5 @@
 -- mnemo.query_decisions(p_tenant_id, p_query, p_options) -> jsonb
--- Seed 004 §9's convenience: the tenant's decisions with their rationale,
+-- A convenience of the MCP tools: the tenant's decisions with their rationale,
 -- alternatives, constraints, consequences and references, best match first when a
 -- query is given (full-text rank over an OR of its lexemes, plus trigram word
 -- similarity), else newest first. Current decisions only unless

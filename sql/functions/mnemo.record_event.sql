@@ -1,5 +1,5 @@
 -- mnemo.record_event(p_tenant_id, p_session_id, p_kind, p_content, ...) -> jsonb
--- Seed 004's event surface over the same tables as record_message:
+-- The event surface (docs/design.md §Surfaces) over the same tables as record_message:
 --   message      {"text"}; actor.type human -> user, agent -> assistant, system -> system
 --   tool_call    {"tool", "arguments" (object or JSON string), "id" (optional)}
 --   tool_result  {"tool", "text" or "excerpt_text", "tool_call_id" (optional: without

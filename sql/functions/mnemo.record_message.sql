@@ -186,7 +186,7 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = 'MN004', MESSAGE = 'only tool messages carry tool_call_id';
     END IF;
 
-    -- Cleanup tags (seed 002 §3): stored without them, applied once the message is.
+    -- Cleanup tags (docs/design.md §Semantic objects and paging): stored without them, applied once the message is.
     IF v_role = 'assistant' AND v_parts IS NULL AND v_text LIKE '%<mnemo:%' THEN
         v_tags := mnemo_internal.paging_tags(v_text);
         IF v_tags IS NOT NULL THEN

@@ -21,7 +21,7 @@
 --   2. job rows, claimed FOR UPDATE SKIP LOCKED: never waited for;
 --   3. the tenant's formation lock (advisory, transaction-level: mnemo.formation /
 --      tenant), first in every transaction that forms memories (extract job,
---      remember, correct; plpy/mnemo_db/formation.py), and at most one per
+--      remember, correct; plpy/mnemo_db/formation/formation.py), and at most one per
 --      transaction: an extract job runs in a transaction of its own (process_job);
 --   4. data rows (messages, memories, entities, versions ...);
 --   5. lexicon rows last, in one statement in (tenant, lexeme) order (add_to_lexicon).

@@ -1,5 +1,5 @@
 -- CALL mnemo.run_sweep(p_sweep, p_now, p_tenant_id, p_batch_size, p_max_batches, p_max_seconds)
--- Runs one lifecycle sweep (DESIGN.md "Lifecycle"), one of mnemo_internal.sweeps().
+-- Runs one lifecycle sweep (docs/design.md §Lifecycle), one of mnemo_internal.sweeps().
 -- Every pg_cron job of the lifecycle is a CALL of this procedure (cron/jobs.sql); it
 -- can also be called by hand, at top level (it commits), e.g.
 -- CALL mnemo.run_sweep('compaction');

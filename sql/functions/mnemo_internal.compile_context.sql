@@ -2,9 +2,9 @@
 --     p_messages_only) -> jsonb
 -- The compiler behind mnemo.compile_context (p_messages_only: the messages alone)
 -- and mnemo.compile_context_bundle (the whole bundle): plpy/mnemo_db/compile/,
--- loaded once per backend. The API functions are thin PL/pgSQL over it so that its
--- project errors reach clients without PL/Python's class prefix
--- (mnemo_internal.raise_project_error).
+-- loaded once per backend. The API functions reach it through
+-- mnemo_internal.call_python, so that its project errors reach clients without
+-- PL/Python's class prefix.
 CREATE OR REPLACE FUNCTION mnemo_internal.compile_context(
     p_tenant_id text,
     p_session_id uuid,
@@ -24,13 +24,12 @@ SET plan_cache_mode = force_custom_plan
 -- Parallel workers take longer to start than the per-tenant scans they would share.
 SET max_parallel_workers_per_gather = 0
 -- Nor does JIT compilation pay here: a generic plan's row estimates can pass its cost
--- thresholds, and compiling took ~360 ms for statements that run in a few.
+-- thresholds, and compiling took far longer than the statements run.
 SET jit = off
 -- A recall index's KNN (statements.RECALL_KNN) asks for k rows, more than ef_search:
 -- an iterative scan goes on until it has them (their order is fixed by the compile).
--- The 10 nearest among them are those of an exact scan in 0.57 of cases at the default
--- ef_search (40), 0.95 at 200 and 0.997 at 400, which costs ~2 ms on a tenant of
--- 100,000 messages (bench-context's size sweep, knn recall_index_k120).
+-- At 400 the 10 nearest among them are almost always an exact scan's, for little time
+-- (docs/performance.md, "Figures behind code comments").
 SET "hnsw.iterative_scan" = relaxed_order
 SET "hnsw.ef_search" = 400
 AS $$

@@ -1,7 +1,7 @@
 -- mnemo_internal.content_hash(p_content) -> bytea
 -- SHA-256 of a memory's normalised text (trimmed, whitespace collapsed, lower case):
--- the exact-duplicate key of seed 003 §5.4. The one definition, used by insert_memory
--- and by memory formation (plpy/mnemo_db/formation.py) alike.
+-- the exact-duplicate key of docs/design.md §Tiers. The one definition, used by insert_memory
+-- and by memory formation (plpy/mnemo_db/formation/formation.py) alike.
 CREATE OR REPLACE FUNCTION mnemo_internal.content_hash(p_content text)
 RETURNS bytea
 LANGUAGE sql

@@ -1,7 +1,7 @@
 -- mnemo_internal.embed_target_text(p_tenant_id, p_payload) -> text
 -- The text an 'embed' job embeds: a message's content (after its author's name,
 -- "Caroline: ...", when it has one: who said something is half of what a question
--- asks; measured on LoCoMo, recall@10 of the embedding alone rises from 0.30 to 0.45)
+-- asks: docs/performance.md)
 -- or a memory's full content.
 -- NULL when the target no longer exists (the job then completes doing nothing).
 CREATE OR REPLACE FUNCTION mnemo_internal.embed_target_text(p_tenant_id text, p_payload jsonb)

@@ -2,7 +2,7 @@
 -- PL/Python entry of the explicit write API, after mnemo.remember / mnemo.correct
 -- have validated their input: p_call 'remember' ({content, kind, session_id,
 -- options}) or 'correct' ({memory_id, content, reason}). Dedup, conflicts and
--- supersession are the extract job's (plpy/mnemo_db/formation.py). Returns the
+-- supersession are the extract job's (plpy/mnemo_db/formation/formation.py). Returns the
 -- memory id. Writes: memories and their payloads, versions, links, entities,
 -- admission_log.
 CREATE OR REPLACE FUNCTION mnemo_internal.form_memory(p_tenant_id text, p_call text, p_args jsonb)
@@ -13,7 +13,7 @@ SET search_path = pg_catalog, public, pg_temp
 AS $$
 'mnemo_ready' in GD or plpy.execute('SELECT mnemo_internal.py_bootstrap()')
 import json
-from mnemo_db.formation import Former
+from mnemo_db.formation.formation import Former
 former = GD.get('mnemo_former') or GD.setdefault('mnemo_former', Former(plpy))
 a = json.loads(p_args)
 if p_call == 'remember':

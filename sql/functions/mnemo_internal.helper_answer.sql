@@ -1,5 +1,5 @@
 -- mnemo_internal.helper_answer(p_messages) -> jsonb
--- memory_query's answer by the helper LLM (seed 002 §7.1): posts p_messages (chat
+-- memory_query's answer by the helper LLM (docs/design.md §Phantom tools): posts p_messages (chat
 -- messages asking for a JSON object) to the configured endpoint and returns the JSON
 -- object it answered, or NULL when no helper is enabled or it gave no usable answer
 -- (the caller then answers extractively). SECURITY DEFINER, owned by the deploying
@@ -16,7 +16,7 @@ SET search_path = pg_catalog, public, pg_temp
 AS $$
 'mnemo_ready' in GD or plpy.execute('SELECT mnemo_internal.py_bootstrap()')
 import json
-from mnemo_db import helper_llm
+from mnemo_db.formation import helper_llm
 config = helper_llm.config_from_rows(plpy.execute(helper_llm.CONFIG))
 if config is None:
     return None

@@ -99,8 +99,7 @@ BEGIN
     ),
     -- (the query's lexemes as a hashed subplan: "= ANY(p_lexemes)" compared each
     -- lexeme of each message with every query lexeme in turn, and a "@@" prefilter
-    -- evaluated an OR of all of them per message: 13 ms for 792 found turns and
-    -- their neighbours against 48 lexemes, 3 ms now)
+    -- evaluated an OR of all of them per message: docs/performance.md)
     posting AS (
         SELECT u.lexeme, array_agg(r.pos ORDER BY r.pos) AS rows
         FROM r CROSS JOIN LATERAL unnest(tsvector_to_array(r.search_tsv)) AS u (lexeme)

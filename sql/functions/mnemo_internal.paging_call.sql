@@ -1,9 +1,10 @@
 -- mnemo_internal.paging_call(p_op, p_tenant_id, p_session_id, p_args) -> jsonb
 -- The paging package (plpy/mnemo_db/paging/store.py), loaded once per backend, behind
 -- the phantom tools and the metrics: p_op is query | restore | release | handle |
--- metrics, p_args its arguments as JSON. The API functions (mnemo.memory_query,
--- memory_restore, memory_release, handle_tool_call, memory_objects, paging_metrics) are thin PL/pgSQL
--- over it, so that its project errors reach clients without PL/Python's prefix.
+-- objects | metrics, p_args its arguments as JSON. The API functions (mnemo.memory_query,
+-- memory_restore, memory_release, handle_tool_call, memory_objects, paging_metrics)
+-- reach it through mnemo_internal.call_python, so that its project errors reach
+-- clients without PL/Python's prefix.
 -- The caller has entered the tenant. Raises MN001, MN003, MN010 (see the API functions).
 CREATE OR REPLACE FUNCTION mnemo_internal.paging_call(
     p_op text, p_tenant_id text, p_session_id uuid, p_args jsonb

@@ -3,7 +3,7 @@
 -- (compile_context, form_memory): PL/Python prefixes an error that leaves a Python
 -- function with the exception class ("plpy.SPIError: ", "plpy.Error: "), so a
 -- project error raised below it reached clients as "plpy.SPIError: unknown option".
--- Called from an EXCEPTION WHEN OTHERS handler with the caught error's fields: a
+-- Called from mnemo_internal.call_python's handler with the caught error's fields: a
 -- project error (class MN) is raised again with the prefix removed, SQLSTATE, detail
 -- and hint kept; anything else returns, and the handler re-raises it unchanged.
 CREATE OR REPLACE FUNCTION mnemo_internal.raise_project_error(

@@ -3,7 +3,7 @@
 -- compile_context wrote since the last run into the access statistics of the
 -- memories they sent (mnemo.memory_access: access_count + the times sent,
 -- relevance_accumulator + the scores they were sent with, last_accessed_at), and
--- marks them accounted, in one statement. The accumulator is R_acc of seed 003 §5.2:
+-- marks them accounted, in one statement. The accumulator is R_acc of docs/design.md §Lifecycle:
 -- promotion's U(m) averages it over access_count (plpy/mnemo_db/lifecycle.py).
 -- A sweep over context_log's unaccounted rows (partial index), so a compile writes
 -- only its log row; it polls, so the statistics lag by seconds (docs/performance.md).

@@ -1,5 +1,5 @@
 -- mnemo_internal.sweep_partitions(p_now, p_tenant_id, p_batch_size, p_state) -> jsonb
--- Partition maintenance of mnemo.messages (seed 003 §9.2), one batch:
+-- Partition maintenance of mnemo.messages (docs/design.md §Lifecycle), one batch:
 --   1. (first batch) the months from p_now's month on, message_partition_months_ahead
 --      of them, exist in every hash partition (mnemo.create_message_partitions);
 --   2. (next batches) month partitions that ended more than message_retention_months

@@ -1,18 +1,18 @@
 -- mnemo_internal.sweep_py(p_sweep, p_now, p_tenant_id, p_batch_size, p_state) -> jsonb
 -- One batch of a lifecycle sweep whose decisions live in Python
--- (plpy/mnemo_db/lifecycle_db.py for the statements, lifecycle.py for the rules,
+-- (plpy/mnemo_db/lifecycle/sweeps.py for the statements, rules.py for the rules,
 -- llm_summarize.py and summarize.py for the summaries):
 --   promotion   memories whose utility U(m) passes their tier's threshold move up
 --               (session -> episodic -> semantic / procedural), become global and
---               validated, with a memory_versions entry (seed 003 §5.2, §9.1).
+--               validated, with a memory_versions entry (docs/design.md §Lifecycle).
 --   expiry      phase by phase: sessions idle too long or past expires_at expire;
 --               session-tier memories of ended sessions get their grace TTL; memories
 --               past expires_at are deactivated and archived (memory_archive); idle
 --               memories whose activity D(m) is below their tier's floor expire or go
---               back to episodic (seed 003 §5.3, §9.2).
+--               back to episodic (docs/design.md §Lifecycle).
 --   summaries   memories without declared losses get detail / compact / stub levels
 --               with token counts and declared losses, written by the helper LLM
---               (mnemo.set_helper_llm; seed 002 §6.1 prompt, JSON out, validated:
+--               (mnemo.set_helper_llm; docs/design.md §Fidelity ladder; JSON out, validated:
 --               levels no longer than the one above, stub format, kept entities
 --               present, declared losses absent) when one is configured and enabled,
 --               else by the offline extractive summariser. An invalid reply is retried,
@@ -27,7 +27,7 @@
 --               compacted_into = that message; a 'summary' memory holds the span at
 --               four fidelities with declared losses (helper LLM or offline, as for
 --               summaries; compaction_log.method helper_llm / extractive); the session
---               summary is updated; compaction_log records rho (seed 003 §7.3, §9.3).
+--               summary is updated; compaction_log records rho (docs/design.md §Lifecycle).
 -- Called by mnemo.run_sweep, which commits after each batch. Returns {"rows", "done",
 -- "state" (the cursor for the next batch), "counts"}. Writes: memories,
 -- memory_versions, memory_archive, sessions, messages, compaction_log, jobs.
@@ -44,7 +44,7 @@ SET search_path = pg_catalog, public, pg_temp
 AS $$
 'mnemo_ready' in GD or plpy.execute('SELECT mnemo_internal.py_bootstrap()')
 import json
-from mnemo_db.lifecycle_db import Sweeps
+from mnemo_db.lifecycle.sweeps import Sweeps
 sweeps = GD.get('mnemo_sweeps') or GD.setdefault('mnemo_sweeps', Sweeps(plpy))
 python = plpy.prepare('SELECT FROM mnemo_internal.sweeps() AS s WHERE s.sweep = $1 AND s.python', ['text'])
 if not plpy.execute(python, [p_sweep]):

@@ -1,5 +1,5 @@
 -- mnemo_internal.sweep_working_memory(p_now, p_tenant_id, p_batch_size, p_state) -> jsonb
--- Working memory (tier 'working' of seed 003 §5.1) is the hot state of each active
+-- Working memory (tier 'working' of docs/design.md §Tiers) is the hot state of each active
 -- session, kept in the UNLOGGED table mnemo.working_memory and derived only from
 -- durable data: the session summary, and the session's active pinned memories, open
 -- tasks and loops, plans and decisions (their compact level, else full text). An

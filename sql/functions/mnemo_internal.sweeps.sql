@@ -1,7 +1,7 @@
 -- mnemo_internal.sweeps() -> setof (sweep, python, schedule, max_seconds)
 -- The lifecycle sweeps: the one list of them. mnemo.run_sweep runs only these, each
 -- batch by mnemo_internal.sweep_py (python: a <sweep>_batch method of
--- plpy/mnemo_db/lifecycle_db.py's Sweeps) or else mnemo_internal.sweep_<sweep>;
+-- plpy/mnemo_db/lifecycle/sweeps.py's Sweeps) or else mnemo_internal.sweep_<sweep>;
 -- cron/jobs.sql schedules each as pg_cron job mnemo-<sweep> ('_' as '-') on
 -- schedule, with run_sweep's p_max_seconds = max_seconds where it polls.
 -- Touches: nothing.
@@ -13,13 +13,13 @@ PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 VALUES
-    -- Promotion session -> episodic -> semantic / procedural (seed 003 §9.1).
+    -- Promotion session -> episodic -> semantic / procedural (docs/design.md §Lifecycle).
     ('promotion', true, '*/15 * * * *', 0),
-    -- Session expiry, memory TTLs, demotion by activity (seed 003 §9.2).
+    -- Session expiry, memory TTLs, demotion by activity (docs/design.md §Lifecycle).
     ('expiry', true, '7 * * * *', 0),
     -- Lower fidelities and declared losses for new memories.
     ('summaries', true, '*/5 * * * *', 0),
-    -- History compaction of sessions past 2x their context window (seed 003 §9.3).
+    -- History compaction of sessions past 2x their context window (docs/design.md §Lifecycle).
     ('compaction', true, '*/10 * * * *', 0),
     -- History partitions: months ahead created, fully compacted months past retention detached.
     ('partitions', false, '17 3 * * *', 0),

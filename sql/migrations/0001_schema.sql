@@ -1,4 +1,4 @@
--- 0001: the data planes of DESIGN.md. Runs once (recorded in
+-- 0001: the data planes (docs/design.md §Planes). Runs once (recorded in
 -- mnemo_internal.schema_migrations). Every tenant table is hash-partitioned by
 -- tenant_id and every primary key includes tenant_id, so one tenant's work stays in
 -- one partition per table (and the tables can be distributed by Citus unchanged).

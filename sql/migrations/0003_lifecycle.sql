@@ -2,7 +2,7 @@
 -- run ledger of the sweeps, the marker that tells a crash wiped working memory, and
 -- the schema where history partitions past retention are parked once detached.
 
--- One row per history compaction (seed 003 §7.3): which span became which summary
+-- One row per history compaction (docs/design.md §Lifecycle): which span became which summary
 -- message and summary memory, and the compaction ratio rho = removed / summary tokens.
 CREATE TABLE mnemo.compaction_log (
     tenant_id text NOT NULL,
@@ -24,9 +24,9 @@ CREATE TABLE mnemo.compaction_log (
 ) PARTITION BY HASH (tenant_id);
 CREATE INDEX compaction_log_session_idx ON mnemo.compaction_log (tenant_id, session_id, created_at);
 COMMENT ON TABLE mnemo.compaction_log IS
-'History compactions: span, summary message and memory, tokens removed, ratio (seed 003 7.3).';
+'History compactions: span, summary message and memory, tokens removed, ratio (docs/design.md §Lifecycle).';
 
--- Expired memories: the row as it was when the expiry sweep deactivated it (§5.3).
+-- Expired memories: the row as it was when the expiry sweep deactivated it.
 CREATE TABLE mnemo.memory_archive (
     tenant_id text NOT NULL,
     memory_id bigint NOT NULL,

@@ -1,4 +1,4 @@
--- 0014: the relevance accumulator R_acc(m) of seed 003 §5.2 (the running sum of the
+-- 0014: the relevance accumulator R_acc(m) of docs/design.md §Lifecycle (the running sum of the
 -- scores a memory was retrieved with) moves to mnemo.memory_access, beside the
 -- access count it is averaged over (issue 20, defect 4). On mnemo.memories it was
 -- read by promotion but written by nothing, so U(m) was 0 and no memory was ever
@@ -11,7 +11,7 @@ ADD COLUMN relevance_accumulator double precision NOT NULL DEFAULT 0,
 ADD CONSTRAINT memory_access_relevance_accumulator_check
 CHECK (relevance_accumulator >= 0 AND relevance_accumulator <= access_count);
 COMMENT ON COLUMN mnemo.memory_access.relevance_accumulator IS
-'Sum of the compile scores (each in [0, 1]) the memory was sent with: R_acc of seed 003 §5.2.';
+'Sum of the compile scores (each in [0, 1]) the memory was sent with: R_acc of docs/design.md §Lifecycle.';
 
 -- Values set by hand before (nothing else wrote them), within the new bounds.
 UPDATE mnemo.memory_access AS a

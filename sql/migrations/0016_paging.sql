@@ -1,11 +1,11 @@
--- 0016: paging (issue 22; seed 002 §4-§7, §12-§13, seed 000's fault and fidelity logs).
+-- 0016: paging (issue 22; docs/design.md §Semantic objects and paging).
 -- The context window as a managed cache: a session's history is segmented into
 -- semantic objects (a tool call with its results, a stretch of conversation), each
 -- with a per-session residency (its fidelity in the context now, and until which turn
 -- it is pinned there). The objects refer to the messages and memories they are made
 -- of: nothing is copied. Every residency change is a fidelity_log row, every fault a
 -- fault_log row (both tables exist since 0001; nothing wrote them until now).
--- Fidelities are named, not numbered (DESIGN.md): full (L0), detail (L1), compact
+-- Fidelities are named, not numbered (docs/design.md §Fidelity ladder): full (L0), detail (L1), compact
 -- (L2), stub (L3), evicted (L4).
 
 CREATE SEQUENCE mnemo.semantic_objects_object_id_seq;
@@ -47,7 +47,7 @@ CREATE INDEX semantic_objects_output_idx ON mnemo.semantic_objects (tenant_id, s
 WHERE output_hash IS NOT NULL;
 CREATE INDEX semantic_objects_messages_idx ON mnemo.semantic_objects USING gin (message_ids);
 COMMENT ON TABLE mnemo.semantic_objects IS
-'Semantic objects of a session (seed 002 §5): tool calls with their results, conversation phases, plans.';
+'Semantic objects of a session: tool calls with their results, conversation phases, plans.';
 
 -- Per-session residency: changed only by the fidelity manager (plpy/mnemo_db/paging/).
 CREATE TABLE mnemo.object_residency (
@@ -80,7 +80,7 @@ CREATE TABLE mnemo.object_links (
 ) PARTITION BY HASH (tenant_id);
 CREATE INDEX object_links_dst_idx ON mnemo.object_links (tenant_id, dst_object_id);
 COMMENT ON TABLE mnemo.object_links IS
-'Typed relationships between semantic objects (seed 002 §5.3).';
+'Typed relationships between semantic objects (docs/design.md §Semantic objects and paging).';
 
 -- A session's paging state: the zone of its last compile and the user turn whose goal
 -- shift was last applied (a goal shift is applied once).

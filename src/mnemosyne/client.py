@@ -204,7 +204,7 @@ class SqlApi:
     def build_acb(self, tenant_id: str, session_id: uuid.UUID | str, query_text: str | None = None,
                   *, max_tokens: int | None = None, channel: str | None = None,
                   intent: str | None = None, agent_id: str | None = None, **options: Any) -> dict:
-        """Seed 004's Active Context Bundle: sections with refs, plus the messages (mnemo.build_acb)."""
+        """The Active Context Bundle: sections with refs, plus the messages (mnemo.build_acb)."""
         return self._call(
             "SELECT mnemo.build_acb(%(t)s, %(s)s, %(q)s, %(mt)s, %(ch)s, %(i)s, %(a)s, %(o)s)",
             {"t": tenant_id, "s": session_id, "q": query_text, "mt": max_tokens, "ch": channel,

@@ -1,7 +1,7 @@
-"""Mnemosyne's MCP server (seed 004 §9), on the official `mcp` SDK: stdio and
+"""Mnemosyne's MCP server (docs/design.md §Surfaces), on the official `mcp` SDK: stdio and
 streamable HTTP. Each tool is one call of the SQL API through the async client.
 
-Identity (seed 004 §2.2): every tool takes optional tenant_id, session_id, agent_id
+Identity (docs/design.md §Identity): every tool takes optional tenant_id, session_id, agent_id
 and channel; what a call leaves out comes from the server's configuration
 (`mnemo mcp --tenant ... --session ... --agent ... --channel ...`, or MNEMO_TENANT,
 MNEMO_SESSION, MNEMO_AGENT, MNEMO_CHANNEL). A call that needs a session and names
@@ -9,7 +9,7 @@ none, on a server configured with none, gets one session per (tenant, agent,
 channel), started on first use and kept for the server's life.
 
 A tool is a method of :class:`MemoryTools` plus an entry in :data:`TOOLS`. The
-paging tools (memory_query, memory_restore, memory_release; seed 002 §7.4) work on
+paging tools (memory_query, memory_restore, memory_release; docs/design.md §Phantom tools) work on
 the session's semantic objects, whose ids (obj:N, msg:N, mem:N) the compiled context
 and memory_objects show.
 """
@@ -73,7 +73,7 @@ ChannelArg = Annotated[str | None, Field(description="private, team, public or a
 
 @dataclass
 class Identity:
-    """The server's defaults for seed 004's request identity."""
+    """The server's defaults for the request identity (docs/design.md §Identity)."""
 
     tenant: str | None = None
     session: str | None = None
@@ -183,7 +183,7 @@ class MemoryTools:
         tenant_id: TenantArg = None, session_id: SessionArg = None,
         agent_id: AgentArg = None, channel: ChannelArg = None,
     ) -> dict[str, Any]:
-        """Record one event of the conversation (seed 004 §4.1): what was said, a tool
+        """Record one event of the conversation (docs/design.md §Surfaces): what was said, a tool
         call or its result, a decision, a task update or an artifact. Returns its
         event_id (and the ids of the rows it wrote)."""
         tenant = self._tenant(tenant_id)
@@ -203,7 +203,7 @@ class MemoryTools:
         tenant_id: TenantArg = None, session_id: SessionArg = None,
         agent_id: AgentArg = None, channel: ChannelArg = None,
     ) -> dict[str, Any]:
-        """Build the Active Context Bundle for the next model call (seed 004 §5.1):
+        """Build the Active Context Bundle for the next model call (docs/design.md §Surfaces):
         sections (rules, recent_window, session_summary, retrieved_evidence,
         relevant_decisions) of ready-to-prompt text with their refs, omissions,
         provenance, and the OpenAI messages to send as they are."""

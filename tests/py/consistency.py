@@ -17,7 +17,7 @@ SUPERSEDED_BY_REWIND = """(m.is_compacted AND EXISTS (SELECT FROM mnemo.transcri
                 WHERE t.tenant_id = m.tenant_id AND t.session_id = m.session_id
                     AND m.message_id <> ALL (t.message_ids)))"""
 
-# A compaction's summary message (the compaction sweep, lifecycle_db: turn -1, a
+# A compaction's summary message (the compaction sweep, lifecycle.sweeps: turn -1, a
 # system message in place of the span it summarizes; its summary memory is what is
 # embedded and recalled). pg_cron's sweep may compact a fuzzed session at any time.
 COMPACTION_SUMMARY = "(m.turn_index = -1 AND m.role = 'system' AND m.metadata ? 'compaction')"

@@ -1,4 +1,4 @@
-"""Checks shared by the lifecycle tests: the promises of declared losses (seed 002 §6)."""
+"""Checks shared by the lifecycle tests: the promises of declared losses (docs/design.md §Fidelity ladder)."""
 
 from __future__ import annotations
 
@@ -39,5 +39,5 @@ def check_levels(full: str, levels: dict) -> None:
         above_tokens, above_dropped, above_fault = lv["tokens"], listed, losses["fault_when"]
     stub = levels["stub"]["text"]
     assert "\n" not in stub
-    # seed 002 §6.1 format, unless the text is shorter than the shortest stub ("[kind]")
+    # the stub format, unless the text is shorter than the shortest stub ("[kind]")
     assert stub.startswith("[") and stub.endswith("]") or stub == " ".join(full.split())

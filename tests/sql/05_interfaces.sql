@@ -93,7 +93,7 @@ CREATE TEMP TABLE tap_acb AS
 SELECT mnemo.build_acb('tap_if', 'e0000000-0000-4000-8000-000000000001', 'deploy target', 2000, NULL, 'knowledge',
     'tap-agent', '{"log": false}') AS b;
 SELECT ok((SELECT b ?& ARRAY['acb_id', 'budget_tokens', 'token_used_est', 'sections', 'omissions', 'provenance',
-    'messages', 'tools'] FROM tap_acb), 'build_acb has seed 004''s keys and the messages');
+    'messages', 'tools'] FROM tap_acb), 'build_acb has the bundle''s keys and the messages');
 SELECT is((SELECT (b ->> 'budget_tokens')::integer FROM tap_acb), 2000, 'build_acb: max_tokens is the budget');
 SELECT is((SELECT jsonb_agg(s ->> 'name') FROM tap_acb, jsonb_array_elements(b -> 'sections') AS s),
     '["rules", "recent_window", "retrieved_evidence"]'::jsonb, 'build_acb: rules, recent window, evidence');

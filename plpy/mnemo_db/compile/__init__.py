@@ -1,6 +1,6 @@
 """compile_context: the token-budgeted context for an agent's next model call.
 
-DESIGN.md "The read path" is the specification. The compile runs as named phases
+docs/design.md §Compile is the specification. The compile runs as named phases
 (phases.py), each reading what the one before produced; compiler.py runs them inside
 PL/Python (the body of mnemo.compile_context_bundle). The modules:
 

@@ -180,14 +180,14 @@ def repeats_history(items: list[Item], derived_from: dict[str, frozenset[str]], 
 def repeats_block(chosen: list[Item], derived_from: dict[str, frozenset[str]]) -> set[str]:
     """The chosen memories, pinned ones aside, all of whose source messages the block
     also holds whole: the block would say the same thing twice (a recalled turn and
-    the note made of it, 31 % of the memory lines at 1k tokens on LoCoMo). The turn
+    the note made of it). The turn
     stays: it is what was said, under its own day line; the note only restates it."""
     whole = {i.source for i in chosen if i.source.startswith("msg:") and i.options[i.chosen].fidelity == "full"}
     return repeats_history(chosen, derived_from, whole)
 
 
 # Packings of the memory block at most: each may choose new turns that make more notes
-# repeat them (on LoCoMo at 1k tokens, three left 13 of 436 repeats)
+# repeat them, and few are left after three
 BLOCK_PACKINGS = 3
 
 
@@ -270,7 +270,7 @@ def omissions_after(items: list[Item], chosen: list[Item], in_history: set[str],
 
 def report_items(chosen: list[Item], pick: HistoryPick, rank: dict[str, int]) -> list[dict]:
     """The report's items; a memory item's rank is its place by value among the
-    candidates (1: the most valuable), its score the seed 003 §6.2 score."""
+    candidates (1: the most valuable), its score the score of docs/design.md §Scoring."""
     return (
         [{"section": "memory", "source": i.source, "kind": i.kind,
           "fidelity": i.options[i.chosen].fidelity, "tokens": i.options[i.chosen].tokens,
@@ -289,12 +289,13 @@ def retriever_counts(candidates: list[dict]) -> dict:
 
 
 def decide(session: Session, history: list[dict], plan: Plan, candidates: list[dict],
-           previous: list[tuple[str, str]], query: str | None,
+           previous: list[tuple[str, str]], query: str | None, recall_scope: dict | None = None,
            line_counter: Callable[[list[str]], list[int]] = count_lines) -> dict:
     """The context bundle: messages, phantom tools and the report (without ids).
     previous: the session's previous context's memory items (source, fidelity), in
-    their order. line_counter counts the full lines of candidates without stored
-    text_tokens (count_lines, or an equivalent that counts on two threads)."""
+    their order. recall_scope: the report's account of it (phases.recall_scope).
+    line_counter counts the full lines of candidates without stored text_tokens
+    (count_lines, or an equivalent that counts on two threads)."""
     opts, budget, weights = session.options, session.budget, session.weights
     available = budget.available
 
@@ -315,13 +316,13 @@ def decide(session: Session, history: list[dict], plan: Plan, candidates: list[d
     # Memories within B - history, greedy knapsack over fidelities; an evicted turn of
     # this session is not recalled either (paging: memory_query and memory_restore reach it)
     items = memory_candidates(all_items, in_history | evicted_sources(plan.prepared), opts["max_items"])
-    mem_budget = available - pick.tokens - summary_tokens
-    if opts["cap_memory"] is not None:
-        mem_budget = min(mem_budget, opts["cap_memory"])
+    mem_budget = min(available - pick.tokens - summary_tokens, plan.memory_limit)
     order = block_order(previous)
     items, chosen, repeated_in_block = pack_block(items, mem_budget, order, derived)
 
-    # Unused memory budget flows back to history
+    # Unused memory budget flows back to history: packed again, wider, when the first
+    # packing cut or degraded it (the memories are chosen by then; what the wider
+    # history now holds leaves the block)
     mem_tokens = memory_block_tokens(chosen)
     degraded = any(f not in ("full", "withheld") for _, f, _ in pick.fidelities)
     if (pick.dropped_units or degraded) and opts["cap_history"] is None:
@@ -332,8 +333,7 @@ def decide(session: Session, history: list[dict], plan: Plan, candidates: list[d
             in_history = history_sources(pick) | repeated
             chosen = [i for i in chosen if i.source not in in_history]
 
-    mem_limit = opts["cap_memory"] if opts["cap_memory"] is not None else available
-    chosen, mem_tokens = drop_to_fit(chosen, available - pick.tokens - summary_tokens, mem_limit)
+    chosen, mem_tokens = drop_to_fit(chosen, available - pick.tokens - summary_tokens, plan.memory_limit)
 
     # Assemble
     used = mem_tokens + summary_tokens + pick.tokens
@@ -372,6 +372,6 @@ def decide(session: Session, history: list[dict], plan: Plan, candidates: list[d
                 "sensitivity_allowed": list(CHANNEL_SENSITIVITY[opts["channel"]]),
                 "scoring": {k: weights[k] for k in sorted(weights)},
                 "history_first_turn": pick.first_kept_turn,
-            },
+            } | ({"recall_scope": recall_scope} if recall_scope is not None else {}),
         } | ({"paging": paging_report(plan)} if plan.paging is not None else {}),
     }

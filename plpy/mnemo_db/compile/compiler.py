@@ -14,31 +14,30 @@ from typing import Any
 from .. import embedding
 from ..paging import residency
 from . import phases
-from .bundle import decide
 from .packing import count_lines_split
 from .rows import dumps
 from .statements import STATEMENTS, TENANT_STATEMENTS, for_tenant
 
 # The switch interval the compile's threads run under: the embedding thread needs the
 # GIL to start the encoder and to hand back its output, and with Python's default
-# (5 ms) it waited behind the compile's own Python work (docs/performance.md).
+# it waited behind the compile's own Python work (docs/performance.md).
 SWITCH_INTERVAL_S = 0.0002
 # Plans of statements prepared per tenant (statements.TENANT_STATEMENTS) kept per backend.
 TENANT_PLANS = 64
 # A backend's first compiles plan their statements for the tenant at hand (custom
 # plans, mnemo_internal.compile_context's plan_cache_mode): the other tenants' hash
-# partitions are pruned at planning, so a new backend's first compile plans in ~80 ms
-# instead of ~200 and the backend keeps ~20 MB less of plans and relation caches.
-# Each such compile plans anew (~5 ms). From this many on, the backend has shown that
-# it lives long: it switches to generic plans, built once (~125 ms, every partition)
-# and reused. Custom planning has then cost about what the generic build does, so a
-# backend never pays much more than twice the better of the two (ski rental).
+# partitions are pruned at planning, so a new backend plans less and keeps less.
+# Each such compile plans anew. From this many on, the backend has shown that it
+# lives long: it switches to generic plans, built once over every partition and
+# reused. Custom planning has then cost about what the generic build does, so a
+# backend never pays much more than twice the better of the two (ski rental; the
+# costs: docs/performance.md, "Figures behind code comments").
 GENERIC_PLANS_AFTER = 20
 # The compiles that build a backend's caches (its first: the compiler's first plans and
 # the catalog entries behind them; the first with generic plans) free more than they
 # keep: parse trees, planner scratch. glibc keeps freed heap pages for the life of the
 # backend unless asked; handing them back after these two compiles lowers a backend's
-# resident memory by 5-8 MB (issue 20; docs/performance.md) for ~1 ms, twice a backend.
+# resident memory for little time, twice a backend (docs/performance.md).
 TRIM_AFTER_COMPILES = (1, GENERIC_PLANS_AFTER + 1)
 
 
@@ -102,63 +101,29 @@ class Compiler:
         # walks it (docs/performance.md: the latency tail).
         gc.freeze()
 
-    def _embed_async(self, query: str | None) -> embedding.PendingEmbedding | None:
+    def start(self, query: str) -> embedding.PendingEmbedding:
         """Starts embedding the query on the pool's thread (embedding.Embedder.start:
         tokenized here, the thread runs only the encoder, without the GIL) and returns
-        once the encoder runs."""
-        return self.embedder.start(query, self.pool) if query else None
+        once the encoder runs (phases.QueryEmbedder)."""
+        return self.embedder.start(query, self.pool)
+
+    def embed(self, texts: list[str]):
+        return self.embedder.embed(texts)
 
     def compile(self, tenant_id: str, session_id: str, query: str | None, options_json: str | None,
                 messages_only: bool = False) -> str:
         """The bundle as JSON text (the messages alone if messages_only)."""
         watch = Stopwatch()
-        db = self.db
         self.compiles += 1
         if self.compiles > GENERIC_PLANS_AFTER:
-            db.plpy.execute(self.generic_plans)  # until this call returns (is_local)
-        if session_id is None:
-            phases.fail(db, "session_id is required")
-        # The embedding is the largest single cost of a compile: it starts before
-        # anything else and runs while the phases below read.
-        cut = phases.query_cut(query)
-        query = phases.search_query(query, False)
-        pending = self._embed_async(query)
-        session = phases.read_session(db, tenant_id, session_id, options_json)
-        searched = phases.search_query(query, session.redacting)
-        if searched != query:
-            # redaction changed the query: the redacted text is what is searched for
-            query, pending = searched, self._embed_async(searched)
-        watch.lap("session")
-        history = phases.read_history(db, session)
-        if query is None:
-            query, cut = phases.default_query(db, session)
-            pending = self._embed_async(query)
-        plan = phases.plan(session, history, query, db)
-        watch.lap("history")
-        pool, previous = phases.read_pool(db, session, plan, query,
-                                          lambda: pending.result()[0] if pending else None)
-        watch.lap("lexical")
-        query_vector = pending.result()[0] if pending else None
-        nameless_vector = phases.nameless_vector(query, pool, query_vector, self.embedder.embed)
-        watch.lap("embedding_wait")
-        cosine = phases.cosines(pool, query_vector, nameless_vector)
-        watch.lap("vector")
-        candidates = phases.read_candidates(db, session, plan, pool, cosine)
-        watch.lap("candidates")
-        bundle = decide(session, history, plan, candidates, previous, query, self.count_lines)
-        watch.lap("pack")
-        report = bundle["report"]
-        report["provenance"]["recall_scope"] = phases.recall_scope(session, pool)
-        if cut:
-            report["provenance"]["query_cut"] = cut
-        latency = watch.elapsed_ms()
-        context_id = phases.log(db, session, query, report, latency)
-        phases.write_paging(db, session, plan)
-        watch.lap("log")
+            self.db.plpy.execute(self.generic_plans)  # until this call returns (is_local)
+        done = phases.run(self.db, tenant_id, session_id, query, options_json, self, self.count_lines,
+                          watch.lap, watch.elapsed_ms)
+        bundle, report = done.bundle, done.bundle["report"]
         report["timings_ms"] = watch.laps
-        report["context_id"] = context_id
+        report["context_id"] = done.context_id
         report["session_id"] = session_id
-        report["latency_ms"] = round(latency, 3)
+        report["latency_ms"] = round(done.latency_ms, 3)
         if self.compiles in TRIM_AFTER_COMPILES:
             embedding.release_freed_memory()
         return dumps(bundle["messages"] if messages_only else bundle)

@@ -6,7 +6,8 @@ from __future__ import annotations
 import functools
 from datetime import datetime
 
-from .. import summarize, tokens
+from .. import tokens
+from ..lifecycle import summarize
 
 # The extractive levels of a text, memoised per backend: stored messages never change,
 # and an agent compiles the same session before every model call, so without this the

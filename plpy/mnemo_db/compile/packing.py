@@ -12,7 +12,8 @@ from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from .. import summarize, tokens
+from .. import tokens
+from ..lifecycle import summarize
 from .levels import summary_levels, when
 from .policy import LOWER_FIDELITY_MAX_SHARE, MEMORY_HEADER, MESSAGE_SUMMARY_MIN_TOKENS
 
@@ -58,7 +59,7 @@ class Item:
 
     def __post_init__(self):
         ts = self.created_at
-        self.day = ts.date().isoformat() if ts else None  # (strftime: 4x slower)
+        self.day = ts.date().isoformat() if ts else None  # (faster than strftime)
 
 
 def item_label(c: dict) -> str:

@@ -1,23 +1,29 @@
 """compile_context as named phases, each reading what the one before produced:
 
-    read_session -> read_history -> plan -> read_pool -> read_candidates -> decide -> log
+    read_session -> resolve_query -> read_history -> plan -> read_pool
+        -> read_candidates -> decide -> log
+
+run() is that list, the one the Compiler (PL/Python) and bench/context.py (psycopg,
+EXPLAIN) both run:
 
 - read_session: the tenant, the options (checked once, options.py), the session and
   its budget B (policy.Budget, decided once: it bounds what the history read fetches);
-- read_history: the active history within reach of B (and default_query, the last
-  user message, when the caller gave no query);
-- plan: the task type, the memory and history shares of B, the messages that will
-  surely be verbatim (not candidates) and the memory room the pool must fill, each
-  decided once, here;
+- resolve_query: the query as searched for and logged (stripped, redacted where the
+  tenant redacts; the last user message when the caller gave none), decided once; the
+  one embedding of it starts here and runs while the next phases read;
+- read_history: the active history within reach of B;
+- plan: the task type, the memory and history shares of B, the memory block's limit,
+  the messages that will surely be verbatim (not candidates) and the memory room the
+  pool must fill, each decided once, here;
 - read_pool: what the tenant's memories and messages offer the query (lexical signals,
   stored vectors), read while the query is embedded; cosines once it is;
 - read_candidates: the fused candidates, fetched in full;
 - decide: the bundle (bundle.py), free of database access;
-- log: the context_log row.
+- log: the context_log row, and paging's residency changes.
 
 The phases reach the database through a Database (run a statement of
 statements.STATEMENTS by name): the Compiler's is PL/Python's prepared plans, and
-bench/context.py runs the same phases through its own to EXPLAIN each statement.
+bench/context.py's EXPLAINs each statement.
 """
 
 from __future__ import annotations
@@ -26,15 +32,17 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, NoReturn, Protocol
+from typing import Any, NamedTuple, NoReturn, Protocol
 
 import numpy as np
 
 from .. import redact
 from ..paging import residency
 from . import rows, statements
+from .bundle import decide
 from .history import PreparedHistory, pack_history, verbatim_message_ids
 from .options import OptionError, as_of_text, options_object, parse_options
+from .packing import count_lines
 from .policy import (
     CHANNEL_SENSITIVITY,
     Budget,
@@ -109,6 +117,7 @@ class Plan:
     task: str
     memory_share: int
     history_share: int  # before the pinned items' reserve (decide)
+    memory_limit: int  # the memory block's tokens at most: the memory cap, else B
     exclude: list[int]  # messages surely in the verbatim history: not candidates
     prepared: PreparedHistory
     room: int  # tokens the memory block can get at most: what the pool must fill
@@ -139,6 +148,14 @@ def query_cut(query: str | None) -> dict | None:
     """What the report says of a query longer than QUERY_MAX_CHARS (None: not cut)."""
     n = len(query.strip()) if query else 0
     return {"chars": n, "searched_chars": QUERY_MAX_CHARS} if n > QUERY_MAX_CHARS else None
+
+
+def resolve_query(db: Database, session: Session, query: str | None) -> tuple[str | None, dict | None]:
+    """The query the compile searches for, embeds and logs: the caller's, else the
+    last user message the channel may see (search_query: cut, stripped, redacted),
+    and query_cut's report of it."""
+    searched = search_query(query, session.redacting)
+    return (searched, query_cut(query)) if searched else default_query(db, session)
 
 
 def read_session(db: Database, tenant_id: str, session_id: str, options_json: str | None) -> Session:
@@ -216,12 +233,11 @@ def plan(session: Session, history: list[dict], query: str | None, db: Database 
                 # the resident history is what paging kept within the window: the
                 # history share must not degrade it again by age (prefix stability)
                 b_hist = min(max(b_hist, paging.tokens), available)
-    # memories get B minus what the history uses
-    room = available - pack_history(prepared, b_hist).tokens
-    if opts["cap_memory"] is not None:
-        room = min(room, opts["cap_memory"])
+    # memories get B minus what the history uses, within their limit
+    limit = available if opts["cap_memory"] is None else opts["cap_memory"]
+    room = min(available - pack_history(prepared, b_hist).tokens, limit)
     return Plan(task=task, memory_share=memory_share(available, task, opts["cap_memory"]),
-                history_share=b_hist, exclude=verbatim_message_ids(history, b_hist),
+                history_share=b_hist, memory_limit=limit, exclude=verbatim_message_ids(history, b_hist),
                 prepared=prepared, room=room, paging=paging, asks_when=temporal_intent(query),
                 date_ranges=tuple(date_ranges(query, session.now)))
 
@@ -304,8 +320,7 @@ def nameless_vector(query: str | None, pool: CandidatePool, query_vector: np.nda
     """The vector of the query without the speakers it names (nameless_query), as the
     query's vector less its component along each name's own vector, length 1. The
     names' vectors are a backend's after their first compile (embedding.Embedder.recall),
-    where embedding the nameless text costs an encoder run per compile (~2.5 ms of CPU;
-    LoCoMo recall@10 0.805 with the nameless text's own vector, 0.801 with this)."""
+    where embedding the nameless text costs an encoder run per compile."""
     if query_vector is None or nameless_query(query, pool) is None:
         return None
     v = np.asarray(query_vector, dtype=np.float64)
@@ -320,8 +335,7 @@ def nameless_query(query: str | None, pool: CandidatePool) -> str | None:
     (retrieval.without_names). Half of the content match is to this text: the full
     query's vector alone leans to the lines that name the person, mostly said to
     them ("Thanks, Tim!"), over what the person said. Half, not all of it: a name can
-    be what a line is about (LoCoMo recall@10, multi-hop: 0.472 with the full query,
-    0.497 with the nameless one alone, 0.501 with both)."""
+    be what a line is about."""
     return without_names(query, pool.speakers)
 
 
@@ -349,3 +363,59 @@ def log(db: Database, session: Session, query: str | None, report: dict, latency
         report["tokens"]["total"], rows.dumps(report["tokens"]), rows.dumps(report["items"]),
         rows.dumps(report["omissions"]), rows.dumps(report["provenance"]), latency_ms,
     ])[0]["context_id"]
+
+
+class QueryEmbedder(Protocol):
+    """What run() embeds with: the query, once, on the side (start: a pending result
+    whose result()[0] is the vector), and the few names a query holds (embed)."""
+
+    def start(self, query: str) -> Any: ...
+
+    def embed(self, texts: list[str]) -> np.ndarray: ...
+
+
+class Compiled(NamedTuple):
+    """What run() produced: the bundle (without ids, timings and latency: the
+    caller's), the context_log row's id, the latency it records, and what it was
+    made from."""
+    bundle: dict
+    context_id: int | None
+    latency_ms: float
+    session: Session
+    plan: Plan
+    query: str | None
+
+
+def run(db: Database, tenant_id: str, session_id: str | None, query: str | None, options_json: str | None,
+        embedder: QueryEmbedder, line_counter: Callable[[list[str]], list[int]] = count_lines,
+        lap: Callable[[str], None] = lambda phase: None,
+        elapsed_ms: Callable[[], float] = lambda: 0.0) -> Compiled:
+    """The compile: every phase in its order. lap(name) marks the end of each timed
+    step (the report's timings_ms); elapsed_ms is the latency the log row records."""
+    if session_id is None:
+        fail(db, "session_id is required")
+    session = read_session(db, tenant_id, session_id, options_json)
+    query, cut = resolve_query(db, session, query)
+    pending = embedder.start(query) if query else None  # runs while the phases below read
+    lap("session")
+    history = read_history(db, session)
+    planned = plan(session, history, query, db)
+    lap("history")
+    pool, previous = read_pool(db, session, planned, query, lambda: pending.result()[0] if pending else None)
+    lap("lexical")
+    query_vector = pending.result()[0] if pending else None
+    nameless = nameless_vector(query, pool, query_vector, embedder.embed)
+    lap("embedding_wait")
+    cosine = cosines(pool, query_vector, nameless)
+    lap("vector")
+    candidates = read_candidates(db, session, planned, pool, cosine)
+    lap("candidates")
+    bundle = decide(session, history, planned, candidates, previous, query, recall_scope(session, pool), line_counter)
+    if cut:
+        bundle["report"]["provenance"]["query_cut"] = cut
+    lap("pack")
+    latency = elapsed_ms()
+    context_id = log(db, session, query, bundle["report"], latency)
+    write_paging(db, session, planned)
+    lap("log")
+    return Compiled(bundle, context_id, latency, session, planned, query)

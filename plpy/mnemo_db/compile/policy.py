@@ -1,6 +1,6 @@
 """compile_context's policy: the tables that say what a context may hold and how it
-is split, and the small rules over them (task type, budget, score). Seed 003 §6 and
-DESIGN.md "The read path" are the specification."""
+is split, and the small rules over them (task type, budget, score). docs/design.md §Compile
+is the specification."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from ..vocabulary import provenance_authority
 
 FIDELITIES = ("full", "detail", "compact", "stub")
 
-# Seed 003 §6.1: share of B for memories and for history, by task type. The tool-heavy
+# docs/design.md §Budget: share of B for memories and for history, by task type. The tool-heavy
 # row reserves 20 % "for tool results in working memory": here tool results live in
 # the history, so that share goes to history.
 BUDGET_SPLIT = {
@@ -26,7 +26,7 @@ BUDGET_SPLIT = {
 }
 TASK_TYPES = tuple(BUDGET_SPLIT)
 
-# Seed 003 §6.2 defaults; a tenant overrides any of them in tenants.config->'scoring'.
+# docs/design.md §Scoring defaults; a tenant overrides any of them in tenants.config->'scoring'.
 DEFAULT_WEIGHTS = {
     "w_relevance": 0.45,
     "w_freshness": 0.20,
@@ -36,20 +36,14 @@ DEFAULT_WEIGHTS = {
     # Relevance fuses the retrievers: (1 - lexical) * cosine + lexical * normalised
     # BM25, plus a bonus for tag / entity matches, plus `neighbour` times the best
     # adjacent turn's relevance (a reply means little without the turn it answers).
-    # Measured on LoCoMo recall@10: cosine alone 0.45, BM25 alone 0.57, fused 0.63,
-    # with neighbours 0.69.
     "lexical": 0.30,
-    # A speaker or entity the query names is a tie-breaker, not a topic: at 0.25 a
-    # named person's unrelated turns outranked another speaker's close match (LoCoMo's
-    # adversarial questions, which name the wrong person: recall@10 0.780 against
-    # 0.811 at 0.10, with neighbours lent no tag bonus; categories 1-4 0.770 -> 0.771).
+    # A speaker or entity the query names is a tie-breaker, not a topic: larger, a
+    # named person's unrelated turns outranked another speaker's close match.
     "tag_bonus": 0.10,
     "neighbour": 0.50,
     # A message gains `context` times the best content match among the few turns
     # either side (retrieval.nearby_best), and `length` times its length against the
-    # median turn's, a log ratio (retrieval.length_prior). Measured on LoCoMo
-    # recall@10 (categories 1-4): 0.771 -> 0.783 with the length prior, 0.792 with both;
-    # multi-hop 0.451 -> 0.472, adversarial 0.811 -> 0.864.
+    # median turn's, a log ratio (retrieval.length_prior): a short turn says little.
     "context": 0.20,
     "length": 0.10,
     # For a question that asks when, a line that dates something ("yesterday", "last
@@ -67,7 +61,7 @@ DEFAULT_WEIGHTS = {
     # Packing values an item by its score times exp((relevance - best) / temperature).
     "temperature": 0.05,
 }
-# Which sensitivities each channel may see (seed 004 §6); `secret` never.
+# Which sensitivities each channel may see (docs/design.md §Channels); `secret` never.
 CHANNEL_SENSITIVITY = {
     "private": ("none", "low", "high"),
     "team": ("none", "low"),
@@ -98,7 +92,7 @@ CHANNEL_SOURCES = {
 RECALL_SCOPES = ("tenant", "agent")
 DEFAULT_RECALL_SCOPE = "tenant"
 # Share of the history budget for each fidelity zone, newest zone first; what a zone
-# leaves unused flows to the next one. Degrade before dropping (DESIGN.md step 2).
+# leaves unused flows to the next one. Degrade before dropping (docs/design.md §Budget).
 HISTORY_ZONES = (("full", 0.60), ("detail", 0.20), ("compact", 0.12), ("stub", 0.08))
 # Recalled messages shorter than this enter the memory block verbatim or not at all.
 MESSAGE_SUMMARY_MIN_TOKENS = 200
@@ -161,7 +155,7 @@ _QUESTION_RE = re.compile(
 
 
 def classify_task(query: str | None, history: list[dict], has_memories: bool) -> str:
-    """Seed 003 §6.1 task type from the query and the recent turns."""
+    """The task type (docs/design.md §Budget) from the query and the recent turns."""
     recent = history[-RECENT_TURNS:]
     if not history:
         return "new_session" if has_memories else "continuation"
@@ -232,7 +226,7 @@ def relevance_of(c: dict, w: dict) -> float:
 
 
 def score(c: dict, w: dict, now: datetime, max_access: int, relevance: float) -> float:
-    """Seed 003 §6.2: relevance, freshness, frequency, authority, each in [0, 1].
+    """docs/design.md §Scoring: relevance, freshness, frequency, authority, each in [0, 1].
 
     `relevance`: relevance_of(c, w), c's fused relevance (retrieval.fuse_candidates:
     cosine, BM25, tags, neighbour turns) rescaled to [0, 1]."""

@@ -180,6 +180,13 @@ class CandidatePool:
 BM25_K1, BM25_B = 1.2, 0.75
 
 
+def okapi(idf: float, tf: int, length: float, avgdl: float) -> float:
+    """Okapi BM25 of one term in one document that holds it tf times (BM25_K1,
+    BM25_B): what paging's memory_query ranks the objects' full texts by, where
+    bm25 below counts each term once."""
+    return idf * tf * (BM25_K1 + 1) / (tf + BM25_K1 * (1 - BM25_B + BM25_B * length / avgdl))
+
+
 def bm25(n: int, hit_rows, hit_terms, idf, doc_length, avgdl: float) -> np.ndarray:
     """Okapi BM25 of n documents (BM25_K1, BM25_B, each term counted once): the idf
     of every query lexeme a document contains (hit_rows[i] contains lexeme
@@ -467,7 +474,7 @@ def diversify(pool: CandidatePool, relevance: np.ndarray, discount: float, tie: 
         out[top[k]] = base[k] - discount * closest[k]
         open_[k] = False
         # a row at a time: the whole similarity matrix in one product ran on BLAS's
-        # threads, whose start cost ~10 ms on a loaded machine, ten times the rest
+        # threads, whose start cost more than the rest on a loaded machine
         closest = np.maximum(closest, vectors @ vectors[k])
     return out
 

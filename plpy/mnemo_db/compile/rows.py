@@ -53,7 +53,7 @@ def candidate_pool(r: dict, segments: list[dict], channel: str, as_of_epoch: flo
     message, the name of a speaker the query names. A message's speaker is who said
     it (the tag match); a name in its text is mostly the person it is said to
     ("Thanks, Melanie!"), so counting it ranked the replies to that person over
-    what the person said (LoCoMo recall@10: +1.3 points)."""
+    what the person said."""
     avgdl = r["avgdl"]
     lexemes = list(r["lexemes"] or ())
     own = set(r["query_lexemes"] or ())

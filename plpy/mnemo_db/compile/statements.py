@@ -4,7 +4,7 @@ the phases (phases.py) say what to read, rows.py reads what came back."""
 
 from __future__ import annotations
 
-from .. import summarize
+from ..lifecycle import summarize
 from .policy import CHANNEL_EXCLUDED_KINDS, CHANNEL_SENSITIVITY, CHANNEL_SOURCES, RECENT_TURNS
 from .retrieval import BM25_B, BM25_K1, FREQUENT_GLOBAL, trigram_query
 
@@ -314,7 +314,7 @@ MESSAGE_SEGMENTS_TYPES = ["text", "uuid", "text[]", "text[]", "text", "text"]
 #    (migration 0024: on one graph, memories took almost all of the k nearest).
 #    The query vector is a halfvec parameter, not text cast in the statement: under a
 #    generic plan the cast stayed an expression that the scan evaluated again and
-#    again (8.9 -> 3.3 ms p50 for k = 135 on a 100,000-message tenant).
+#    again.
 # The indexes are partial (WHERE tenant_id = the tenant, and for HNSW the kind): the
 # tenant is written into these two statements' text (TENANT, a quoted literal), each
 # prepared per tenant (TENANT_STATEMENTS, with FREQUENT_MEMORIES below).
@@ -337,10 +337,9 @@ TENANT = "@tenant"
 # words alone is ranked among them by length). Each item found is then matched
 # against every term, so its BM25 is exact. The order matters where the bounds bite:
 # an item's BM25 here is the sum of the idfs of the terms it holds, scaled by its
-# length, so the items of the higher-idf pairs and terms are the better ones. It read
-# every posting before: 13,600 rows (158 ms) for a question naming a speaker in a
-# 100,000-message tenant; then every pair's and 1,000 of each frequent term's: a
-# question of five frequent words read 32,000 rows (260 ms) (docs/performance.md).
+# length, so the items of the higher-idf pairs and terms are the better ones. The
+# bounds keep a question of frequent words from reading what grows with the tenant
+# (docs/performance.md).
 RECALL_POSTINGS = 1000
 RECALL_PAIR_ROWS = 5000
 
@@ -414,10 +413,9 @@ FROM ((SELECT r.is_memory, r.item_id, r.created_at FROM mnemo_internal.recall_in
 
 # The tenant's most used memories, candidates whatever their relevance, by its
 # (tenant_id, access_count) index. Prepared per tenant: with the tenant a parameter, a
-# generic plan took it for an average tenant of ~100 access rows, read every one and
-# sorted them (7,877 rows, 2.6 ms, for a 100,000-message tenant, and growing with
-# what the tenant has used); with the tenant a literal the planner knows its rows and
-# reads the first ones off the index (0.25 ms).
+# generic plan took it for an average tenant, read every access row of the tenant and
+# sorted them (growing with what the tenant has used); with the tenant a literal the
+# planner knows its rows and reads the first ones off the index.
 FREQUENT_MEMORIES = f"""
 SELECT array_agg(a.memory_id) AS memory_id
 FROM (SELECT a.memory_id FROM mnemo.memory_access AS a WHERE a.tenant_id = {TENANT}
@@ -565,8 +563,8 @@ RETURNING context_id
 
 
 # The rows HISTORY reads first: a long session fills B with far fewer rows than B's
-# floor allows (135 of 1,333 at B = 4,000), and reading, windowing and carrying the
-# others took 3.5 ms of 4 (read_history reads on only if these may not fill B).
+# floor allows, and reading, windowing and carrying the others was most of the
+# statement's time (read_history reads on only if these may not fill B).
 HISTORY_FIRST_ROWS = 256
 
 

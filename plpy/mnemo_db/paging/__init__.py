@@ -1,4 +1,4 @@
-"""Paging (issue 22; seed 002 §4-§7, §12-§13): the context window as a managed cache.
+"""Paging (docs/design.md §Semantic objects and paging): the context window as a managed cache.
 
 - sources.py: what a tool call reads or writes (file path and lines, URL), and what
   kind of object its result is (file_context, tool_result, error_context);

@@ -1,4 +1,4 @@
-"""memory_query's answers (seed 002 §7.1): the best lines of the full content of a
+"""memory_query's answers (docs/design.md §Phantom tools): the best lines of the full content of a
 session's objects for a question, within a token budget (offline), or the helper
 LLM's answer over the full content of the top objects. Either way nothing is
 restored: the objects stay at their fidelity."""
@@ -52,6 +52,8 @@ def _pieces(text: str) -> list[str]:
 def rank_sources(question: str, sources: list[Source]) -> list[tuple[float, Source]]:
     """Sources by BM25 of the question's words over their full text, best first (a
     source without any of the words is left out)."""
+    from ..compile.retrieval import okapi  # here: record_message's backends need no numpy
+
     q = set(words(question))
     if not q or not sources:
         return []
@@ -61,8 +63,7 @@ def rank_sources(question: str, sources: list[Source]) -> list[tuple[float, Sour
     scored = []
     for s, d in zip(sources, docs):
         length = sum(d.values())
-        score = sum(math.log(1 + (n - df[w] + 0.5) / (df[w] + 0.5)) * d[w] * 2.2 / (d[w] + 1.2 * (0.25 + 0.75 * length / avg))
-                    for w in q if w in d)
+        score = sum(okapi(math.log(1 + (n - df[w] + 0.5) / (df[w] + 0.5)), d[w], length, avg) for w in q if w in d)
         if score > 0:
             scored.append((score, s))
     scored.sort(key=lambda x: -x[0])

@@ -1,4 +1,4 @@
-"""The fidelity ladder and the fidelity manager's decisions (seed 002 §4, §8, §12),
+"""The fidelity ladder and the fidelity manager's decisions (docs/design.md §Semantic objects and paging),
 free of database access: given a session's objects with their residency and their
 cost at each fidelity, which objects change fidelity, and why.
 
@@ -36,24 +36,24 @@ LEVEL = {f: i for i, f in enumerate(LADDER)}
 ZONES = ("normal", "caution", "warning", "critical", "emergency")
 
 DEFAULTS = {
-    # ratio thresholds of the zones (seed 002 §4)
+    # ratio thresholds of the zones (docs/design.md §Semantic objects and paging)
     "caution": 0.50, "warning": 0.70, "critical": 0.85, "emergency": 0.95,
     # a zone acts until the ratio is at most this (0.40 faulted 4x as often on long
     # generated sessions at 32k for the same reduction: docs/replay.md)
     "target": 0.60,
-    # turns an object stays pinned after a fault or a restore (thrash guard, §12)
+    # turns an object stays pinned after a fault or a restore (thrash guard)
     "pin_turns": 8,
     # newest objects pressure never degrades below full (the working set: agents
     # re-read what they read 3-10 calls before; with 2, most faults were such re-reads)
     "protect_newest": 12,
     # ... and the objects of a source accessed more than once, among the newest this many
     "protect_hot": 30,
-    # §12: conversation phases and small tool results under this merge with their
+    # conversation phases and small tool results under this merge with their
     # neighbour of the same kind
     "min_object_tokens": 500,
-    # consecutive turns below this cosine start a new conversation phase (§5.2)
+    # consecutive turns below this cosine start a new conversation phase
     "topic_shift": 0.70,
-    # consecutive user messages below this cosine are a goal shift (§8.2)
+    # consecutive user messages below this cosine are a goal shift
     "goal_shift": 0.50,
     # a tool_result older than this many tool calls is stale: degraded to `stale_to`
     "stale_after_calls": 8,
@@ -195,8 +195,8 @@ def aging(objects: list[dict], cfg: dict) -> list[Change]:
 
 
 def goal_shift(objects: list[Resident], matching: set[int], cfg: dict) -> list[Change]:
-    """On a goal shift (§8): objects that match the new goal come back to full,
-    resident ones that do not go down a level, never below compact (§12: a goal
+    """On a goal shift: objects that match the new goal come back to full,
+    resident ones that do not go down a level, never below compact (a goal
     misread must be cheap to undo). Pinned and anchored objects stay."""
     changes = []
     for o in objects:

@@ -1,6 +1,6 @@
 """What a tool call touches, read from its name and arguments: the source it reads
 (a file path with the lines read, or a URL), whether it writes that source (an edit),
-and what kind of semantic object its result makes (seed 002 §5.1, strategy A).
+and what kind of semantic object its result makes (docs/design.md §Semantic objects and paging, strategy A).
 Agents name their tools differently (Claude Code's Read/Edit/Bash, SWE-agent's
 open/edit/create, str_replace_editor's view/str_replace, plain shell commands), so
 the rules look at both the tool's name and the shell command it runs, if any."""

@@ -26,225 +26,9 @@ from .. import tokens
 from . import answer as answers
 from . import ladder, sources, tags
 from .ladder import LADDER, LEVEL, Change
-
-OBJECT_COLUMNS = """o.object_id, o.kind, o.message_ids, o.first_turn, o.last_turn, o.source_key,
-    lower(o.source_lines) AS line_first, upper(o.source_lines) - 1 AS line_last,
-    o.source_lines IS NOT NULL AND upper_inf(o.source_lines) AS line_open,
-    o.writes_source, o.label, o.token_count, o.is_open, o.memory_id,
-    r.fidelity, r.pinned_until_turn, r.anchored"""
-FROM_OBJECTS = """FROM mnemo.semantic_objects AS o
-JOIN mnemo.object_residency AS r
-    ON r.tenant_id = o.tenant_id AND r.session_id = o.session_id AND r.object_id = o.object_id"""
+from .statements import STATEMENTS
 
 ELSEWHERE_CANDIDATES = 20  # memory_query's candidates beyond the session (mnemo.search's best)
-STATEMENTS = {
-    "settings": ("SELECT mnemo_internal.setting('paging')::text AS v", []),
-    "latest": ((f"SELECT {OBJECT_COLUMNS} {FROM_OBJECTS} WHERE o.tenant_id = $1 AND o.session_id = $2 "
-               "AND o.memory_id IS NULL ORDER BY o.first_turn DESC, o.object_id DESC LIMIT 1"),
-               ["text", "uuid"]),
-    "by_id": ((f"SELECT {OBJECT_COLUMNS} {FROM_OBJECTS} WHERE o.tenant_id = $1 AND o.session_id = $2 "
-              "AND o.object_id = $3"), ["text", "uuid", "bigint"]),
-    "by_message": ((f"SELECT {OBJECT_COLUMNS} {FROM_OBJECTS} WHERE o.tenant_id = $1 AND o.session_id = $2 "
-                   "AND o.message_ids @> ARRAY[$3]::bigint[]"), ["text", "uuid", "bigint"]),
-    "by_memory": ((f"SELECT {OBJECT_COLUMNS} {FROM_OBJECTS} WHERE o.tenant_id = $1 AND o.session_id = $2 "
-                  "AND o.memory_id = $3"), ["text", "uuid", "bigint"]),
-    "by_call": (f"""SELECT {OBJECT_COLUMNS}, tc.name AS call_name {FROM_OBJECTS}
-JOIN mnemo.tool_calls AS tc ON tc.tenant_id = o.tenant_id AND tc.session_id = o.session_id
-    AND o.message_ids @> ARRAY[tc.message_id]
-WHERE o.tenant_id = $1 AND o.session_id = $2 AND tc.tool_call_id = $3""", ["text", "uuid", "text"]),
-    "by_source": ((f"SELECT {OBJECT_COLUMNS} {FROM_OBJECTS} WHERE o.tenant_id = $1 AND o.session_id = $2 "
-                  "AND o.source_key = $3 AND o.object_id <> $4 ORDER BY o.first_turn DESC, o.object_id DESC"),
-                  ["text", "uuid", "text", "bigint"]),
-    "by_output": ((f"SELECT {OBJECT_COLUMNS} {FROM_OBJECTS} WHERE o.tenant_id = $1 AND o.session_id = $2 "
-                  "AND o.output_hash = $3 AND o.object_id <> $4 ORDER BY o.first_turn DESC, o.object_id DESC LIMIT 1"),
-                  ["text", "uuid", "bytea", "bigint"]),
-    "latest_phase": (("SELECT o.object_id FROM mnemo.semantic_objects AS o WHERE o.tenant_id = $1 "
-                     "AND o.session_id = $2 AND o.kind = 'conversation_phase' "
-                     "ORDER BY o.first_turn DESC LIMIT 1"), ["text", "uuid"]),
-    # the newest read of each of the 50 files read last
-    "recent_sources": ("""SELECT r.object_id, r.source_key FROM (
-    SELECT DISTINCT ON (o.source_key) o.object_id, o.source_key, o.first_turn FROM mnemo.semantic_objects AS o
-    WHERE o.tenant_id = $1 AND o.session_id = $2 AND o.source_key IS NOT NULL AND o.object_id <> $3
-        AND NOT o.writes_source AND o.kind = 'file_context'
-    ORDER BY o.source_key, o.first_turn DESC) AS r
-ORDER BY r.first_turn DESC LIMIT 50""", ["text", "uuid", "bigint"]),
-    "related": (f"""SELECT {OBJECT_COLUMNS} {FROM_OBJECTS}
-JOIN mnemo.object_links AS l ON l.tenant_id = o.tenant_id AND l.dst_object_id = o.object_id
-WHERE o.tenant_id = $1 AND o.session_id = $2 AND l.src_object_id = $3
-    AND l.relation IN ('caused_by', 'depends_on', 'references')""", ["text", "uuid", "bigint"]),
-    "open_file": (("SELECT o.source_key FROM mnemo.semantic_objects AS o WHERE o.tenant_id = $1 "
-                  "AND o.session_id = $2 AND o.source_key IS NOT NULL AND o.kind <> 'external_reference' "
-                  "ORDER BY o.first_turn DESC LIMIT 1"), ["text", "uuid"]),
-    "objects": ((f"SELECT * FROM (SELECT {OBJECT_COLUMNS} {FROM_OBJECTS} WHERE o.tenant_id = $1 "
-                "AND o.session_id = $2 ORDER BY o.first_turn DESC, o.object_id DESC LIMIT $3) AS o "
-                "ORDER BY o.first_turn, o.object_id"), ["text", "uuid", "integer"]),
-    "fidelities": ((f"SELECT r.fidelity, count(*) AS objects, coalesce(sum(o.token_count), 0) AS tokens "
-                   f"{FROM_OBJECTS} WHERE o.tenant_id = $1 AND o.session_id = $2 GROUP BY r.fidelity"),
-                   ["text", "uuid"]),
-    "session_objects": ((f"SELECT {OBJECT_COLUMNS}, o.summary {FROM_OBJECTS} WHERE o.tenant_id = $1 "
-                        "AND o.session_id = $2 AND o.memory_id IS NULL AND o.last_turn >= $3 "
-                        "ORDER BY o.first_turn"), ["text", "uuid", "integer"]),
-    "insert": ("""WITH o AS (
-    INSERT INTO mnemo.semantic_objects (tenant_id, session_id, kind, message_ids, memory_id, first_turn,
-        last_turn, source_key, source_lines, writes_source, label, token_count, is_open)
-    VALUES ($1, $2, $3, $4, $5, $6, $6, $7,
-        CASE WHEN $8::integer IS NULL THEN NULL ELSE int4range($8, $9, '[]') END, $10, $11, $12, $13)
-    RETURNING object_id)
-INSERT INTO mnemo.object_residency (tenant_id, session_id, object_id, fidelity, pinned_until_turn, changed_turn)
-SELECT $1, $2, o.object_id, 'full', $14, $6 FROM o RETURNING object_id""",
-               ["text", "uuid", "text", "bigint[]", "bigint", "integer", "text", "integer", "integer",
-                "boolean", "text", "integer", "boolean", "integer"]),
-    "append": ("""UPDATE mnemo.semantic_objects AS o SET message_ids = o.message_ids || $4, last_turn = $5,
-    token_count = o.token_count + $6, kind = coalesce($7, o.kind), label = coalesce($8, o.label),
-    output_hash = coalesce($9, o.output_hash)
-WHERE o.tenant_id = $1 AND o.session_id = $2 AND o.object_id = $3""",
-               ["text", "uuid", "bigint", "bigint[]", "integer", "integer", "text", "text", "bytea"]),
-    "close": (("UPDATE mnemo.semantic_objects AS o SET is_open = false WHERE o.tenant_id = $1 "
-              "AND o.session_id = $2 AND o.object_id = $3"), ["text", "uuid", "bigint"]),
-    "merge": ("""WITH gone AS (
-    DELETE FROM mnemo.semantic_objects AS o WHERE o.tenant_id = $1 AND o.session_id = $2 AND o.object_id = $4
-    RETURNING o.message_ids, o.last_turn, o.token_count)
-UPDATE mnemo.semantic_objects AS o SET message_ids = o.message_ids || gone.message_ids,
-    last_turn = gone.last_turn, token_count = o.token_count + gone.token_count
-FROM gone WHERE o.tenant_id = $1 AND o.session_id = $2 AND o.object_id = $3""",
-              ["text", "uuid", "bigint", "bigint"]),
-    "change": ("""WITH c AS (
-    SELECT * FROM unnest($3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[])
-        AS c (object_id, from_fidelity, to_fidelity, trigger, zone)),
-r AS (
-    UPDATE mnemo.object_residency AS r SET fidelity = c.to_fidelity, changed_turn = $8, updated_at = now()
-    FROM c WHERE r.tenant_id = $1 AND r.session_id = $2 AND r.object_id = c.object_id
-    RETURNING r.object_id)
-INSERT INTO mnemo.fidelity_log (tenant_id, session_id, object_id, from_fidelity, to_fidelity, trigger,
-    pressure_zone, turn_index, token_count)
-SELECT $1, $2, c.object_id, c.from_fidelity, c.to_fidelity, c.trigger, c.zone, $8, o.token_count
-FROM c JOIN r ON r.object_id = c.object_id
-JOIN mnemo.semantic_objects AS o ON o.tenant_id = $1 AND o.object_id = c.object_id""",
-               ["text", "uuid", "bigint[]", "text[]", "text[]", "text[]", "text[]", "integer"]),
-    "pin": (("UPDATE mnemo.object_residency AS r SET pinned_until_turn = greatest(r.pinned_until_turn, $4) "
-            "WHERE r.tenant_id = $1 AND r.session_id = $2 AND r.object_id = $3"),
-            ["text", "uuid", "bigint", "integer"]),
-    "anchor": (("UPDATE mnemo.object_residency AS r SET anchored = true "
-               "WHERE r.tenant_id = $1 AND r.session_id = $2 AND r.object_id = $3"), ["text", "uuid", "bigint"]),
-    "annotate": (("UPDATE mnemo.semantic_objects AS o SET summary = coalesce($4, o.summary), "
-                 "losses = coalesce($5, o.losses) WHERE o.tenant_id = $1 AND o.session_id = $2 AND o.object_id = $3"),
-                 ["text", "uuid", "bigint", "text", "text"]),
-    "link": (("INSERT INTO mnemo.object_links (tenant_id, src_object_id, relation, dst_object_id) "
-             "VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING"), ["text", "bigint", "text", "bigint"]),
-    "fault": ("""INSERT INTO mnemo.fault_log (tenant_id, session_id, object_id, memory_id, fault_type, fidelity,
-    turn_index, question, answer, answer_tokens, avoided_tokens, latency_ms, sources)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)""",
-              ["text", "uuid", "bigint", "bigint", "text", "text", "integer", "text", "text", "integer",
-               "integer", "real", "text[]"]),
-    # The session's tool objects with more than $3 newer ones (ladder.aging decides):
-    # n, how many are newer (1: the newest); written_after, whether a write came after
-    # it (to its source, for a read; to anything, for a command's output).
-    "aging": ("""WITH x AS (
-    SELECT o.object_id, o.first_turn, o.source_key,
-        row_number() OVER (ORDER BY o.first_turn DESC, o.object_id DESC) AS n
-    FROM mnemo.semantic_objects AS o
-    WHERE o.tenant_id = $1 AND o.session_id = $2 AND o.kind <> 'conversation_phase' AND o.memory_id IS NULL),
-w AS (
-    SELECT o.source_key, max(o.first_turn) AS last_write FROM mnemo.semantic_objects AS o
-    WHERE o.tenant_id = $1 AND o.session_id = $2 AND o.writes_source GROUP BY o.source_key)
-SELECT o.object_id, x.n, o.kind, r.fidelity, o.writes_source, o.source_key IS NOT NULL AS has_source,
-    CASE WHEN o.source_key IS NULL THEN (SELECT max(w.last_write) FROM w) > o.first_turn
-        ELSE EXISTS (SELECT FROM w WHERE w.source_key = o.source_key AND w.last_write > o.first_turn)
-    END AS written_after
-FROM x
-JOIN mnemo.semantic_objects AS o ON o.tenant_id = $1 AND o.object_id = x.object_id
-JOIN mnemo.object_residency AS r ON r.tenant_id = $1 AND r.session_id = $2 AND r.object_id = o.object_id
-WHERE x.n > $3 AND r.fidelity <> 'evicted' AND r.pinned_until_turn <= $4 AND NOT r.anchored""",
-              ["text", "uuid", "integer", "integer"]),
-    "previous_user": ("""SELECT 1 - (mnemo.embed($4) <=> coalesce(m.embedding, mnemo.embed(m.content))) AS cosine
-FROM mnemo.messages AS m WHERE m.tenant_id = $1 AND m.session_id = $2 AND m.role = 'user'
-    AND m.turn_index < $3 AND coalesce(m.content, '') <> ''
-ORDER BY m.turn_index DESC LIMIT 1""", ["text", "uuid", "integer", "text"]),
-    "goal_matches": ("""SELECT o.object_id, max(1 - (m.embedding <=> mnemo.embed($3))) AS cosine
-FROM mnemo.semantic_objects AS o
-JOIN mnemo.messages AS m ON m.tenant_id = o.tenant_id AND m.message_id = ANY (o.message_ids)
-WHERE o.tenant_id = $1 AND o.session_id = $2 AND m.embedding IS NOT NULL
-GROUP BY o.object_id""", ["text", "uuid", "text"]),
-    "state": ("""INSERT INTO mnemo.paging_state AS s (tenant_id, session_id, zone, goal_turn)
-VALUES ($1, $2, coalesce($3, 'normal'), coalesce($4, -1))
-ON CONFLICT (tenant_id, session_id) DO UPDATE SET zone = coalesce($3, s.zone),
-    goal_turn = coalesce($4, s.goal_turn), updated_at = now()""", ["text", "uuid", "text", "integer"]),
-    "zone": ("SELECT s.zone FROM mnemo.paging_state AS s WHERE s.tenant_id = $1 AND s.session_id = $2",
-             ["text", "uuid"]),
-    "session": ("SELECT s.turn_count FROM mnemo.sessions AS s WHERE s.tenant_id = $1 AND s.session_id = $2",
-                ["text", "uuid"]),
-    "contents": ("""SELECT m.message_id, m.role, m.name, m.tool_calls::text AS tool_calls,
-    coalesce(convert_from(a.bytes, 'UTF8'), m.content) AS content
-FROM mnemo.messages AS m
-LEFT JOIN mnemo.artifacts AS a ON a.tenant_id = m.tenant_id AND a.artifact_id = m.artifact_id
-WHERE m.tenant_id = $1 AND m.session_id = $2 AND m.message_id = ANY ($3) AND m.sensitivity <> 'secret'
-ORDER BY m.turn_index""", ["text", "uuid", "bigint[]"]),
-    "memory": (("SELECT m.memory_id, m.kind, m.content_full, m.tokens_full FROM mnemo.memories AS m "
-               "WHERE m.tenant_id = $1 AND m.memory_id = $2 AND m.sensitivity <> 'secret'"), ["text", "bigint"]),
-    "previous": ((f"SELECT {OBJECT_COLUMNS} {FROM_OBJECTS} WHERE o.tenant_id = $1 AND o.session_id = $2 "
-                  "AND o.memory_id IS NULL AND (o.first_turn, o.object_id) < ($3, $4) "
-                  "ORDER BY o.first_turn DESC, o.object_id DESC LIMIT 1"), ["text", "uuid", "integer", "bigint"]),
-    "all_objects": ((f"SELECT {OBJECT_COLUMNS} {FROM_OBJECTS} WHERE o.tenant_id = $1 AND o.session_id = $2 "
-                    "AND o.memory_id IS NULL ORDER BY o.first_turn"), ["text", "uuid"]),
-    # memory_query beyond the session: the tenant's memories and other sessions' history
-    # that best match the question (mnemo.search: hybrid, never a secret), each with
-    # what decides whether this reader may see it (Pager.elsewhere).
-    "reader": (("SELECT s.channel, s.agent_id, coalesce(t.config ->> 'recall_scope', 'tenant') AS scope "
-                "FROM mnemo.sessions AS s JOIN mnemo.tenants AS t ON t.tenant_id = s.tenant_id "
-                "WHERE s.tenant_id = $1 AND s.session_id = $2"), ["text", "uuid"]),
-    "elsewhere": ("""SELECT f.source AS ref, f.content AS text, coalesce(m.sensitivity, x.sensitivity) AS sensitivity,
-    m.kind AS memory_kind, ss.session_id, ss.channel, ss.agent_id
-FROM mnemo.search($1, $3, jsonb_build_object('limit', $4)) AS f
-LEFT JOIN mnemo.memories AS m ON f.source LIKE 'mem:%' AND m.tenant_id = $1
-    AND m.memory_id = substr(f.source, 5)::bigint
-LEFT JOIN mnemo.messages AS x ON f.source LIKE 'msg:%' AND x.tenant_id = $1
-    AND x.message_id = substr(f.source, 5)::bigint AND x.session_id = f.session_id
-LEFT JOIN mnemo.sessions AS ss ON f.source LIKE 'msg:%' AND ss.tenant_id = $1 AND ss.session_id = f.session_id
-WHERE f.session_id IS DISTINCT FROM $2 OR f.source LIKE 'mem:%'""", ["text", "uuid", "text", "integer"]),
-    "helper": ("SELECT mnemo_internal.helper_answer($1::jsonb)::text AS reply", ["text"]),
-    "raise": ("SELECT mnemo_internal.raise_error($1, $2, $3)", ["text", "text", "text"]),
-    # Per compile of the span: what it sent (memory, summary and history tokens) and
-    # the session's whole active history then (what sending everything would cost).
-    # A degradation is a transition down the ladder, an eviction one to stub or evicted
-    # (what the model could fault on); a micro-fault failed when the model restored
-    # the same object afterwards.
-    "metrics": ("""WITH span AS (
-    SELECT $1::text AS tenant_id, $2::uuid AS session_id,
-        coalesce($3::timestamptz, '-infinity') AS since, coalesce($4::timestamptz, 'infinity') AS until),
-compiles AS (
-    SELECT c.tokens_used AS sent, (
-        SELECT sum(m.token_count) FROM mnemo.messages AS m
-        WHERE m.tenant_id = c.tenant_id AND m.session_id = c.session_id AND m.created_at <= c.created_at
-            AND NOT m.is_pruned) AS full_tokens
-    FROM mnemo.context_log AS c, span
-    WHERE c.tenant_id = span.tenant_id AND (span.session_id IS NULL OR c.session_id = span.session_id)
-        AND c.created_at >= span.since AND c.created_at < span.until),
-moves AS (
-    SELECT
-        count(*) FILTER (WHERE array_position($5, f.to_fidelity) > array_position($5, f.from_fidelity)) AS degradations,
-        count(*) FILTER (WHERE f.to_fidelity IN ('stub', 'evicted') AND f.from_fidelity NOT IN ('stub', 'evicted'))
-            AS evictions
-    FROM mnemo.fidelity_log AS f, span
-    WHERE f.tenant_id = span.tenant_id AND (span.session_id IS NULL OR f.session_id = span.session_id)
-        AND f.object_id IS NOT NULL AND f.created_at >= span.since AND f.created_at < span.until),
-faults AS (
-    SELECT
-        count(*) FILTER (WHERE x.fault_type = 'reread') AS reread_faults,
-        count(*) FILTER (WHERE x.fault_type = 'restore') AS restore_faults,
-        count(*) FILTER (WHERE x.fault_type = 'micro') AS micro_faults,
-        count(*) FILTER (WHERE x.fault_type = 'micro' AND EXISTS (
-            SELECT FROM mnemo.fault_log AS y WHERE y.tenant_id = x.tenant_id AND y.session_id = x.session_id
-                AND y.object_id = x.object_id AND y.fault_type = 'restore' AND y.fault_id > x.fault_id))
-            AS micro_then_restored,
-        sum(greatest(x.avoided_tokens - x.answer_tokens, 0)) FILTER (WHERE x.fault_type = 'micro') AS micro_saved
-    FROM mnemo.fault_log AS x, span
-    WHERE x.tenant_id = span.tenant_id AND (span.session_id IS NULL OR x.session_id = span.session_id)
-        AND x.created_at >= span.since AND x.created_at < span.until)
-SELECT (SELECT count(*) FROM compiles) AS compiles, (SELECT sum(sent) FROM compiles)::bigint AS sent_tokens,
-    (SELECT sum(full_tokens) FROM compiles)::bigint AS full_tokens, moves.*, faults.*
-FROM moves, faults""", ["text", "uuid", "timestamptz", "timestamptz", "text[]"]),
-}
-
 ERROR_SCAN = 4000  # characters of an error output searched for the files it names
 MEMORY_KINDS = {"decision": "design_decision", "plan": "plan", "file_context": "file_context",
                 "error_context": "error_context", "tool_result": "tool_result"}
@@ -269,11 +53,12 @@ class Pager:
         self.plans = {k: plpy.prepare(q, t) for k, (q, t) in STATEMENTS.items()}
 
     # ------------------------------------------------------------------ plumbing
-    def x(self, name: str, args: list) -> list[dict]:
+    def run(self, name: str, args: list) -> list[dict]:
+        """Runs the statement of STATEMENTS of that name; its rows."""
         return list(self.plpy.execute(self.plans[name], args))
 
     def one(self, name: str, args: list) -> dict | None:
-        rows = self.x(name, args)
+        rows = self.run(name, args)
         return dict(rows[0]) if rows else None
 
     def cfg(self) -> dict:
@@ -284,7 +69,7 @@ class Pager:
         """The residency rows and their fidelity_log rows."""
         changes = [c for c in changes if c.from_fidelity != c.to_fidelity]
         if changes:
-            self.x("change", [t, s, [c.object_id for c in changes], [c.from_fidelity for c in changes],
+            self.run("change", [t, s, [c.object_id for c in changes], [c.from_fidelity for c in changes],
                               [c.to_fidelity for c in changes], [c.trigger for c in changes],
                               [c.zone for c in changes], turn])
 
@@ -297,7 +82,7 @@ class Pager:
                memory_id: int | None = None, pinned_until: int = 0) -> int:
         a = access or sources.Access()
         first, last = (a.lines if a.lines else (None, None))
-        return self.x("insert", [t, s, kind, message_ids, memory_id, turn, a.source, first, last,
+        return self.run("insert", [t, s, kind, message_ids, memory_id, turn, a.source, first, last,
                                  a.writes, label, tokens_, is_open, pinned_until])[0]["object_id"]
 
     # ------------------------------------------------------------------ record path
@@ -326,7 +111,7 @@ class Pager:
         elif last and last["is_open"] and last["kind"] != "conversation_phase":
             # the environment's answer to the action just before it
             self._attach_result(t, s, last, m, cfg, last["label"].split(" ", 1)[0].rstrip(":"))
-            self.x("close", [t, s, last["object_id"]])
+            self.run("close", [t, s, last["object_id"]])
             return
         shift = False
         if m["role"] == "user" and (m.get("content") or "").strip():
@@ -336,13 +121,13 @@ class Pager:
                 self.goal_shift(t, s, m, cfg)
             shift = cosine is not None and cosine < cfg["topic_shift"]
         phase = last if last and last["kind"] == "conversation_phase" and last["is_open"] else None
-        # §12: a phase shorter than the minimum object size takes the next turn whatever its topic
+        # a phase shorter than the minimum object size takes the next turn whatever its topic
         if phase and (not shift or phase["token_count"] < cfg["min_object_tokens"]):
-            self.x("append", [t, s, phase["object_id"], [m["message_id"]], m["turn"], m["tokens"],
+            self.run("append", [t, s, phase["object_id"], [m["message_id"]], m["turn"], m["tokens"],
                               None, None, None])
             return
         if phase:
-            self.x("close", [t, s, phase["object_id"]])
+            self.run("close", [t, s, phase["object_id"]])
         first = next((ln.strip() for ln in (m.get("content") or "").splitlines() if ln.strip()), "")
         self.insert(t, s, "conversation_phase", [m["message_id"]], m["turn"], m["tokens"],
                     label=f"{m['role']}: {first[:120]}", is_open=True)
@@ -353,7 +138,7 @@ class Pager:
         awaiting the environment's answer) starts an object."""
         last = self.one("latest", [t, s])
         if last and last["is_open"]:
-            self.x("close", [t, s, last["object_id"]])
+            self.run("close", [t, s, last["object_id"]])
         open_file = (self.one("open_file", [t, s]) or {}).get("source_key")
         calls = calls or m["tool_calls"]
         accesses = [sources.tool_access(c["function"]["name"], c["function"].get("arguments"), open_file)
@@ -366,16 +151,16 @@ class Pager:
         new = self.one("by_id", [t, s, oid])
         phase = self.one("latest_phase", [t, s])
         if phase:
-            self.x("link", [t, phase["object_id"], "parent_of", oid])
+            self.run("link", [t, phase["object_id"], "parent_of", oid])
         for a in accesses:
             if a.source:
                 self._touch(t, s, new, a, m["turn"], cfg)
         newest = min(cfg["outdated_after_calls"], cfg["stale_after_calls"], cfg["evict_stubs_after_calls"])
-        self.change(t, s, ladder.aging(self.x("aging", [t, s, newest, m["turn"]]), cfg), m["turn"])
+        self.change(t, s, ladder.aging(self.run("aging", [t, s, newest, m["turn"]]), cfg), m["turn"])
 
     def _touch(self, t: str, s: str, new: dict, a: sources.Access, turn: int, cfg: dict) -> None:
         """A read or a write of a source by the new object: faults, supersession, staleness."""
-        earlier = self.x("by_source", [t, s, a.source, new["object_id"]])
+        earlier = self.run("by_source", [t, s, a.source, new["object_id"]])
         last_write = next((o["first_turn"] for o in earlier if o["writes_source"]), -1)
         reads = [o for o in earlier if not o["writes_source"] and o["first_turn"] > last_write]
         down = cfg["superseded_to"]
@@ -383,20 +168,20 @@ class Pager:
             seen = [o for o in reads if sources.overlaps(lines_of(o), a.lines)]
             if seen and seen[0]["fidelity"] != "full":
                 o = seen[0]
-                self.x("fault", [t, s, o["object_id"], None, "reread", o["fidelity"], turn, None, None, None,
+                self.run("fault", [t, s, o["object_id"], None, "reread", o["fidelity"], turn, None, None, None,
                                  None, None, []])
-                self.x("pin", [t, s, new["object_id"], turn + cfg["pin_turns"]])
+                self.run("pin", [t, s, new["object_id"], turn + cfg["pin_turns"]])
             for o in seen:
                 if covers(a.lines, lines_of(o)) and LEVEL[o["fidelity"]] < LEVEL[down]:
                     self.move(t, s, o, down, "waste", turn)
                 if covers(a.lines, lines_of(o)):
-                    self.x("link", [t, new["object_id"], "supersedes", o["object_id"]])
+                    self.run("link", [t, new["object_id"], "supersedes", o["object_id"]])
         if a.writes:  # the reads it outdates go down once it is not among the newest calls
             for o in reads:
-                self.x("link", [t, new["object_id"], "supersedes", o["object_id"]])
-            # the edit was made from what the agent last read of the file (§5.3)
+                self.run("link", [t, new["object_id"], "supersedes", o["object_id"]])
+            # the edit was made from what the agent last read of the file
             if reads:
-                self.x("link", [t, new["object_id"], "depends_on", reads[0]["object_id"]])
+                self.run("link", [t, new["object_id"], "depends_on", reads[0]["object_id"]])
 
     def _on_result(self, t: str, s: str, m: dict, cfg: dict) -> None:
         obj = self.one("by_call", [t, s, m["tool_call_id"]])
@@ -417,24 +202,24 @@ class Pager:
         if obj["source_key"] is None and len(obj["message_ids"]) == 1:
             first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
             label = f"{call_name}: {first[:120]}"
-        self.x("append", [t, s, obj["object_id"], [m["message_id"]], m["turn"], m["tokens"], kind, label, digest])
+        self.run("append", [t, s, obj["object_id"], [m["message_id"]], m["turn"], m["tokens"], kind, label, digest])
         # the files an output names (the newest read of each): an error was caused_by
-        # them, any other output references them (§5.3; a grep's hits, a test's names)
+        # them, any other output references them (a grep's hits, a test's names)
         relation = "caused_by" if kind == "error_context" else "references"
         head = text[:ERROR_SCAN]
-        for o in self.x("recent_sources", [t, s, obj["object_id"]]):
+        for o in self.run("recent_sources", [t, s, obj["object_id"]]):
             if o["source_key"] != obj["source_key"] and names_file(head, o["source_key"]):
-                self.x("link", [t, obj["object_id"], relation, o["object_id"]])
+                self.run("link", [t, obj["object_id"], relation, o["object_id"]])
         if digest is not None:
-            for o in self.x("by_output", [t, s, digest, obj["object_id"]]):
+            for o in self.run("by_output", [t, s, digest, obj["object_id"]]):
                 o = dict(o)
                 if LEVEL[o["fidelity"]] < LEVEL[cfg["superseded_to"]] and o["pinned_until_turn"] <= m["turn"]:
                     self.move(t, s, o, cfg["superseded_to"], "waste", m["turn"])
-                self.x("link", [t, obj["object_id"], "supersedes", o["object_id"]])
+                self.run("link", [t, obj["object_id"], "supersedes", o["object_id"]])
         self._merge_small(t, s, obj["object_id"], m["turn"], cfg)
 
     def _merge_small(self, t: str, s: str, object_id: int, turn: int, cfg: dict) -> None:
-        """§12: a small tool_result object joins the small tool_result object just
+        """A small tool_result object joins the small tool_result object just
         before it, while the two stay under the minimum object size."""
         obj = self.one("by_id", [t, s, object_id])
         if (obj["kind"] != "tool_result" or obj["source_key"] or obj["pinned_until_turn"] > turn
@@ -444,13 +229,13 @@ class Pager:
         if prev and (prev["kind"] == "tool_result" and not prev["source_key"] and prev["fidelity"] == obj["fidelity"]
                 and not prev["anchored"] and prev["pinned_until_turn"] <= turn
                 and prev["token_count"] + obj["token_count"] < cfg["min_object_tokens"]):
-            self.x("merge", [t, s, prev["object_id"], object_id])
+            self.run("merge", [t, s, prev["object_id"], object_id])
 
     def goal_shift(self, t: str, s: str, m: dict, cfg: dict) -> None:
-        """§8: the user's goal moved. Objects whose messages match the new message
+        """The user's goal moved. Objects whose messages match the new message
         come back to full, the others go down a level, not below compact."""
-        cos = {r["object_id"]: r["cosine"] for r in self.x("goal_matches", [t, s, m["content"]])}
-        objects = [dict(o) for o in self.x("all_objects", [t, s]) if o["object_id"] in cos]
+        cos = {r["object_id"]: r["cosine"] for r in self.run("goal_matches", [t, s, m["content"]])}
+        objects = [dict(o) for o in self.run("all_objects", [t, s]) if o["object_id"] in cos]
         # the newest objects served the old goal: they are not protected here (a
         # demotion stops at compact, and the next turns bring back what they need)
         residents = [ladder.Resident(o["object_id"], o["kind"], o["fidelity"], o["last_turn"],
@@ -458,7 +243,7 @@ class Pager:
                      for o in objects]
         matching = {k for k, c in cos.items() if c >= cfg["goal_shift"]}
         self.change(t, s, ladder.goal_shift(residents, matching, cfg), m["turn"])
-        self.x("state", [t, s, None, m["turn"]])
+        self.run("state", [t, s, None, m["turn"]])
 
     def apply_tags(self, t: str, s: str, tag_list: list[tags.Tag], turn: int) -> None:
         """The cleanup tags of an assistant message, on the objects they name (ids
@@ -473,16 +258,16 @@ class Pager:
                     self.move(t, s, o, "evicted", "cleanup_tag", turn)
             elif tag.action == "anchor":
                 for o in objs:
-                    self.x("anchor", [t, s, o["object_id"]])
+                    self.run("anchor", [t, s, o["object_id"]])
                     self.move(t, s, o, "full", "cleanup_tag", turn)
             elif tag.action in ("summarize", "collapse"):
-                self.x("annotate", [t, s, objs[0]["object_id"], tag.body, None])
+                self.run("annotate", [t, s, objs[0]["object_id"], tag.body, None])
                 self.move(t, s, objs[0], "compact", "cleanup_tag", turn)
                 for o in objs[1:] if tag.action == "collapse" else ():
                     self.move(t, s, o, "evicted", "cleanup_tag", turn)
             elif tag.action == "declare_losses":
                 for o in objs:
-                    self.x("annotate", [t, s, o["object_id"], None, tag.body])
+                    self.run("annotate", [t, s, o["object_id"], None, tag.body])
 
     # ------------------------------------------------------------------ ids
     def resolve(self, t: str, s: str, ref, missing_ok: bool = False) -> dict | None:
@@ -533,7 +318,7 @@ class Pager:
             mem = self.one("memory", [t, obj["memory_id"]])
             return mem["content_full"] if mem else ""
         parts = []
-        for r in self.x("contents", [t, s, list(obj["message_ids"])]):
+        for r in self.run("contents", [t, s, list(obj["message_ids"])]):
             if r["tool_calls"]:
                 for c in json.loads(r["tool_calls"]):
                     parts.append(f"-> {c['function']['name']}({c['function'].get('arguments', '')})")
@@ -547,13 +332,13 @@ class Pager:
         cfg, turn = self.cfg(), self.turn(t, s)
         obj = self.resolve(t, s, ref)
         before = obj["fidelity"]
-        self.x("fault", [t, s, obj["object_id"], obj.get("memory_id"), "restore", before, turn, reason, None,
+        self.run("fault", [t, s, obj["object_id"], obj.get("memory_id"), "restore", before, turn, reason, None,
                          None, None, None, []])
         self.move(t, s, obj, "full", "restore", turn)
-        self.x("pin", [t, s, obj["object_id"], turn + cfg["pin_turns"]])
-        # §5.3: what it was caused by, depends on or references comes back as well, at
+        self.run("pin", [t, s, obj["object_id"], turn + cfg["pin_turns"]])
+        # what it was caused by, depends on or references comes back as well, at
         # detail (enough to follow it; restore it in turn for more)
-        for r in self.x("related", [t, s, obj["object_id"]]):
+        for r in self.run("related", [t, s, obj["object_id"]]):
             r = dict(r)
             if LEVEL[r["fidelity"]] > LEVEL["detail"]:
                 self.move(t, s, r, "detail", "restore", turn)
@@ -592,7 +377,7 @@ class Pager:
             raise PagingError("MN001", "scope must be a string")
         started = time.perf_counter()
         turn = self.turn(t, s)
-        objects = [dict(o) for o in self.x("all_objects", [t, s])]
+        objects = [dict(o) for o in self.run("all_objects", [t, s])]
         scoped = [o for o in objects if scope and f"obj:{o['object_id']}" in scope.split()]
         if scoped:
             objects = scoped
@@ -625,7 +410,7 @@ class Pager:
         answer_tokens = tokens.count(text)
         for r in below:
             o = by_ref[r]
-            self.x("fault", [t, s, o["object_id"], None, "micro", o["fidelity"], turn, question[:2000], text[:8000],
+            self.run("fault", [t, s, o["object_id"], None, "micro", o["fidelity"], turn, question[:2000], text[:8000],
                              answer_tokens, full[r], (time.perf_counter() - started) * 1000.0, refs])
         return {"answer": text, "sources": refs, "tokens": answer_tokens, "restore_tokens": restore_tokens,
                 "method": method}
@@ -645,7 +430,7 @@ class Pager:
         excluded = policy.CHANNEL_EXCLUDED_KINDS.get(channel, ())
         recallable = policy.CHANNEL_SOURCES[channel]
         out = []
-        for r in self.x("elsewhere", [t, s, question[:2000], ELSEWHERE_CANDIDATES]):
+        for r in self.run("elsewhere", [t, s, question[:2000], ELSEWHERE_CANDIDATES]):
             if r["sensitivity"] not in seen or r["memory_kind"] in excluded:
                 continue
             if r["ref"].startswith("msg:"):
@@ -701,9 +486,9 @@ class Pager:
         in turn order, and the count and tokens of all its objects at each fidelity."""
         turn = self.turn(t, s)
         zone = self.zone(t, s)
-        rows = self.x("objects", [t, s, limit])
+        rows = self.run("objects", [t, s, limit])
         counts = {f: {"objects": 0, "tokens": 0} for f in LADDER}
-        for r in self.x("fidelities", [t, s]):
+        for r in self.run("fidelities", [t, s]):
             counts[r["fidelity"]] = {"objects": r["objects"], "tokens": r["tokens"]}
         return {"session_id": s, "zone": zone, "turn": turn, "by_fidelity": counts, "objects": [{
             "id": f"obj:{r['object_id']}", "kind": r["kind"], "label": r["label"],
@@ -714,7 +499,7 @@ class Pager:
 
     # ------------------------------------------------------------------ metrics
     def metrics(self, t: str, s: str | None, since, until) -> dict:
-        """Seed 002 §13.1 over the compiles, transitions and faults of a session (or
+        """The paging metrics over the compiles, transitions and faults of a session (or
         of the tenant's sessions) in [since, until)."""
         r = self.one("metrics", [t, s, since, until, list(LADDER)])
         sent, full = r["sent_tokens"] or 0, r["full_tokens"] or 0

@@ -1,4 +1,4 @@
-"""Cleanup tags (seed 002 §3, the model's side of cooperative eviction): directives
+"""Cleanup tags (docs/design.md §Semantic objects and paging; the model's side of cooperative eviction): directives
 an assistant writes in its text, parsed by record_message, applied to the objects
 they name, and stripped from the stored text (so compile_context never sends them
 back). The forms, with ids as the context shows them (obj:N, msg:N):

@@ -4,7 +4,7 @@ ANTHROPIC_BASE_URL at it and change nothing else. It records each conversation
 context, answers the model's memory tool calls itself, and passes every other path
 through. All memory logic is the database's: the proxy calls SQL functions only.
 
-- app.py: the HTTP surface, identity, pass-through, seed 004's HTTP API
+- app.py: the HTTP surface, identity, pass-through, the HTTP API (docs/usage/http-api.md)
 - memory.py: the SQL calls (open_session, sync_messages, compile_context_bundle,
   handle_tool_call) and the bypass when the database is unreachable
 - relay.py: answers on their way back, phantom tool calls intercepted

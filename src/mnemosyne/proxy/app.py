@@ -1,7 +1,7 @@
-"""The proxy's HTTP surface (Starlette): the two managed endpoints, seed 004's HTTP API,
+"""The proxy's HTTP surface (Starlette): the two managed endpoints, the HTTP API,
 and every other path passed through byte for byte.
 
-Identity (seed 004 §2.2), per request:
+Identity (docs/design.md §Identity), per request:
 - tenant: the edge's (mnemosyne.edge, in front of every path): the tenant of the
   request's API key (mnemo keys create), the proxy then calling upstream with the
   configured provider key; without a key, Config.default_tenant in local mode or the
@@ -55,7 +55,7 @@ HOP_BY_HOP = {"host", "content-length", "connection", "keep-alive", "proxy-authe
 ANTHROPIC_ERRORS = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
                     404: "not_found_error", 429: "rate_limit_error", 502: "api_error",
                     503: "overloaded_error", 504: "timeout_error"}
-# seed 004's HTTP API: path -> MemoryTools method (the MCP server's, shared)
+# the HTTP API (docs/usage/http-api.md): path -> MemoryTools method (the MCP server's, shared)
 MNEMO_API = {"record_event": "record_event", "build_acb": "build_acb",
              "get_artifact": "get_artifact", "query_decisions": "query_decisions"}
 MAX_CONTEXT_WINDOW = 100_000_000
@@ -348,9 +348,9 @@ class Proxy:
         return StreamingResponse(_raw(resp), status_code=resp.status_code,
                                  headers=self.response_headers(resp, raw=True))
 
-    # ------------------------------------------------------------------ seed 004's API
+    # ------------------------------------------------------------------------ the HTTP API
     async def mnemo_api(self, request: Request) -> Response:
-        """seed 004's HTTP API: one MCP tool per path, the body its arguments, answered
+        """The HTTP API: one MCP tool per path, the body its arguments, answered
         as the tool's result or {"error": {"code", "message", "hint"}}. A body naming
         another tenant than the caller's is refused (403) before anything runs; the
         tool then runs in one transaction bound to the caller's key (nothing of a
@@ -382,7 +382,7 @@ class Proxy:
         async def call() -> Any:
             if method != "query_decisions" and isinstance(args.get("session_id"), str) \
                     and not _is_uuid(args["session_id"]):
-                # seed 004's session ids are any string: each names a session of its own
+                # the HTTP API's session ids are any string: each names a session of its own
                 args["session_id"] = str(await self.tools._sql(self.tools.db.open_session(
                     caller.tenant, args["session_id"],
                     agent_id=args.get("agent_id") if isinstance(args.get("agent_id"), str) else

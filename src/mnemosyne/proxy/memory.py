@@ -1,6 +1,6 @@
 """The proxy's calls of the SQL API. Every memory decision is the database's: this
 module only opens sessions, syncs histories, compiles, answers memory tool calls and
-serves seed 004's HTTP API, each through one SQL function.
+serves the HTTP API (docs/usage/http-api.md), each through one SQL function.
 
 An agent is never blocked by its memory: when the database cannot be reached (no
 connection within Config.db_timeout, or a connection that broke), the call raises

@@ -6,6 +6,7 @@ fresh backend before the server is switched to them."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import subprocess
@@ -97,6 +98,25 @@ def test_a_released_migration_that_changed_stops_the_deploy():
     assert "migration 0001_schema changed since it ran" in run.stderr
 
 
+def test_a_listed_comment_revision_of_a_released_migration_is_accepted():
+    """A released migration whose comments alone were revised (sql/migrations/
+    revisions.txt: the hash it ran with, the hash of the file now) deploys, and the
+    ledger takes the new hash; an unlisted change still stops the deploy (above)."""
+    lines = [ln.split() for ln in (ROOT / "sql/migrations/revisions.txt").read_text().splitlines()
+             if ln.strip() and not ln.startswith("#")]
+    version, old, new = lines[-1][:3]
+    assert new == hashlib.sha256((ROOT / f"sql/migrations/{version}.sql").read_bytes()).hexdigest()
+    with psycopg.connect(DSN, autocommit=True) as conn:
+        conn.execute("UPDATE mnemo_internal.schema_migrations SET sha256 = %s WHERE version = %s", (old, version))
+        run = deploy()
+        (recorded,) = conn.execute("SELECT sha256 FROM mnemo_internal.schema_migrations WHERE version = %s",
+                                   (version,)).fetchone()
+        conn.execute("UPDATE mnemo_internal.schema_migrations SET sha256 = %s WHERE version = %s", (new, version))
+    assert run.returncode == 0, run.stderr
+    assert f"migration {version}: revised comments recorded" in run.stdout
+    assert recorded == new
+
+
 ROUTINES = sorted((ROOT / "sql" / "functions").glob("*.sql"))
 PRELUDE = "'mnemo_ready' in GD or plpy.execute('SELECT mnemo_internal.py_bootstrap()')\n"
 
@@ -126,7 +146,7 @@ def test_each_listed_sweep_has_its_batch_and_its_pg_cron_job():
             " to_regprocedure(format('mnemo_internal.sweep_%s(timestamptz, text, integer, jsonb)', s.sweep))"
             " IS NOT NULL FROM mnemo_internal.sweeps() AS s"
             " LEFT JOIN cron.job AS j ON j.jobname = 'mnemo-' || replace(s.sweep, '_', '-')").fetchall()
-    from mnemo_db.lifecycle_db import Sweeps
+    from mnemo_db.lifecycle.sweeps import Sweeps
     assert len(rows) >= 9
     for sweep, python, command, sql_batch in rows:
         assert (command or "").startswith(f"CALL mnemo.run_sweep('{sweep}'"), sweep

@@ -1,4 +1,4 @@
-"""Summaries written by the helper LLM (issue 5, seed 002 §6.1): the summaries and
+"""Summaries written by the helper LLM (issue 5, docs/design.md §Fidelity ladder): the summaries and
 compaction sweeps ask a local fake OpenAI-compatible server (fake_llm.py) for the
 detail / compact / stub ladder as JSON; a valid reply is stored with its declared
 losses and method helper_llm; a reply that breaks the rules, a server that never
@@ -14,8 +14,9 @@ import time
 import pytest
 from fake_llm import HANG_S
 from lifecycle_checks import check_levels, present
-from mnemo_db import llm_summarize, summarize, tokens
-from mnemo_db.helper_llm import MalformedReply
+from mnemo_db import tokens
+from mnemo_db.formation.helper_llm import MalformedReply
+from mnemo_db.lifecycle import llm_summarize, summarize
 from test_lifecycle import NOW, _turns, check_compaction_consistent, last_run, memory, row, sweep
 
 pytestmark = pytest.mark.usefixtures("drop_leftover_jobs")

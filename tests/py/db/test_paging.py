@@ -156,7 +156,7 @@ def test_small_tool_results_merge_with_their_small_neighbour(db, tenant):
     a, _ = s.tool("Bash", {"command": "ls"}, "src\ntests")
     b, _ = s.tool("Bash", {"command": "git status"}, "On branch main\nnothing to commit")
     big, _ = s.tool("Bash", {"command": "python -c 'print(1)'"}, "x " * 800)
-    assert s.object_of(a) == s.object_of(b)  # §12: under the minimum object size, merged
+    assert s.object_of(a) == s.object_of(b)  # under the minimum object size, merged
     assert s.object_of(big) != s.object_of(b)
 
 
@@ -249,7 +249,7 @@ def test_critical_stubs_and_evicts(db, tenant):
 
 def test_emergency_moves_the_working_set_too_but_not_the_last_user_turns_or_pins(db, tenant):
     """With the default working set (the 12 newest objects: all of these reads), only
-    emergency moves it (seed 002 §4: what stays is the last two user turns and the
+    emergency moves it (docs/design.md §Semantic objects and paging: what stays is the last two user turns and the
     pins), oldest first, until the history is at the target."""
     s, reads = coding_session(db, tenant)
     restored = s.db.memory_restore(s.t, s.s, f"obj:{reads[2]}")
@@ -650,7 +650,7 @@ def test_topic_and_goal_shifts(db, tenant):
     assert {(r["object_id"], r["from_fidelity"], r["to_fidelity"]) for r in shift} >= {(read, "full", "detail")}
     assert all(r["to_fidelity"] in ("detail", "compact") for r in shift)
     assert db._call("SELECT goal_turn FROM mnemo.paging_state WHERE tenant_id = %(t)s", {"t": tenant}) == s.turn() - 1
-    # another shift later never takes an object below compact (§12)
+    # another shift later never takes an object below compact
     s.say("user", "Now explain how photosynthesis works in deciduous trees.")
     s.say("user", "Which football team won the 1998 world cup final?")
     assert {r["to_fidelity"] for r in s.log() if r["trigger"] == "goal_shift"} <= {"detail", "compact"}

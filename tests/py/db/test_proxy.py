@@ -568,7 +568,7 @@ def test_a_client_disconnect_cancels_the_upstream_call(proxy, upstream, tenant, 
     assert upstream.completed == completed
 
 
-# ------------------------------------------------------------------------ seed 004
+# ------------------------------------------------------------------------ the HTTP API
 def mnemo_api(proxy, name: str, body: dict, status: int = 200) -> dict:
     # a trusted gateway names the tenant (test_edge.py: API keys)
     r = httpx2.post(f"{proxy.url}/mnemo/v1/{name}", json=body, timeout=60,
@@ -628,7 +628,7 @@ def run_tool(name: str, args: dict) -> str:
 
 
 def test_repo_onboarding_through_the_proxy(db, tenant, proxy, upstream):
-    """Seed 004 §8: repo root -> "what is this project for?": every interaction stored,
+    """The repository-onboarding scenario: repo root -> "what is this project for?": every interaction stored,
     the large tool output as an excerpt plus an artifact, a decision recorded and cited,
     and a later conversation that gets the answer from memory."""
     assert len(REPO["README.md"].encode()) > 65536  # above the artifact threshold
@@ -668,7 +668,7 @@ def test_repo_onboarding_through_the_proxy(db, tenant, proxy, upstream):
     assert full["text"] == REPO["README.md"]
     sent = json.dumps(upstream.requests[-1]["messages"])
     assert "logslice is a command-line tool" in sent and len(sent) < len(REPO["README.md"])
-    # a decision, recorded over seed 004's HTTP API in the same session, and cited back
+    # a decision, recorded over the HTTP API in the same session, and cited back
     ev = mnemo_api(proxy, "record_event", {
         "tenant_id": tenant, "session_id": key, "agent_id": "onboarder", "kind": "decision",
         "content": {"decision": "Onboarding docs start from the --from/--to flags",

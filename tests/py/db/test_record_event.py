@@ -1,4 +1,4 @@
-"""Seed 004's record_event surface, stored in the same tables as record_message."""
+"""The record_event surface, stored in the same tables as record_message."""
 
 from __future__ import annotations
 

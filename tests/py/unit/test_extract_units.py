@@ -1,4 +1,4 @@
-"""The offline extractor (plpy/mnemo_db/extract.py), outside the server: what a careful
+"""The offline extractor (plpy/mnemo_db/formation/extract.py), outside the server: what a careful
 note-taker would write down, in sentences that read well (issue 26 §1)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
-from mnemo_db import extract
+from mnemo_db.formation import extract
 
 SAID = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)
 
@@ -147,7 +147,7 @@ def test_a_turns_statements_make_one_note_and_pleasantries_none():
 def test_a_turn_with_nothing_to_note_is_not_admitted():
     """The turn stays in the history; a note of it is not a memory (it used to be
     admitted when long and recent: 1.24 memories per turn)."""
-    from mnemo_db import admission
+    from mnemo_db.formation import admission
     reaction = chat(("user", ("Wow, that is a really detailed comparison of Postgres 15, MySQL 8 "
                               "and SQLite across the 12 TPC-H queries and the JSON workloads!")))
     notes = [c for c in extract.extract(reaction) if c["kind"] == "note"]

@@ -6,7 +6,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from lifecycle_checks import check_levels, present
-from mnemo_db import lifecycle, summarize, tokens
+from mnemo_db import tokens
+from mnemo_db.lifecycle import rules as lifecycle
+from mnemo_db.lifecycle import summarize
 
 NOW = datetime(2030, 6, 1, 12, 0, tzinfo=UTC)
 

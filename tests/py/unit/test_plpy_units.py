@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from mnemo_db import embedding, excerpt, tokens
 from mnemo_db.compile import packing, phases, policy, retrieval
 from mnemo_db.compile.retrieval import CandidatePool
-from mnemo_db.formation import Former
+from mnemo_db.formation.formation import Former
 from mnemo_db.timestamps import utc_datetime
 
 
@@ -457,7 +457,7 @@ def test_utc_datetime_clamps_what_a_datetime_cannot_hold():
 
 
 def test_conflicts_rank_provenance_as_the_seed_does():
-    """Seed 003 §5.5: user_stated > correction > system_inferred, one authority table
+    """docs/design.md §Tiers (conflicts): user_stated > correction > system_inferred, one authority table
     for formation and compile_context (formation ranked the first two alike)."""
     at = datetime(2025, 1, 1, tzinfo=UTC)
     old = {"valid_epoch": at.timestamp(), "provenance_type": "correction", "confidence": 0.95}

@@ -1,4 +1,4 @@
-"""Admission control for memory candidates (seed 002 §9, after A-MAC).
+"""Admission control for memory candidates (docs/design.md §Tiers, after A-MAC).
 
     S(m) = w_T * TypePrior + w_N * Novelty + w_U * Utility + w_R * Recency
 

@@ -1,7 +1,7 @@
 """Offline, extractive multi-fidelity summaries with exactly computed declared losses.
 
-Every piece of content can enter a context at four fidelities (DESIGN.md "Data
-planes"): full, detail (~30 %), compact (~5 %) and stub (one line). Without a helper
+Every piece of content can enter a context at four fidelities
+(docs/design.md §Fidelity ladder): full, detail (~30 %), compact (~5 %) and stub (one line). Without a helper
 LLM these come from this module: it selects whole units of the source (sentences of
 prose, lines of code or logs) and never cuts one in half, so every kept statement is
 verbatim. What to keep depends on the structure of the content:
@@ -11,11 +11,11 @@ verbatim. What to keep depends on the structure of the content:
 - prose keeps its central sentences (term overlap with the whole text), favouring
   sentences with identifiers, paths and numbers.
 
-Declared losses (seed 002 §6.2) are computed, not guessed: `dropped` lists the
+Declared losses (docs/design.md §Fidelity ladder) are computed, not guessed: `dropped` lists the
 identifiers, paths, numbers and error codes present in the source and absent from
 the level's text; `key_entities` the ones kept. Each level is selected from the
 level above (compact from detail, stub from compact), so losses accumulate down the
-ladder (seed 002 §6.3).
+ladder (docs/design.md §Fidelity ladder).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
-from . import tokens
+from .. import tokens
 
 LEVELS = ("detail", "compact", "stub")
 TARGET_RATIO = {"detail": 0.30, "compact": 0.05}
@@ -209,9 +209,9 @@ OMITTED_HINT = {"prose": "the wording of the omitted sentences",
 
 def _declare(source_entities: list[str], text: str, structure: str, what: str,
              above: Level | None = None) -> Level:
-    """A level's declared losses, computed against the source (seed 002 §6.2):
+    """A level's declared losses, computed against the source (docs/design.md §Fidelity ladder):
     `key_entities` are the source's entities present in the text, `dropped` the ones
-    absent from it. Losses accumulate down the ladder (§6.3): `dropped` and
+    absent from it. Losses accumulate down the ladder: `dropped` and
     `fault_when` start with what the level above declared, `can_answer` only narrows."""
     kept = [e for e in source_entities if _present(e, text)]
     absent = [e for e in source_entities if not _present(e, text)]
@@ -233,7 +233,7 @@ def _declare(source_entities: list[str], text: str, structure: str, what: str,
 
 def stub_line(kind: str, when: str | None, headline: str, related: int = 0,
               max_tokens: int | None = None) -> str:
-    """One-line stub in the seed 002 §6.1 format: [type | time | description | N related].
+    """One-line stub in the format of docs/design.md §Fidelity ladder: [type | time | description | N related].
 
     With max_tokens the description is shortened (whole words, then dropped, then
     the time) until the line fits, so a stub is never longer than the level above; a
@@ -329,7 +329,7 @@ def summarize(text: str, kind: str = "note", when: str | None = None) -> dict[st
     return _ladder(src, kind, when)
 
 
-# Compacted history (seed 003 §7.3): a span of messages becomes one summary --------------
+# Compacted history (docs/design.md §Lifecycle): a span of messages becomes one summary --------------
 
 ROLE_WEIGHT = {"user": 0.6, "system": 0.8, "developer": 0.6, "assistant": 0.3, "tool": 0.0}
 CALL_ARGS_CHARS = 160

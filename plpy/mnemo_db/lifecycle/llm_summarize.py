@@ -1,6 +1,6 @@
-"""Multi-fidelity summaries written by the helper LLM (seed 002 §6.1), checked strictly.
+"""Multi-fidelity summaries written by the helper LLM (docs/design.md §Fidelity ladder), checked strictly.
 
-`summarize` sends one request with the seed 002 §6.1 prompt, extended to ask for the
+`summarize` sends one request with a prompt, extended to ask for the
 whole ladder at once (detail ~30 %, compact ~5 %, the one-line stub) as JSON, each level
 with its declared losses. The reply is validated before anything is trusted:
 
@@ -13,7 +13,7 @@ with its declared losses. The reply is validated before anything is trusted:
 
 A reply that breaks any rule raises MalformedReply, which helper_llm.chat_json retries
 like a timeout; when the retries are spent it raises HelperLLMError and the caller
-(lifecycle_db) falls back to the offline summariser (summarize.py) for that item.
+(lifecycle.sweeps) falls back to the offline summariser (summarize.py) for that item.
 
 The accepted levels are summarize.Level objects, like the offline ones, with losses
 that accumulate down the ladder as summarize.py's do: `dropped` starts with what the
@@ -28,11 +28,13 @@ from __future__ import annotations
 import json
 import time
 
-from . import helper_llm, summarize, tokens
-from .helper_llm import MalformedReply
+from .. import tokens
+from ..formation import helper_llm
+from ..formation.helper_llm import MalformedReply
+from . import summarize
 
 SYSTEM = "You are a context compression engine for a coding agent. Reply with one JSON object only."
-# Seed 002 §6.1, asking for the three levels in one reply.
+# The ladder's prompt, asking for the three levels in one reply.
 PROMPT = """Summarize the following content while preserving maximum utility for future reference.
 
 CONTENT TYPE: {kind}

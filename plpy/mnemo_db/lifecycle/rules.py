@@ -1,10 +1,10 @@
-"""Lifecycle decisions (seed 003 §5.2, §5.3, §7.3): pure functions, no database.
+"""Lifecycle decisions (docs/design.md §Lifecycle): pure functions, no database.
 
-The sweeps of lifecycle_db.py fetch rows and settings, ask these functions what to do,
+The sweeps of lifecycle/sweeps.py fetch rows and settings, ask these functions what to do,
 and write the answer. Everything takes the current time as an argument, so tests
 control the clock.
 
-Promotion (§5.2): a memory moves from tier k to k+1 when
+Promotion: a memory moves from tier k to k+1 when
 
     U(m) = r̄(m) · log2(1 + a(m)) / (1 + λ_k · Δt(m)) > θ_k   and   a(m) >= min_access_k
 
@@ -13,12 +13,12 @@ access sweep from the scores of the compiles that sent m), a = access_count and 
 the hours since creation. episodic → procedural instead of semantic for behavioural kinds
 (preferences, instructions, plans). Promoted memories become global and validated.
 
-Demotion and expiry (§5.3): a memory idle for at least `min_idle_hours` is demoted
+Demotion and expiry: a memory idle for at least `min_idle_hours` is demoted
 or expired when its activity D(m) = a(m) / hours since last access < φ_k. Session
 and episodic memories expire; semantic and procedural ones (φ = 0 by default: they
 never expire on their own) go back to episodic, where the TTL applies.
 
-Compaction (§7.3, §9.3): when a session's active history passes `factor` × its
+Compaction: when a session's active history passes `factor` × its
 context window, its oldest messages down to one context window become a summary; a
 span never separates tool results from the call that issued them.
 """
@@ -51,7 +51,7 @@ def hours(delta: timedelta) -> float:
 
 def utility(relevance_accumulator: float, access_count: int, created_at: datetime,
             now: datetime, lam: float) -> float:
-    """U(m) of seed 003 §5.2 (0 for a memory never retrieved)."""
+    """U(m) of docs/design.md §Lifecycle (0 for a memory never retrieved)."""
     a = max(int(access_count or 0), 0)
     if a == 0:
         return 0.0
@@ -60,7 +60,7 @@ def utility(relevance_accumulator: float, access_count: int, created_at: datetim
 
 
 def activity(access_count: int, last_access: datetime, now: datetime) -> float:
-    """D(m) of seed 003 §5.3: accesses per hour since the last access."""
+    """D(m) of docs/design.md §Lifecycle: accesses per hour since the last access."""
     idle = hours(now - last_access)
     return math.inf if idle == 0 else max(int(access_count or 0), 0) / idle
 
@@ -122,7 +122,7 @@ def compaction_span(rows: list[dict], context_window: int, factor: float = 2.0,
                     keep_recent: int = 2, max_span_tokens: int | None = None) -> int:
     """How many of the oldest active rows (keys: role, token_count; oldest first) to
     compact: 0 unless their tokens exceed factor × context_window; else the shortest
-    prefix that brings the rest down to one context window (seed 003 §7.3), never
+    prefix that brings the rest down to one context window (docs/design.md §Lifecycle), never
     ending just before a tool result (it stays with its call), never touching the
     `keep_recent` newest rows, and at most max_span_tokens (a later pass goes on)."""
     total = sum(r["token_count"] for r in rows)
@@ -146,5 +146,5 @@ def compaction_span(rows: list[dict], context_window: int, factor: float = 2.0,
 
 
 def compaction_ratio(tokens_removed: int, summary_tokens: int) -> float:
-    """ρ of seed 003 §7.3: tokens taken out of the active history per summary token."""
+    """ρ of docs/design.md §Lifecycle: tokens taken out of the active history per summary token."""
     return tokens_removed / max(summary_tokens, 1)
