@@ -40,6 +40,7 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import context as bench  # bench/context.py: the corpus, the floor, percentiles
+from context_corpus import SWEEP_PREFIX
 
 LOAD_TREE = """DO $load$
 import importlib
@@ -166,8 +167,8 @@ def main() -> None:
     ap.add_argument("--budgets", default="1000,4000,8000")
     ap.add_argument("--seed", type=int, default=20240612)
     ap.add_argument("--tenant-prefix", default=bench.PREFIX,
-                    help=f"the corpus' tenants (default {bench.PREFIX}; {bench.SWEEP_PREFIX}: the size sweep's, "
-                         f"{bench.SWEEP_PREFIX}100000_: its largest)")
+                    help=f"the corpus' tenants (default {bench.PREFIX}; {SWEEP_PREFIX}: the size sweep's, "
+                         f"{SWEEP_PREFIX}100000_: its largest)")
     args = ap.parse_args()
     trees = []
     for arg in args.trees:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import time
+import uuid
 from collections.abc import Callable
 
 import psycopg
@@ -67,3 +69,54 @@ def waits_for_a_lock(pid: int, running: Callable[[], bool] = lambda: True, secon
                 return True
             time.sleep(0.05)
     return False
+
+
+# ------------------------------------------------ compile_context tests (test_context*.py)
+def secret_marker(prefix: str) -> str:
+    return f"{prefix}{uuid.uuid4().hex[:10].upper()}"
+
+
+def tool_call(call_id: str, name: str, args: dict | None = None) -> dict:
+    return {"id": call_id, "type": "function",
+            "function": {"name": name, "arguments": json.dumps(args or {})}}
+
+
+def assistant_calls(db, tenant, session, *calls, content=None, **kw) -> int:
+    return db.record_message(tenant, session, {"role": "assistant", "content": content,
+                                               "tool_calls": list(calls)}, **kw)
+
+
+def tool_result(db, tenant, session, call_id: str, content: str, **kw) -> int:
+    return db.record_message(tenant, session,
+                             {"role": "tool", "tool_call_id": call_id, "content": content}, **kw)
+
+
+def pin_memory(db, tenant: str, memory_id: int) -> None:
+    db._call("UPDATE mnemo.memories SET is_pinned = true"
+             " WHERE tenant_id = %(t)s AND memory_id = %(m)s", {"t": tenant, "m": memory_id})
+
+
+def prompt_cost(messages: list[dict], system_prompt: str | None) -> int:
+    """Tokens of the returned messages, less the session's own system prompt."""
+    if system_prompt is not None:
+        assert messages[0] == {"role": "system", "content": system_prompt}
+        messages = messages[1:]
+    return sum(tokens.count_message(m) for m in messages)
+
+
+def context_log(db, tenant: str) -> list[tuple]:
+    with db.conn.cursor() as cur:
+        cur.execute("SELECT context_id, session_id, budget, tokens_used, query, task_type,"
+                    " items, omissions, provenance FROM mnemo.context_log"
+                    " WHERE tenant_id = %s ORDER BY context_id", (tenant,))
+        return cur.fetchall()
+
+
+def big_output(min_bytes: int, first_line: str = "") -> str:
+    lines = [first_line] if first_line else []
+    i = 0
+    while sum(len(x) + 1 for x in lines) <= min_bytes:
+        lines.append(f"2026-03-0{i % 9 + 1} 12:{i % 60:02d}:00 INFO worker-{i % 7} "
+                     f"processed batch {i} from /var/spool/jobs/{i}.json in {i % 97} ms")
+        i += 1
+    return "\n".join(lines) + "\nfinished: ERR_NONE"
