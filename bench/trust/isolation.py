@@ -250,6 +250,36 @@ def _run(app: psycopg.Connection, stmt, params=None, f: Figures | None = None) -
                                           d.context) if x)
 
 
+def _leaking_rows(app: psycopg.Connection, stmt, f: Figures, needles: list[str]) -> str | None:
+    """Reads every row stmt returns, one at a time (a table of a busy database may
+    hold gigabytes), and returns the first that shows a needle (its repr, cut), None
+    when none does or the statement is refused. The rows are read to the end: the
+    connection is free for the next statement."""
+    found = None
+    try:
+        for row in app.cursor().stream(stmt):
+            if found is None and any(n in (text := repr(row)) for n in needles):
+                found = text[:200]
+    except psycopg.Error:
+        f.refused += 1
+    return found
+
+
+def _copy_shows(app: psycopg.Connection, r: sql.SQL, f: Figures, needles: list[bytes]) -> bool:
+    """Whether COPY r TO STDOUT shows a needle, read a chunk at a time (each chunk with
+    the end of the one before it, so a needle across two chunks is seen), to the end."""
+    longest, shows, tail = max(map(len, needles)), False, b""
+    try:
+        with app.cursor().copy(sql.SQL("COPY {} TO STDOUT").format(r)) as copy:
+            for chunk in copy:
+                data = tail + bytes(chunk)
+                shows = shows or any(n in data for n in needles)
+                tail = data[-longest:]
+    except psycopg.Error:
+        f.refused += 1
+    return shows
+
+
 # ---------------------------------------------------------------- tables
 def _copy_row(r: sql.SQL, columns: list[str], tenant: str | None) -> sql.Composed:
     """INSERT of a copy of a row the role can see (fresh ids), into tenant (if given)."""
@@ -282,20 +312,16 @@ def _probe_relation(app: psycopg.Connection, f: Figures, rel: str, kind: str, ha
         ]
     writes.append(sql.SQL("TRUNCATE {}").format(r))
     where = f"{rel} ({context})"
+    needles = [canary, repr(tenant_b)] if has_tenant else [canary]
     for stmt in reads:
         f.statements += 1
-        out = _run(app, stmt, None, f)
-        if _scan(out, canary) or (has_tenant and repr(tenant_b) in out):
-            f.leak(f"{stmt.as_string(app)} ({context}): {out[:200]}")
+        out = _leaking_rows(app, stmt, f, needles)
+        if out is not None:
+            f.leak(f"{stmt.as_string(app)} ({context}): {out}")
     if kind == "r":
         f.statements += 1
-        try:
-            with app.cursor().copy(sql.SQL("COPY {} TO STDOUT").format(r)) as copy:
-                data = b"".join(bytes(chunk) for chunk in copy)
-            if canary.encode() in data or (has_tenant and tenant_b.encode() in data):
-                f.leak(f"COPY {where} TO STDOUT")
-        except psycopg.Error:
-            f.refused += 1
+        if _copy_shows(app, r, f, [canary.encode()] + ([tenant_b.encode()] if has_tenant else [])):
+            f.leak(f"COPY {where} TO STDOUT")
     for stmt in writes:
         f.statements += 1
         try:
