@@ -89,13 +89,11 @@ BEGIN
     END IF;
     -- Secrets never reach a table: every string of the message, its metadata and
     -- tags is redacted before anything else looks at them (mnemo_internal.redact).
-    IF mnemo_internal.redaction_enabled(p_tenant_id) THEN
-        v_red := mnemo_internal.redact(jsonb_build_object('m', p_message, 'md', p_metadata, 'tags', p_tags));
-        IF jsonb_array_length(v_red -> 'kinds') > 0 THEN
-            p_message := v_red #> '{value,m}';
-            p_metadata := (v_red #> '{value,md}') || jsonb_build_object('redactions', v_red -> 'kinds');
-            p_tags := ARRAY(SELECT jsonb_array_elements_text(v_red #> '{value,tags}'));
-        END IF;
+    v_red := mnemo_internal.redacted(p_tenant_id, jsonb_build_object('m', p_message, 'md', p_metadata, 'tags', p_tags));
+    IF v_red IS NOT NULL THEN
+        p_message := v_red #> '{value,m}';
+        p_metadata := (v_red #> '{value,md}') || jsonb_build_object('redactions', v_red -> 'kinds');
+        p_tags := ARRAY(SELECT jsonb_array_elements_text(v_red #> '{value,tags}'));
     END IF;
     SELECT k INTO v_bad_key FROM jsonb_object_keys(p_message) AS k
     WHERE k NOT IN ('role', 'content', 'name', 'tool_calls', 'tool_call_id', 'refusal') LIMIT 1;

@@ -2,7 +2,7 @@
 -- the API's signatures, volatility and privileges, and the hygiene of every routine.
 -- Catalog checks only; nothing is written (and the transaction is rolled back).
 BEGIN;
-SELECT plan(241);
+SELECT plan(242);
 
 -- The tenant tables of 0001_schema.sql (21) and 0003_lifecycle.sql (2), all
 -- hash-partitioned by tenant_id.
@@ -434,6 +434,7 @@ FROM (VALUES
     ('form_memory', ARRAY['text', 'text', 'jsonb']),
     ('redact', ARRAY['jsonb']),
     ('redaction_enabled', ARRAY['text']),
+    ('redacted', ARRAY['text', 'jsonb']),
     ('content_hash', ARRAY['text']),
     ('subtract_from_lexicon', ARRAY['text[]', 'tsvector[]']),
     ('insert_memory', ARRAY['text', 'uuid', 'text', 'text', 'text', 'jsonb', 'bigint[]', 'text', 'text[]', 'jsonb'])
