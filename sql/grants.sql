@@ -52,7 +52,7 @@ DECLARE
         'compile_context', 'call_python', 'check_json_depth', 'checked_timestamp', 'check_session_model',
         'raise_project_error',
         'next_memory_version', 'wire_hashes', 'check_options', 'option_limit',
-        'page_message', 'paging_tags', 'paging_call', 'helper_answer',
+        'paging_tags', 'paging_call', 'helper_answer',
         'api_key_tenant'];
     v_routine regprocedure;
     v_name text;
