@@ -40,6 +40,7 @@ import sys
 import time
 import uuid
 from collections import defaultdict
+from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 
@@ -90,6 +91,36 @@ def run_jobs(conn: psycopg.Connection) -> None:
         conn.execute("CALL mnemo.run_jobs(p_batch_size => 64, p_max_batches => 50)")
 
 
+@contextmanager
+def jobs_paused(conn: psycopg.Connection):
+    """pg_cron's job runner paused while the bench runs the jobs itself, and resumed."""
+    conn.execute("UPDATE cron.job SET active = false WHERE jobname = 'mnemo-run-jobs'")
+    try:
+        yield
+    finally:
+        conn.execute("UPDATE cron.job SET active = true WHERE jobname = 'mnemo-run-jobs'")
+
+
+def ingest_all(db, conn: psycopg.Connection, data: list[dict], prefix: str,
+               recall_index: bool = False) -> list[tuple[dict, str, dict[int, str]]]:
+    """Each conversation recorded as tenant <prefix>_<sample_id>, embedded, and sealed
+    into retrieval segments as pg_cron's 'segments' sweep would within a minute (with
+    recall_index, each tenant also gets the recall index that sweep gives a tenant past
+    recall_index_min_messages): [(sample, tenant, message_id -> dia_id)]."""
+    tenants = []
+    for sample in data:
+        tenant = f"{prefix}_{sample['sample_id']}"
+        ids = ingest(db, sample, tenant)
+        tenants.append((sample, tenant, ids))
+        print(f"ingested {sample['sample_id']}: {len(ids)} turns", flush=True)
+    run_jobs(conn)
+    for _, tenant, _ in tenants:
+        conn.execute("SELECT mnemo_internal.build_message_segments(%s)", (tenant,))
+        if recall_index:
+            conn.execute("SELECT mnemo_internal.sync_recall_index(%s, 1)", (tenant,))
+    return tenants
+
+
 def pct(xs: list[float], q: float) -> float:
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else 0.0
@@ -128,33 +159,17 @@ def main() -> int:
     run = uuid.uuid4().hex[:6]
     scores = Scores()
     latencies: list[float] = []
-    with connect(DSN) as db, psycopg.connect(DSN, autocommit=True) as conn:
-        conn.execute("UPDATE cron.job SET active = false WHERE jobname = 'mnemo-run-jobs'")
-        try:
-            t0 = time.perf_counter()
-            tenants = []
-            for sample in data:
-                tenant = f"locomo_{run}_{sample['sample_id']}"
-                ids = ingest(db, sample, tenant)
-                tenants.append((sample, tenant, ids))
-                print(f"ingested {sample['sample_id']}: {len(ids)} turns", flush=True)
-            run_jobs(conn)
-            # sealed into retrieval segments, as pg_cron's 'segments' sweep would within a minute
-            for _, tenant, _ in tenants:
-                conn.execute("SELECT mnemo_internal.build_message_segments(%s)", (tenant,))
-                if args.recall_index:
-                    # as the segments sweep gives one to a tenant past recall_index_min_messages
-                    conn.execute("SELECT mnemo_internal.sync_recall_index(%s, 1)", (tenant,))
-            print(f"ingest + embeddings + segments: {time.perf_counter() - t0:.1f} s", flush=True)
-            for sample, tenant, ids in tenants:
-                evaluate(db, conn, sample, tenant, ids, scores, latencies, args.questions)
-                print(f"evaluated {sample['sample_id']}", flush=True)
-            formation = extract_memories(conn, [t for _, t, _ in tenants])
-            for sample, tenant, ids in tenants:
-                evaluate_memories(db, conn, sample, tenant, ids, scores, args.questions)
-                print(f"evaluated {sample['sample_id']} with memories", flush=True)
-        finally:
-            conn.execute("UPDATE cron.job SET active = true WHERE jobname = 'mnemo-run-jobs'")
+    with connect(DSN) as db, psycopg.connect(DSN, autocommit=True) as conn, jobs_paused(conn):
+        t0 = time.perf_counter()
+        tenants = ingest_all(db, conn, data, f"locomo_{run}", args.recall_index)
+        print(f"ingest + embeddings + segments: {time.perf_counter() - t0:.1f} s", flush=True)
+        for sample, tenant, ids in tenants:
+            evaluate(db, conn, sample, tenant, ids, scores, latencies, args.questions)
+            print(f"evaluated {sample['sample_id']}", flush=True)
+        formation = extract_memories(conn, [t for _, t, _ in tenants])
+        for sample, tenant, ids in tenants:
+            evaluate_memories(db, conn, sample, tenant, ids, scores, args.questions)
+            print(f"evaluated {sample['sample_id']} with memories", flush=True)
     return report(scores, latencies, formation, args.recall_index)
 
 

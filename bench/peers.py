@@ -199,26 +199,16 @@ def run_mnemosyne(dsn: str, data: list[dict], run: str, scores: locomo.Scores, l
     """Ingest and evaluation exactly as bench-locomo runs them, timed."""
     from mnemosyne import connect
 
-    with connect(dsn) as db, psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute("UPDATE cron.job SET active = false WHERE jobname = 'mnemo-run-jobs'")
-        try:
-            t0 = time.perf_counter()
-            tenants = []
-            for sample in data:
-                tenant = f"peers_{run}_{sample['sample_id']}"
-                tenants.append((sample, tenant, locomo.ingest(db, sample, tenant)))
-            locomo.run_jobs(conn)
-            for _, tenant, _ in tenants:
-                conn.execute("SELECT mnemo_internal.build_message_segments(%s)", (tenant,))
-            insert_s = time.perf_counter() - t0
-            n = sum(len(ids) for *_, ids in tenants)
-            print(f"mnemosyne: recorded, embedded and sealed {n} turns in {insert_s:.1f} s"
-                  f" ({n / insert_s:.1f} turns/s)", flush=True)
-            latencies: list[float] = []
-            for sample, tenant, ids in tenants:
-                locomo.evaluate(db, conn, sample, tenant, ids, scores, latencies, limit)
-        finally:
-            conn.execute("UPDATE cron.job SET active = true WHERE jobname = 'mnemo-run-jobs'")
+    with connect(dsn) as db, psycopg.connect(dsn, autocommit=True) as conn, locomo.jobs_paused(conn):
+        t0 = time.perf_counter()
+        tenants = locomo.ingest_all(db, conn, data, f"peers_{run}")
+        insert_s = time.perf_counter() - t0
+        n = sum(len(ids) for *_, ids in tenants)
+        print(f"mnemosyne: recorded, embedded and sealed {n} turns in {insert_s:.1f} s"
+              f" ({n / insert_s:.1f} turns/s)", flush=True)
+        latencies: list[float] = []
+        for sample, tenant, ids in tenants:
+            locomo.evaluate(db, conn, sample, tenant, ids, scores, latencies, limit)
     # evaluate() compiles once per budget per question, in BUDGETS order
     at_budget = latencies[locomo.BUDGETS.index(BUDGET)::len(locomo.BUDGETS)]
     return {"turns": n, "insert_s": insert_s, "latencies": at_budget}

@@ -46,16 +46,16 @@ DECLARE
     -- The internal routines the API calls while it runs (as mnemo_api_owner).
     mnemo_api_runtime CONSTANT text[] := ARRAY[
         'current_tenant_id', 'bound_tenant_id', 'enter_tenant', 'setting', 'raise_error',
-        'py_bootstrap', 'enqueue_job', 'insert_memory', 'form_memory', 'redact',
+        'py_bootstrap', 'enqueue_job', 'insert_memory', 'form_memory', 'redact', 'redacted',
         'redaction_enabled', 'content_hash', 'excerpt', 'message_tokens', 'message_levels',
         'line_tokens', 'message_segment', 'segment_hits', 'quantize_embeddings', 'subtract_from_lexicon',
         'compile_context', 'call_python', 'check_json_depth', 'checked_timestamp', 'check_session_model',
         'raise_project_error',
         'next_memory_version', 'wire_hashes', 'check_options', 'option_limit',
-        'page_message', 'paging_tags', 'paging_call', 'helper_answer',
+        'paging_tags', 'paging_call', 'helper_answer',
         'api_key_tenant'];
-    v_routine regprocedure;
     v_name text;
+    v_statement text;
 BEGIN
     FOREACH v_name IN ARRAY mnemo_app_api || mnemo_app_policy || mnemo_api_runtime LOOP
         IF NOT EXISTS (SELECT FROM pg_proc AS p WHERE p.proname = v_name
@@ -63,25 +63,19 @@ BEGIN
             RAISE EXCEPTION 'grants.sql: no routine named %', v_name;
         END IF;
     END LOOP;
-    FOR v_routine IN
-        SELECT p.oid::regprocedure FROM pg_proc AS p
-        WHERE p.pronamespace = 'mnemo'::regnamespace AND p.proname = ANY (mnemo_app_api)
+    -- What each list gets, in this order (an API routine changes owner before its grants).
+    FOR v_statement IN
+        SELECT format(g.statement, p.oid::regprocedure)
+        FROM (VALUES
+            (1, ARRAY['mnemo'], mnemo_app_api, 'ALTER ROUTINE %s OWNER TO mnemo_api_owner'),
+            (2, ARRAY['mnemo'], mnemo_app_api, 'GRANT EXECUTE ON ROUTINE %s TO mnemo_app, mnemo_api_owner'),
+            (3, ARRAY['mnemo_internal'], mnemo_app_policy, 'GRANT EXECUTE ON ROUTINE %s TO mnemo_app'),
+            (4, ARRAY['mnemo', 'mnemo_internal'], mnemo_api_runtime, 'GRANT EXECUTE ON ROUTINE %s TO mnemo_api_owner')
+        ) AS g (step, schemas, names, statement)
+        JOIN pg_proc AS p ON p.pronamespace::regnamespace::text = ANY (g.schemas) AND p.proname = ANY (g.names)
+        ORDER BY g.step, p.oid
     LOOP
-        EXECUTE format('ALTER ROUTINE %s OWNER TO mnemo_api_owner', v_routine);
-        EXECUTE format('GRANT EXECUTE ON ROUTINE %s TO mnemo_app, mnemo_api_owner', v_routine);
-    END LOOP;
-    FOR v_routine IN
-        SELECT p.oid::regprocedure FROM pg_proc AS p
-        WHERE p.pronamespace = 'mnemo_internal'::regnamespace AND p.proname = ANY (mnemo_app_policy)
-    LOOP
-        EXECUTE format('GRANT EXECUTE ON ROUTINE %s TO mnemo_app', v_routine);
-    END LOOP;
-    FOR v_routine IN
-        SELECT p.oid::regprocedure FROM pg_proc AS p
-        WHERE p.pronamespace IN ('mnemo'::regnamespace, 'mnemo_internal'::regnamespace)
-            AND p.proname = ANY (mnemo_api_runtime)
-    LOOP
-        EXECUTE format('GRANT EXECUTE ON ROUTINE %s TO mnemo_api_owner', v_routine);
+        EXECUTE v_statement;
     END LOOP;
 END
 $$;

@@ -29,11 +29,8 @@ INSERT INTO mnemo_internal.settings AS s (key, value, description) VALUES
 (
     'extract_job_messages', '100',
     'Messages one run of an extract job reads (one transaction); the rest goes on in the next run.'
-)
-ON CONFLICT (key) DO UPDATE SET description = excluded.description;
-
+),
 -- Lifecycle (issue 5; docs/design.md §Lifecycle). Read by plpy/mnemo_db/lifecycle/sweeps.py.
-INSERT INTO mnemo_internal.settings AS s (key, value, description) VALUES
 (
     'promotion',
     '{"session": {"to": "episodic", "lambda": 0.01, "theta": 0.3, "min_access": 3},
@@ -65,11 +62,8 @@ INSERT INTO mnemo_internal.settings AS s (key, value, description) VALUES
 (
     'recall_index_min_messages', '25000',
     'Sealed messages from which a tenant gets its own recall index (compile_context reads k nearest, not all).'
-)
-ON CONFLICT (key) DO UPDATE SET description = excluded.description;
-
+),
 -- Paging (issue 22; plpy/mnemo_db/paging/ladder.py DEFAULTS says what each key does).
-INSERT INTO mnemo_internal.settings AS s (key, value, description) VALUES
 (
     'paging',
     '{"caution": 0.5, "warning": 0.7, "critical": 0.85, "emergency": 0.95, "target": 0.6,

@@ -28,7 +28,6 @@ SECURITY DEFINER  -- runs as mnemo_api_owner, under row-level security (sql/gran
 SET search_path = pg_catalog, public, pg_temp
 AS $$
 BEGIN
-    PERFORM mnemo_internal.check_json_depth(p_options, 'options');
     RETURN mnemo_internal.call_python('compile_bundle', p_tenant_id, p_session_id,
         jsonb_build_object('query', p_query, 'options', p_options));
 END;

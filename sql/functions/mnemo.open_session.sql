@@ -60,11 +60,9 @@ BEGIN
     WHERE t.tenant_id = p_tenant_id AND t.session_key = p_session_key;
     IF FOUND AND v_status IN ('active', 'paused')
         AND (p_system_prompt IS NULL OR v_known_hash IS NOT DISTINCT FROM v_prompt_hash) THEN
-        IF mnemo_internal.redaction_enabled(p_tenant_id) THEN  -- as start_session stores it
-            v_red := mnemo_internal.redact(to_jsonb(p_model));
-            IF jsonb_array_length(v_red -> 'kinds') > 0 THEN
-                p_model := v_red #>> '{value}';
-            END IF;
+        v_red := mnemo_internal.redacted(p_tenant_id, to_jsonb(p_model));  -- as start_session stores it
+        IF v_red IS NOT NULL THEN
+            p_model := v_red #>> '{value}';
         END IF;
         UPDATE mnemo.sessions AS s
         SET model = p_model, context_window = p_context_window, response_reserve = p_response_reserve,

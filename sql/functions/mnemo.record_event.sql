@@ -58,17 +58,15 @@ BEGIN
     -- Typed payloads (decisions, tasks), actor, tags and refs are stored from the
     -- arguments directly: redact them here as record_message and insert_memory
     -- redact what they store. An artifact's base64 is redacted once decoded, below.
-    IF mnemo_internal.redaction_enabled(p_tenant_id) THEN
-        v_red := mnemo_internal.redact(jsonb_build_object(
-            'c', CASE WHEN p_kind = 'artifact' THEN p_content - 'base64' ELSE p_content END,
-            'meta', v_meta, 'tags', p_tags));
-        IF jsonb_array_length(v_red -> 'kinds') > 0 THEN
-            p_content := (v_red #> '{value,c}') || CASE WHEN p_kind = 'artifact'
-                THEN jsonb_strip_nulls(jsonb_build_object('base64', p_content -> 'base64')) ELSE '{}' END;
-            v_meta := v_red #> '{value,meta}';
-            p_tags := CASE WHEN p_tags IS NOT NULL THEN ARRAY(SELECT jsonb_array_elements_text(v_red #> '{value,tags}')) END;
-            p_refs := ARRAY(SELECT jsonb_array_elements_text(v_meta -> 'refs'));
-        END IF;
+    v_red := mnemo_internal.redacted(p_tenant_id, jsonb_build_object(
+        'c', CASE WHEN p_kind = 'artifact' THEN p_content - 'base64' ELSE p_content END,
+        'meta', v_meta, 'tags', p_tags));
+    IF v_red IS NOT NULL THEN
+        p_content := (v_red #> '{value,c}') || CASE WHEN p_kind = 'artifact'
+            THEN jsonb_strip_nulls(jsonb_build_object('base64', p_content -> 'base64')) ELSE '{}' END;
+        v_meta := v_red #> '{value,meta}';
+        p_tags := CASE WHEN p_tags IS NOT NULL THEN ARRAY(SELECT jsonb_array_elements_text(v_red #> '{value,tags}')) END;
+        p_refs := ARRAY(SELECT jsonb_array_elements_text(v_meta -> 'refs'));
     END IF;
     IF NOT EXISTS (SELECT FROM mnemo.sessions AS s
         WHERE s.tenant_id = p_tenant_id AND s.session_id = p_session_id) THEN

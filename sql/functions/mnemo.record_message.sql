@@ -13,7 +13,7 @@
 -- Cleanup tags in an assistant's text (<mnemo:drop ids="obj:3"/> ..., see
 -- plpy/mnemo_db/paging/tags.py) are stripped before it is stored (metadata.cleanup_tags
 -- keeps them) and applied. The message joins the session's semantic objects
--- (mnemo_internal.page_message: segmentation, faults, structural waste).
+-- (mnemo_internal.paging_call 'message': segmentation, faults, structural waste).
 -- Enqueues an 'embed' job and the session's 'extract' job. Bad input raises a MN0xx
 -- error and writes nothing.
 -- Writes: messages, sessions (counter), tool_calls, artifacts, jobs, and paging's
@@ -89,13 +89,11 @@ BEGIN
     END IF;
     -- Secrets never reach a table: every string of the message, its metadata and
     -- tags is redacted before anything else looks at them (mnemo_internal.redact).
-    IF mnemo_internal.redaction_enabled(p_tenant_id) THEN
-        v_red := mnemo_internal.redact(jsonb_build_object('m', p_message, 'md', p_metadata, 'tags', p_tags));
-        IF jsonb_array_length(v_red -> 'kinds') > 0 THEN
-            p_message := v_red #> '{value,m}';
-            p_metadata := (v_red #> '{value,md}') || jsonb_build_object('redactions', v_red -> 'kinds');
-            p_tags := ARRAY(SELECT jsonb_array_elements_text(v_red #> '{value,tags}'));
-        END IF;
+    v_red := mnemo_internal.redacted(p_tenant_id, jsonb_build_object('m', p_message, 'md', p_metadata, 'tags', p_tags));
+    IF v_red IS NOT NULL THEN
+        p_message := v_red #> '{value,m}';
+        p_metadata := (v_red #> '{value,md}') || jsonb_build_object('redactions', v_red -> 'kinds');
+        p_tags := ARRAY(SELECT jsonb_array_elements_text(v_red #> '{value,tags}'));
     END IF;
     SELECT k INTO v_bad_key FROM jsonb_object_keys(p_message) AS k
     WHERE k NOT IN ('role', 'content', 'name', 'tool_calls', 'tool_call_id', 'refusal') LIMIT 1;
@@ -292,9 +290,10 @@ BEGIN
         END;
     END IF;
 
-    PERFORM mnemo_internal.page_message(p_tenant_id, p_session_id, jsonb_build_object(
-        'message_id', v_message_id, 'role', v_role, 'content', v_text, 'tool_calls', v_tool_calls,
-        'tool_call_id', v_tool_call_id, 'turn', v_turn, 'tokens', v_tokens, 'metadata', p_metadata), v_tags);
+    PERFORM mnemo_internal.paging_call('message', p_tenant_id, p_session_id, jsonb_build_object('message',
+        jsonb_build_object('message_id', v_message_id, 'role', v_role, 'content', v_text, 'tool_calls', v_tool_calls,
+            'tool_call_id', v_tool_call_id, 'turn', v_turn, 'tokens', v_tokens, 'metadata', p_metadata),
+        'tags', v_tags));
 
     IF coalesce(v_text, '') <> '' THEN
         PERFORM mnemo_internal.enqueue_job(p_tenant_id, 'embed',

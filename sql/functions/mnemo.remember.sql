@@ -28,12 +28,10 @@ DECLARE
     v_red jsonb;
 BEGIN
     PERFORM mnemo_internal.enter_tenant(p_tenant_id);
-    IF mnemo_internal.redaction_enabled(p_tenant_id) THEN
-        v_red := mnemo_internal.redact(jsonb_build_object('c', p_content, 'o', p_options));
-        IF jsonb_array_length(v_red -> 'kinds') > 0 THEN
-            p_content := v_red #>> '{value,c}';
-            p_options := v_red #> '{value,o}';
-        END IF;
+    v_red := mnemo_internal.redacted(p_tenant_id, jsonb_build_object('c', p_content, 'o', p_options));
+    IF v_red IS NOT NULL THEN
+        p_content := v_red #>> '{value,c}';
+        p_options := v_red #> '{value,o}';
     END IF;
     IF p_content IS NULL OR btrim(p_content) = '' THEN
         RAISE EXCEPTION USING ERRCODE = 'MN001', MESSAGE = 'content is required';

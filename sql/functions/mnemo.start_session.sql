@@ -59,16 +59,14 @@ BEGIN
             MESSAGE = format('unknown parent session %s', p_parent_session_id);
     END IF;
 
-    IF mnemo_internal.redaction_enabled(p_tenant_id) THEN
-        v_red := mnemo_internal.redact(jsonb_build_object('p', p_system_prompt, 'md', p_metadata,
-            'agent', p_agent_id, 'model', p_model, 'config', p_config));
-        IF jsonb_array_length(v_red -> 'kinds') > 0 THEN
-            p_system_prompt := v_red #>> '{value,p}';
-            p_agent_id := v_red #>> '{value,agent}';
-            p_model := v_red #>> '{value,model}';
-            p_config := v_red #> '{value,config}';
-            p_metadata := (v_red #> '{value,md}') || jsonb_build_object('redactions', v_red -> 'kinds');
-        END IF;
+    v_red := mnemo_internal.redacted(p_tenant_id, jsonb_build_object('p', p_system_prompt, 'md', p_metadata,
+        'agent', p_agent_id, 'model', p_model, 'config', p_config));
+    IF v_red IS NOT NULL THEN
+        p_system_prompt := v_red #>> '{value,p}';
+        p_agent_id := v_red #>> '{value,agent}';
+        p_model := v_red #>> '{value,model}';
+        p_config := v_red #> '{value,config}';
+        p_metadata := (v_red #> '{value,md}') || jsonb_build_object('redactions', v_red -> 'kinds');
     END IF;
     IF p_system_prompt IS NOT NULL THEN
         v_prompt_hash := sha256(convert_to(p_system_prompt, 'UTF8'));

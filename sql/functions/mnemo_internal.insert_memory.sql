@@ -33,12 +33,10 @@ DECLARE
     v_meta jsonb := coalesce(p_options -> 'metadata', '{}');
     v_at timestamptz := coalesce((p_options ->> 'created_at')::timestamptz, now());
 BEGIN
-    IF mnemo_internal.redaction_enabled(p_tenant_id) THEN
-        v_red := mnemo_internal.redact(to_jsonb(p_content));
-        IF jsonb_array_length(v_red -> 'kinds') > 0 THEN
-            v_content := v_red ->> 'value';
-            v_meta := v_meta || jsonb_build_object('redactions', v_red -> 'kinds');
-        END IF;
+    v_red := mnemo_internal.redacted(p_tenant_id, to_jsonb(p_content));
+    IF v_red IS NOT NULL THEN
+        v_content := v_red ->> 'value';
+        v_meta := v_meta || jsonb_build_object('redactions', v_red -> 'kinds');
     END IF;
     v_stub := left(split_part(btrim(v_content), E'\n', 1), 160);
     INSERT INTO mnemo.memories (

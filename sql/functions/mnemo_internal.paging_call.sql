@@ -1,11 +1,25 @@
 -- mnemo_internal.paging_call(p_op, p_tenant_id, p_session_id, p_args) -> jsonb
--- The paging package (plpy/mnemo_db/paging/store.py), loaded once per backend, behind
--- the phantom tools and the metrics: p_op is query | restore | release | handle |
--- objects | metrics, p_args its arguments as JSON. The API functions (mnemo.memory_query,
--- memory_restore, memory_release, handle_tool_call, memory_objects, paging_metrics)
--- reach it through mnemo_internal.call_python, so that its project errors reach
--- clients without PL/Python's prefix.
+-- The one entry into the paging package (plpy/mnemo_db/paging/store.py), loaded once
+-- per backend; p_op names the operation, p_args holds its arguments as JSON:
+--   message   paging's part of record_message, after the message is stored
+--             (Pager.on_message; p_args {"message": {message_id, role, content,
+--             tool_calls, tool_call_id, turn, tokens, metadata}, "tags": the cleanup
+--             tags from mnemo_internal.paging_tags}): the message joins or starts a
+--             semantic object (a tool call with its results, a conversation phase), a
+--             re-read of a source whose object is below full is a fault, superseded
+--             reads, stale and duplicated outputs are degraded, a goal shift re-ranks,
+--             and the tags are applied. It runs in the write's transaction, because
+--             faults are what the model asked for at that turn, and the next compile
+--             must see the objects: a few statements, and an embedding for a user
+--             message (the topic and goal shift cosines). Returns null.
+--   query | restore | release | handle | objects | metrics: the phantom tools and the
+--             metrics. The API functions (mnemo.memory_query, memory_restore,
+--             memory_release, handle_tool_call, memory_objects, paging_metrics) reach
+--             them through mnemo_internal.call_python, so that their project errors
+--             reach clients without PL/Python's prefix.
 -- The caller has entered the tenant. Raises MN001, MN003, MN010 (see the API functions).
+-- Writes: semantic_objects, object_residency, object_links, fidelity_log, fault_log,
+-- paging_state.
 CREATE OR REPLACE FUNCTION mnemo_internal.paging_call(
     p_op text, p_tenant_id text, p_session_id uuid, p_args jsonb
 ) RETURNS jsonb
@@ -20,7 +34,9 @@ import json
 from mnemo_db.paging.store import PagingError
 a = json.loads(p_args) if p_args else {}
 try:
-    if p_op == 'query':
+    if p_op == 'message':
+        out = pager.on_message(p_tenant_id, p_session_id, a['message'], a.get('tags'))
+    elif p_op == 'query':
         out = pager.query(p_tenant_id, p_session_id, a.get('question'), a.get('scope'), a.get('max_tokens'))
     elif p_op == 'restore':
         out = pager.restore(p_tenant_id, p_session_id, a.get('id'), a.get('reason'))

@@ -22,6 +22,27 @@ SUPERSEDED_BY_REWIND = """(m.is_compacted AND EXISTS (SELECT FROM mnemo.transcri
 # embedded and recalled). pg_cron's sweep may compact a fuzzed session at any time.
 COMPACTION_SUMMARY = "(m.turn_index = -1 AND m.role = 'system' AND m.metadata ? 'compaction')"
 
+def dangling(parent: str, key: str, refs: list[str]) -> str:
+    """The rows of other tables that name a row of mnemo.<parent> (by tenant_id and
+    key) that does not exist. A ref is "table" (its column <key>) or "table.column";
+    a trailing "?" marks a nullable reference, whose NULL names nothing."""
+    parts = []
+    for ref in refs:
+        nullable = ref.endswith("?")
+        table, _, column = ref.rstrip("?").partition(".")
+        label = table + ("." + column.split("_")[0] if column else "")  # memory_links.src
+        parts.append(f"SELECT '{label}' AS tbl, tenant_id, {column or key} AS {key} FROM mnemo.{table}"
+                     + (f" WHERE {column or key} IS NOT NULL" if nullable else ""))
+    union = "\n            UNION ALL ".join(parts)
+    return f"""
+        SELECT x.tbl, x.tenant_id, x.{key} FROM (
+            {union}
+        ) AS x
+        WHERE x.tenant_id LIKE $1 AND NOT EXISTS (SELECT FROM mnemo.{parent} AS p
+            WHERE p.tenant_id = x.tenant_id AND p.{key} = x.{key})
+    """
+
+
 # name -> query ($1: tenant_id LIKE pattern). Every query returns offending rows.
 CHECKS = {
     # turns: a session's messages are numbered 0..n-1 without gap or repeat, and n is
@@ -116,43 +137,13 @@ CHECKS = {
                 OR (m.kind IN ('task', 'open_loop') AND NOT EXISTS (SELECT FROM mnemo.memory_tasks AS t
                     WHERE t.tenant_id = m.tenant_id AND t.memory_id = m.memory_id)))
     """,
-    "memory_rows_without_memory": """
-        SELECT x.tbl, x.tenant_id, x.memory_id FROM (
-            SELECT 'memory_facts' AS tbl, tenant_id, memory_id FROM mnemo.memory_facts
-            UNION ALL SELECT 'memory_decisions', tenant_id, memory_id FROM mnemo.memory_decisions
-            UNION ALL SELECT 'memory_tasks', tenant_id, memory_id FROM mnemo.memory_tasks
-            UNION ALL SELECT 'memory_versions', tenant_id, memory_id FROM mnemo.memory_versions
-            UNION ALL SELECT 'memory_access', tenant_id, memory_id FROM mnemo.memory_access
-            UNION ALL SELECT 'entity_mentions', tenant_id, memory_id FROM mnemo.entity_mentions
-            UNION ALL SELECT 'entity_edges', tenant_id, memory_id FROM mnemo.entity_edges WHERE memory_id IS NOT NULL
-            UNION ALL SELECT 'memory_links.src', tenant_id, src_memory_id FROM mnemo.memory_links
-            UNION ALL SELECT 'memory_links.dst', tenant_id, dst_memory_id FROM mnemo.memory_links
-            UNION ALL SELECT 'working_memory', tenant_id, memory_id FROM mnemo.working_memory
-                WHERE memory_id IS NOT NULL
-            UNION ALL SELECT 'admission_log', tenant_id, memory_id FROM mnemo.admission_log
-                WHERE memory_id IS NOT NULL
-            UNION ALL SELECT 'fault_log', tenant_id, memory_id FROM mnemo.fault_log WHERE memory_id IS NOT NULL
-            UNION ALL SELECT 'fidelity_log', tenant_id, memory_id FROM mnemo.fidelity_log WHERE memory_id IS NOT NULL
-            UNION ALL SELECT 'semantic_objects', tenant_id, memory_id FROM mnemo.semantic_objects
-                WHERE memory_id IS NOT NULL
-        ) AS x
-        WHERE x.tenant_id LIKE $1 AND NOT EXISTS (SELECT FROM mnemo.memories AS m
-            WHERE m.tenant_id = x.tenant_id AND m.memory_id = x.memory_id)
-    """,
-    "entity_rows_without_entity": """
-        SELECT x.tbl, x.tenant_id, x.entity_id FROM (
-            SELECT 'entity_mentions' AS tbl, tenant_id, entity_id FROM mnemo.entity_mentions
-            UNION ALL SELECT 'entity_aliases', tenant_id, entity_id FROM mnemo.entity_aliases
-            UNION ALL SELECT 'entity_edges.src', tenant_id, src_entity_id FROM mnemo.entity_edges
-            UNION ALL SELECT 'entity_edges.dst', tenant_id, dst_entity_id FROM mnemo.entity_edges
-            UNION ALL SELECT 'memory_facts.subject', tenant_id, subject_entity_id FROM mnemo.memory_facts
-                WHERE subject_entity_id IS NOT NULL
-            UNION ALL SELECT 'memory_facts.object', tenant_id, object_entity_id FROM mnemo.memory_facts
-                WHERE object_entity_id IS NOT NULL
-        ) AS x
-        WHERE x.tenant_id LIKE $1 AND NOT EXISTS (SELECT FROM mnemo.entities AS e
-            WHERE e.tenant_id = x.tenant_id AND e.entity_id = x.entity_id)
-    """,
+    "memory_rows_without_memory": dangling("memories", "memory_id", [
+        "memory_facts", "memory_decisions", "memory_tasks", "memory_versions", "memory_access",
+        "entity_mentions", "entity_edges?", "memory_links.src_memory_id", "memory_links.dst_memory_id",
+        "working_memory?", "admission_log?", "fault_log?", "fidelity_log?", "semantic_objects?"]),
+    "entity_rows_without_entity": dangling("entities", "entity_id", [
+        "entity_mentions", "entity_aliases", "entity_edges.src_entity_id", "entity_edges.dst_entity_id",
+        "memory_facts.subject_entity_id?", "memory_facts.object_entity_id?"]),
     # jobs: what a job is about exists; a message with text has its embedding or a
     # queued / finished embed job
     "jobs_without_target": """

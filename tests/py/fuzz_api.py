@@ -362,24 +362,30 @@ def _compile(pool: Pool):
     return build()
 
 
+def some_of(draw, args: dict, optional) -> dict:
+    """args with each (name, strategy) of optional drawn one time in three (the
+    function's default the other two)."""
+    for name, strat in optional:
+        if draw(st.integers(0, 2)) == 0:
+            args[name] = draw(strat)
+    return args
+
+
 def _start_session(pool: Pool):
     @st.composite
     def build(draw):
         t = draw(tenant_of(pool))
-        args = {"p_tenant_id": t}
-        for name, strat in (("p_agent_id", st.sampled_from(["coder", "bob_ghp_x", "ü"])),
-                            ("p_channel", st.sampled_from(["private", "team", "public", "agent"])),
-                            ("p_model", st.sampled_from(["gpt-4o", "tiny"])),
-                            ("p_context_window", st.sampled_from([8192, 128000, 256, 10_000_000])),
-                            ("p_response_reserve", st.sampled_from([0, 100, 4096])),
-                            ("p_system_prompt", st.one_of(prose, some_text)),
-                            ("p_config", json_object_text({"x": json_values})),
-                            ("p_session_id", st.one_of(st.uuids().map(str), session_of(pool, t))),
-                            ("p_parent_session_id", session_of(pool, t)),
-                            ("p_metadata", json_object_text({"x": json_values, "y": some_text}))):
-            if draw(st.integers(0, 2)) == 0:
-                args[name] = draw(strat)
-        return args
+        return some_of(draw, {"p_tenant_id": t}, (
+            ("p_agent_id", st.sampled_from(["coder", "bob_ghp_x", "ü"])),
+            ("p_channel", st.sampled_from(["private", "team", "public", "agent"])),
+            ("p_model", st.sampled_from(["gpt-4o", "tiny"])),
+            ("p_context_window", st.sampled_from([8192, 128000, 256, 10_000_000])),
+            ("p_response_reserve", st.sampled_from([0, 100, 4096])),
+            ("p_system_prompt", st.one_of(prose, some_text)),
+            ("p_config", json_object_text({"x": json_values})),
+            ("p_session_id", st.one_of(st.uuids().map(str), session_of(pool, t))),
+            ("p_parent_session_id", session_of(pool, t)),
+            ("p_metadata", json_object_text({"x": json_values, "y": some_text}))))
     return build()
 
 
@@ -387,18 +393,15 @@ def _open_session(pool: Pool):
     @st.composite
     def build(draw):
         t = draw(tenant_of(pool))
-        args = {"p_tenant_id": t, "p_session_key": draw(st.one_of(
-            st.sampled_from(["conv:a", "conv:b", "x" * 513]), some_text, session_of(pool, t)))}
-        for name, strat in (("p_agent_id", st.sampled_from(["proxy", "ü", ""])),
-                            ("p_channel", st.sampled_from(["private", "team", "nope"])),
-                            ("p_model", st.sampled_from(["gpt-4o", "claude-x", ""])),
-                            ("p_context_window", st.sampled_from([8192, 200000, 100])),
-                            ("p_response_reserve", st.sampled_from([0, 4096, 10**6])),
-                            ("p_system_prompt", st.one_of(prose, some_text, st.none())),
-                            ("p_metadata", json_object_text({"x": json_values}))):
-            if draw(st.integers(0, 2)) == 0:
-                args[name] = draw(strat)
-        return args
+        return some_of(draw, {"p_tenant_id": t, "p_session_key": draw(st.one_of(
+            st.sampled_from(["conv:a", "conv:b", "x" * 513]), some_text, session_of(pool, t)))}, (
+            ("p_agent_id", st.sampled_from(["proxy", "ü", ""])),
+            ("p_channel", st.sampled_from(["private", "team", "nope"])),
+            ("p_model", st.sampled_from(["gpt-4o", "claude-x", ""])),
+            ("p_context_window", st.sampled_from([8192, 200000, 100])),
+            ("p_response_reserve", st.sampled_from([0, 4096, 10**6])),
+            ("p_system_prompt", st.one_of(prose, some_text, st.none())),
+            ("p_metadata", json_object_text({"x": json_values}))))
     return build()
 
 

@@ -2,7 +2,7 @@
 -- the API's signatures, volatility and privileges, and the hygiene of every routine.
 -- Catalog checks only; nothing is written (and the transaction is rolled back).
 BEGIN;
-SELECT plan(241);
+SELECT plan(242);
 
 -- The tenant tables of 0001_schema.sql (21) and 0003_lifecycle.sql (2), all
 -- hash-partitioned by tenant_id.
@@ -185,21 +185,32 @@ SELECT is_empty($$
             <> (SELECT count(*) FROM pg_inherits WHERE inhparent = x.indrelid)
 $$, 'every partitioned index in mnemo is attached in every partition');
 
+-- The project's relations and routines: those of mnemo, mnemo_internal and mnemo_archive.
+CREATE TEMP VIEW tap_relations AS
+SELECT c.oid, c.oid::regclass::text AS name, c.relnamespace, c.relkind, c.relispartition
+FROM pg_class AS c
+WHERE c.relnamespace::regnamespace::text IN ('mnemo', 'mnemo_internal', 'mnemo_archive');
+CREATE TEMP VIEW tap_routines AS
+SELECT p.oid, p.oid::regprocedure::text AS signature, p.pronamespace, p.proname, p.prosecdef, p.proowner,
+    p.prorettype
+FROM pg_proc AS p
+WHERE p.pronamespace::regnamespace::text IN ('mnemo', 'mnemo_internal', 'mnemo_archive');
+-- The parent tables of mnemo with a tenant_id column, read from the catalog.
+CREATE TEMP VIEW tap_tenant_parents AS
+SELECT c.oid, c.oid::regclass::text AS name, c.relrowsecurity
+FROM pg_class AS c
+WHERE c.relnamespace = 'mnemo'::regnamespace AND c.relkind IN ('r', 'p') AND NOT c.relispartition
+    AND EXISTS (SELECT FROM pg_attribute AS a
+        WHERE a.attrelid = c.oid AND a.attname = 'tenant_id' AND NOT a.attisdropped);
+
 -- Row-level security ----------------------------------------------------------- 4
 SELECT is_empty($$
-    SELECT c.oid::regclass::text FROM pg_class AS c
-    WHERE c.relnamespace = 'mnemo'::regnamespace AND c.relkind IN ('r', 'p') AND NOT c.relispartition
-        AND EXISTS (SELECT FROM pg_attribute AS a
-            WHERE a.attrelid = c.oid AND a.attname = 'tenant_id' AND NOT a.attisdropped)
-        AND NOT c.relrowsecurity
+    SELECT t.name FROM tap_tenant_parents AS t WHERE NOT t.relrowsecurity
 $$, 'row-level security is enabled on every tenant table of mnemo');
 SELECT is_empty($$
-    SELECT c.oid::regclass::text FROM pg_class AS c
-    WHERE c.relnamespace = 'mnemo'::regnamespace AND c.relkind IN ('r', 'p') AND NOT c.relispartition
-        AND EXISTS (SELECT FROM pg_attribute AS a
-            WHERE a.attrelid = c.oid AND a.attname = 'tenant_id' AND NOT a.attisdropped)
-        AND NOT EXISTS (SELECT FROM pg_policy AS p
-            WHERE p.polrelid = c.oid AND p.polname = 'tenant_isolation' AND p.polcmd = '*'
+    SELECT t.name FROM tap_tenant_parents AS t
+    WHERE NOT EXISTS (SELECT FROM pg_policy AS p
+            WHERE p.polrelid = t.oid AND p.polname = 'tenant_isolation' AND p.polcmd = '*'
                 AND p.polqual IS NOT NULL AND p.polwithcheck IS NOT NULL)
 $$, 'every tenant table of mnemo has the tenant_isolation policy (USING and WITH CHECK)');
 SELECT ok((SELECT relrowsecurity FROM pg_class WHERE oid = 'mnemo_internal.role_tenants'::regclass),
@@ -298,9 +309,8 @@ ORDER BY f;
 -- mnemo_app may execute exactly the API and the two functions its own reads' policies
 -- call: nothing else in the project's schemas (no internal, admin or trigger routine).
 SELECT set_eq($$
-    SELECT p.pronamespace::regnamespace || '.' || p.proname FROM pg_proc AS p
-    WHERE p.pronamespace::regnamespace::text IN ('mnemo', 'mnemo_internal', 'mnemo_archive')
-        AND has_function_privilege('mnemo_app', p.oid, 'EXECUTE')
+    SELECT p.pronamespace::regnamespace || '.' || p.proname FROM tap_routines AS p
+    WHERE has_function_privilege('mnemo_app', p.oid, 'EXECUTE')
 $$, $$
     SELECT 'mnemo.' || f FROM unnest(ARRAY['create_tenant', 'start_session', 'record_message', 'record_event',
         'remember', 'correct', 'forget', 'query_decisions', 'get_artifact', 'compile_context',
@@ -319,9 +329,8 @@ SELECT is_empty($$
         AND NOT (p.prosecdef AND p.proowner = 'mnemo_api_owner'::regrole)
 $$, 'every API routine is SECURITY DEFINER, owned by mnemo_api_owner');
 SELECT is_empty($$
-    SELECT p.oid::regprocedure::text FROM pg_proc AS p
-    WHERE p.pronamespace::regnamespace::text IN ('mnemo', 'mnemo_internal', 'mnemo_archive')
-        AND (p.prosecdef OR p.proowner = 'mnemo_api_owner'::regrole)
+    SELECT p.signature FROM tap_routines AS p
+    WHERE (p.prosecdef OR p.proowner = 'mnemo_api_owner'::regrole)
         AND NOT has_function_privilege('mnemo_app', p.oid, 'EXECUTE')
         -- the one exception: memory_query's bridge to the helper LLM, whose key only
         -- the owner reads (it returns the answer, never the configuration or the key)
@@ -341,36 +350,32 @@ SELECT is_empty($$SELECT c.oid::regclass::text FROM pg_class AS c WHERE c.relown
 -- Tables: mnemo_app reads the parent tables of mnemo (and its own binding) and writes
 -- none; mnemo_api_owner writes the parents; neither touches a partition.
 SELECT set_eq($$
-    SELECT c.oid::regclass::text FROM pg_class AS c
-    WHERE c.relnamespace::regnamespace::text IN ('mnemo', 'mnemo_internal', 'mnemo_archive')
-        AND has_table_privilege('mnemo_app', c.oid, 'SELECT')
+    SELECT c.name FROM tap_relations AS c
+    WHERE has_table_privilege('mnemo_app', c.oid, 'SELECT')
 $$, $$
     SELECT c.oid::regclass::text FROM pg_class AS c
     WHERE c.relnamespace = 'mnemo'::regnamespace AND c.relkind IN ('r', 'p') AND NOT c.relispartition
     UNION ALL SELECT 'mnemo_internal.role_tenants'
 $$, 'mnemo_app reads the parent tables of mnemo and mnemo_internal.role_tenants, nothing else');
 SELECT is_empty($$
-    SELECT c.oid::regclass::text FROM pg_class AS c
-    WHERE c.relnamespace::regnamespace::text IN ('mnemo', 'mnemo_internal', 'mnemo_archive')
-        AND has_table_privilege('mnemo_app', c.oid, 'INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER')
+    SELECT c.name FROM tap_relations AS c
+    WHERE has_table_privilege('mnemo_app', c.oid, 'INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER')
 $$, 'mnemo_app writes no table directly (the API does every write)');
 SELECT is_empty($$
-    SELECT c.oid::regclass::text FROM pg_class AS c
-    WHERE c.relnamespace::regnamespace::text IN ('mnemo', 'mnemo_internal', 'mnemo_archive')
-        AND CASE WHEN c.relkind = 'S' THEN has_sequence_privilege('mnemo_app', c.oid, 'USAGE, SELECT, UPDATE') END
+    SELECT c.name FROM tap_relations AS c
+    WHERE CASE WHEN c.relkind = 'S' THEN has_sequence_privilege('mnemo_app', c.oid, 'USAGE, SELECT, UPDATE') END
 $$, 'mnemo_app has no privilege on any sequence');
 SELECT is_empty($$
-    SELECT c.oid::regclass::text FROM pg_class AS c
-    WHERE c.relnamespace::regnamespace::text IN ('mnemo', 'mnemo_internal', 'mnemo_archive') AND c.relkind <> 'S'
+    SELECT c.name FROM tap_relations AS c
+    WHERE c.relkind <> 'S'
         AND has_table_privilege('mnemo_api_owner', c.oid, 'INSERT, UPDATE, DELETE')
         AND (c.relnamespace <> 'mnemo'::regnamespace OR c.relispartition)
         -- API keys: created and revoked by the API, under the tenant policy (0028)
         AND c.oid <> 'mnemo_internal.api_keys'::regclass
 $$, 'mnemo_api_owner writes the parent tables of mnemo only (and the API keys; no partition)');
 SELECT is_empty($$
-    SELECT c.oid::regclass::text FROM pg_class AS c
+    SELECT c.name FROM tap_relations AS c
     WHERE c.relispartition AND has_table_privilege('mnemo_api_owner', c.oid, 'SELECT')
-        AND c.relnamespace::regnamespace::text IN ('mnemo', 'mnemo_internal', 'mnemo_archive')
 $$, 'mnemo_api_owner reads no partition');
 SELECT table_privs_are('mnemo_internal', t, 'mnemo_api_owner', ARRAY[]::text [],
     format('mnemo_api_owner cannot touch mnemo_internal.%s (the helper LLM and its key)', t))
@@ -378,9 +383,8 @@ FROM unnest(ARRAY['helper_llm', 'helper_llm_keys']) AS t ORDER BY t;
 -- The admin and maintenance routines stay with the owner of the schema: neither role
 -- may run them.
 SELECT is_empty($$
-    SELECT p.oid::regprocedure::text FROM pg_proc AS p
-    WHERE p.pronamespace::regnamespace::text IN ('mnemo', 'mnemo_internal')
-        AND (p.proname IN ('bind_role', 'set_setting', 'set_helper_llm', 'create_message_partitions',
+    SELECT p.signature FROM tap_routines AS p
+    WHERE (p.proname IN ('bind_role', 'set_setting', 'set_helper_llm', 'create_message_partitions',
                 'lifecycle_status', 'run_jobs', 'run_sweep', 'process_job_batch', 'run_job', 'fail_jobs',
                 'store_embedding', 'extract', 'build_message_segments', 'add_to_lexicon',
                 'create_hash_partitions', 'embed_target_text', 'memories_line_tokens', 'messages_line_tokens')
@@ -390,14 +394,12 @@ SELECT is_empty($$
 $$, 'no admin, maintenance or trigger routine is executable by mnemo_app or mnemo_api_owner');
 -- PUBLIC can execute nothing in the project's schemas and read no table there.
 SELECT is_empty($$
-    SELECT p.oid::regprocedure::text FROM pg_proc AS p
-    WHERE p.pronamespace::regnamespace::text IN ('mnemo', 'mnemo_internal', 'mnemo_archive')
-        AND has_function_privilege('public', p.oid, 'EXECUTE')
+    SELECT p.signature FROM tap_routines AS p
+    WHERE has_function_privilege('public', p.oid, 'EXECUTE')
 $$, 'PUBLIC cannot execute any routine of mnemo, mnemo_internal or mnemo_archive');
 SELECT is_empty($$
-    SELECT c.oid::regclass::text FROM pg_class AS c
-    WHERE c.relnamespace::regnamespace::text IN ('mnemo', 'mnemo_internal', 'mnemo_archive')
-        AND has_table_privilege('public', c.oid, 'SELECT, INSERT, UPDATE, DELETE, TRUNCATE')
+    SELECT c.name FROM tap_relations AS c
+    WHERE has_table_privilege('public', c.oid, 'SELECT, INSERT, UPDATE, DELETE, TRUNCATE')
 $$, 'PUBLIC has no privilege on any table of mnemo, mnemo_internal or mnemo_archive');
 -- Neither role can create objects on the search path of the API routines (a function
 -- or operator planted in public would run inside them).
@@ -434,6 +436,7 @@ FROM (VALUES
     ('form_memory', ARRAY['text', 'text', 'jsonb']),
     ('redact', ARRAY['jsonb']),
     ('redaction_enabled', ARRAY['text']),
+    ('redacted', ARRAY['text', 'jsonb']),
     ('content_hash', ARRAY['text']),
     ('subtract_from_lexicon', ARRAY['text[]', 'tsvector[]']),
     ('insert_memory', ARRAY['text', 'uuid', 'text', 'text', 'text', 'jsonb', 'bigint[]', 'text', 'text[]', 'jsonb'])

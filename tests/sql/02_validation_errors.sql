@@ -47,6 +47,15 @@ INSERT INTO tap_base VALUES (NULL);
 CREATE FUNCTION pg_temp.unchanged(p_description text) RETURNS text LANGUAGE sql AS $$
     SELECT is(pg_temp.state(), (SELECT s FROM tap_base), p_description)
 $$;
+-- pg_temp.refused(sql, state, message, description): the call fails with that SQLSTATE
+-- (and message, when given), then the state equals the last snapshot: two tests.
+CREATE FUNCTION pg_temp.refused(p_sql text, p_state text, p_message text, p_description text)
+RETURNS SETOF text LANGUAGE plpgsql AS $$
+BEGIN
+    RETURN NEXT throws_ok(p_sql, p_state, p_message, p_description || ' -> ' || p_state);
+    RETURN NEXT pg_temp.unchanged(p_description || ': nothing written');
+END
+$$;
 
 -- Message ids by label, and the original of a large tool output.
 CREATE TEMP TABLE tap_ids (k text PRIMARY KEY, id bigint);
@@ -174,82 +183,53 @@ SELECT throws_ok($$SELECT mnemo.start_session('tap_val',
 SELECT pg_temp.unchanged('unknown parent session: nothing written');
 
 -- MN004 malformed message -----------------------------------------------------------------
-SELECT throws_ok($$SELECT pg_temp.rec('"hello"')$$, 'MN004', NULL, 'message is a JSON string -> MN004');
-SELECT pg_temp.unchanged('not an object: nothing written');
-SELECT throws_ok($$SELECT pg_temp.rec('[{"role": "user", "content": "hi"}]')$$, 'MN004', NULL,
-    'message is a JSON array -> MN004');
-SELECT pg_temp.unchanged('array message: nothing written');
-SELECT throws_ok($$SELECT pg_temp.rec('{"role": 1, "content": "hi"}')$$, 'MN004', NULL,
-    'role is not a string -> MN004');
-SELECT pg_temp.unchanged('role not a string: nothing written');
-SELECT throws_ok($$SELECT pg_temp.rec('{"content": "hi"}')$$, 'MN004', NULL, 'role missing -> MN004');
-SELECT pg_temp.unchanged('role missing: nothing written');
-SELECT throws_ok($$SELECT pg_temp.rec('{"role": "user", "content": "hi", "colour": "red"}')$$, 'MN004',
-    'unexpected message field ''colour''', 'unexpected key -> MN004 naming the key');
-SELECT pg_temp.unchanged('unexpected key: nothing written');
-SELECT throws_ok($$SELECT pg_temp.rec('{"role": "user", "content": 42}')$$, 'MN004', NULL,
-    'content is a number -> MN004');
-SELECT pg_temp.unchanged('content number: nothing written');
-SELECT throws_ok($$SELECT pg_temp.rec('{"role": "user", "content": {"text": "hi"}}')$$, 'MN004', NULL,
-    'content is an object -> MN004');
-SELECT pg_temp.unchanged('content object: nothing written');
-SELECT throws_ok($$SELECT pg_temp.rec('{"role": "user", "content": []}')$$, 'MN004', NULL,
-    'content is an empty array of parts -> MN004');
-SELECT pg_temp.unchanged('empty parts: nothing written');
-SELECT throws_ok($$SELECT pg_temp.rec('{"role": "user", "content": [{"type": "text", "text": 5}]}')$$,
-    'MN004', NULL, 'a text part without a string text -> MN004');
-SELECT pg_temp.unchanged('bad text part: nothing written');
-SELECT throws_ok($$SELECT pg_temp.rec('{"role": "user", "content": ["hi"]}')$$, 'MN004', NULL,
-    'a part that is not an object -> MN004');
-SELECT pg_temp.unchanged('non-object part: nothing written');
-SELECT throws_ok($$SELECT pg_temp.rec('{"role": "user", "name": 7, "content": "hi"}')$$, 'MN004', NULL,
-    'name is not a string -> MN004');
-SELECT pg_temp.unchanged('name not a string: nothing written');
-SELECT throws_ok($$SELECT pg_temp.rec('{"role": "user"}')$$, 'MN004', NULL, 'user message without content -> MN004');
-SELECT pg_temp.unchanged('user without content: nothing written');
-SELECT throws_ok($$SELECT pg_temp.rec('{"role": "user", "content": null}')$$, 'MN004', NULL,
-    'user message with null content -> MN004');
-SELECT pg_temp.unchanged('user with null content: nothing written');
-SELECT throws_ok($$SELECT pg_temp.rec('{"role": "assistant"}')$$, 'MN004', NULL,
-    'assistant message without content or tool_calls -> MN004');
-SELECT pg_temp.unchanged('empty assistant: nothing written');
-SELECT throws_ok($$SELECT pg_temp.rec('{"role": "assistant", "tool_calls": {"id": "call_9"}}')$$, 'MN004', NULL,
-    'tool_calls not an array -> MN004');
-SELECT pg_temp.unchanged('tool_calls not an array: nothing written');
-SELECT throws_ok($$SELECT pg_temp.rec('{"role": "assistant", "tool_calls": []}')$$, 'MN004', NULL,
-    'tool_calls empty -> MN004');
-SELECT pg_temp.unchanged('empty tool_calls: nothing written');
-SELECT throws_ok($$SELECT pg_temp.rec('{"role": "assistant", "tool_calls": [{"id": "call_9", "type": "function",
-    "function": {"name": "f", "arguments": {"a": 1}}}]}')$$, 'MN004', NULL,
-    'tool call arguments not a JSON string -> MN004');
-SELECT pg_temp.unchanged('arguments not a string: nothing written');
-SELECT throws_ok($$SELECT pg_temp.rec('{"role": "assistant", "tool_calls": [{"type": "function",
-    "function": {"name": "f", "arguments": "{}"}}]}')$$, 'MN004', NULL, 'tool call without id -> MN004');
-SELECT pg_temp.unchanged('tool call without id: nothing written');
-SELECT throws_ok($$SELECT pg_temp.rec('{"role": "assistant", "tool_calls": [{"id": "call_9", "type": "retrieval",
-    "function": {"name": "f", "arguments": "{}"}}]}')$$, 'MN004', NULL, 'tool call of type other than function -> MN004');
-SELECT pg_temp.unchanged('tool call of bad type: nothing written');
-SELECT throws_ok($$SELECT pg_temp.rec('{"role": "user", "content": "hi", "tool_calls": [{"id": "call_9",
-    "type": "function", "function": {"name": "f", "arguments": "{}"}}]}')$$, 'MN004', NULL,
-    'user message carrying tool_calls -> MN004');
-SELECT pg_temp.unchanged('user with tool_calls: nothing written');
-SELECT throws_ok($$SELECT pg_temp.rec('{"role": "tool", "content": "42"}')$$, 'MN004', NULL,
-    'tool message without tool_call_id -> MN004');
-SELECT pg_temp.unchanged('tool without tool_call_id: nothing written');
-SELECT throws_ok($$SELECT pg_temp.rec('{"role": "tool", "tool_call_id": 7, "content": "42"}')$$, 'MN004', NULL,
-    'tool message with a non-string tool_call_id -> MN004');
-SELECT pg_temp.unchanged('numeric tool_call_id: nothing written');
-SELECT throws_ok($$SELECT pg_temp.rec('{"role": "user", "content": "hi", "tool_call_id": "call_1"}')$$, 'MN004',
-    NULL, 'user message carrying tool_call_id -> MN004');
-SELECT pg_temp.unchanged('user with tool_call_id: nothing written');
+SELECT pg_temp.refused(format('SELECT pg_temp.rec(%L)', v.message), 'MN004', v.error, v.description)
+FROM (VALUES
+    (1, '"hello"', NULL, 'message is a JSON string'),
+    (2, '[{"role": "user", "content": "hi"}]', NULL, 'message is a JSON array'),
+    (3, '{"role": 1, "content": "hi"}', NULL, 'role is not a string'),
+    (4, '{"content": "hi"}', NULL, 'role missing'),
+    (5, '{"role": "user", "content": "hi", "colour": "red"}',
+        'unexpected message field ''colour''', 'unexpected key (the error names it)'),
+    (6, '{"role": "user", "content": 42}', NULL, 'content is a number'),
+    (7, '{"role": "user", "content": {"text": "hi"}}', NULL, 'content is an object'),
+    (8, '{"role": "user", "content": []}', NULL, 'content is an empty array of parts'),
+    (9, '{"role": "user", "content": [{"type": "text", "text": 5}]}',
+        NULL, 'a text part without a string text'),
+    (10, '{"role": "user", "content": ["hi"]}', NULL, 'a part that is not an object'),
+    (11, '{"role": "user", "name": 7, "content": "hi"}', NULL, 'name is not a string'),
+    (12, '{"role": "user"}', NULL, 'user message without content'),
+    (13, '{"role": "user", "content": null}', NULL, 'user message with null content'),
+    (14, '{"role": "assistant"}', NULL, 'assistant message without content or tool_calls'),
+    (15, '{"role": "assistant", "tool_calls": {"id": "call_9"}}', NULL, 'tool_calls not an array'),
+    (16, '{"role": "assistant", "tool_calls": []}', NULL, 'tool_calls empty'),
+    (17, '{"role": "assistant", "tool_calls": [{"id": "call_9", "type": "function",
+            "function": {"name": "f", "arguments": {"a": 1}}}]}',
+        NULL, 'tool call arguments not a JSON string'),
+    (18, '{"role": "assistant", "tool_calls": [{"type": "function",
+            "function": {"name": "f", "arguments": "{}"}}]}',
+        NULL, 'tool call without id'),
+    (19, '{"role": "assistant", "tool_calls": [{"id": "call_9", "type": "retrieval",
+            "function": {"name": "f", "arguments": "{}"}}]}',
+        NULL, 'tool call of type other than function'),
+    (20, '{"role": "user", "content": "hi", "tool_calls": [{"id": "call_9",
+            "type": "function", "function": {"name": "f", "arguments": "{}"}}]}',
+        NULL, 'user message carrying tool_calls'),
+    (21, '{"role": "tool", "content": "42"}', NULL, 'tool message without tool_call_id'),
+    (22, '{"role": "tool", "tool_call_id": 7, "content": "42"}',
+        NULL, 'tool message with a non-string tool_call_id'),
+    (23, '{"role": "user", "content": "hi", "tool_call_id": "call_1"}',
+        NULL, 'user message carrying tool_call_id')
+) AS v (n, message, error, description)
+ORDER BY v.n;
 
 -- MN005 unknown role -------------------------------------------------------------------------
-SELECT throws_ok($$SELECT pg_temp.rec('{"role": "wizard", "content": "hi"}')$$, 'MN005', NULL,
-    'role wizard -> MN005');
-SELECT pg_temp.unchanged('unknown role: nothing written');
-SELECT throws_ok($$SELECT pg_temp.rec('{"role": "function", "content": "hi"}')$$, 'MN005', NULL,
-    'legacy role function -> MN005');
-SELECT pg_temp.unchanged('legacy role: nothing written');
+SELECT pg_temp.refused(format('SELECT pg_temp.rec(%L)', v.message), 'MN005', v.error, v.description)
+FROM (VALUES
+    (1, '{"role": "wizard", "content": "hi"}', NULL, 'role wizard'),
+    (2, '{"role": "function", "content": "hi"}', NULL, 'legacy role function')
+) AS v (n, message, error, description)
+ORDER BY v.n;
 
 -- MN006 tool result for no earlier call --------------------------------------------------------
 SELECT throws_ok($$SELECT pg_temp.rec('{"role": "tool", "tool_call_id": "call_nope", "content": "42"}')$$,

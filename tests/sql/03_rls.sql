@@ -57,17 +57,27 @@ SELECT artifact_id FROM mnemo.artifacts WHERE tenant_id = 'tap_rls_b';
 GRANT SELECT ON tap_b_artifact TO PUBLIC;
 SELECT is((SELECT count(*)::integer FROM tap_b_artifact), 1, 'B has one artifact');
 
+-- pg_temp.sees_only(tenant, sessions, messages): the acting role reads that tenant's
+-- row, that many of its sessions and messages, and no other tenant's: three tests.
+CREATE FUNCTION pg_temp.sees_only(p_tenant text, p_sessions integer, p_messages integer)
+RETURNS SETOF text LANGUAGE plpgsql AS $$
+BEGIN
+    RETURN NEXT results_eq('SELECT tenant_id FROM mnemo.tenants', ARRAY[p_tenant],
+        format('tenants: only %s', p_tenant));
+    RETURN NEXT results_eq('SELECT tenant_id, count(*)::integer FROM mnemo.sessions GROUP BY 1',
+        format('VALUES (%L, %s)', p_tenant, p_sessions), format('sessions: only %s''s %s', p_tenant, p_sessions));
+    RETURN NEXT results_eq('SELECT tenant_id, count(*)::integer FROM mnemo.messages GROUP BY 1',
+        format('VALUES (%L, %s)', p_tenant, p_messages), format('messages: only %s''s %s', p_tenant, p_messages));
+END
+$$;
+
 -- Bound role tap_role_a ----------------------------------------------------------------
 SET LOCAL ROLE tap_role_a;
 SELECT is(current_user::text, 'tap_role_a', 'acting as tap_role_a');
 SELECT is(mnemo_internal.current_tenant_id(), 'tap_rls_a', 'its tenant is A (its binding)');
 
 -- It sees A's rows, and only those.
-SELECT results_eq($$SELECT tenant_id FROM mnemo.tenants$$, ARRAY['tap_rls_a'], 'tenants: only A');
-SELECT results_eq($$SELECT tenant_id, count(*)::integer FROM mnemo.sessions GROUP BY 1$$,
-    $$VALUES ('tap_rls_a', 1)$$, 'sessions: only A''s one session');
-SELECT results_eq($$SELECT tenant_id, count(*)::integer FROM mnemo.messages GROUP BY 1$$,
-    $$VALUES ('tap_rls_a', 2)$$, 'messages: only A''s two messages');
+SELECT pg_temp.sees_only('tap_rls_a', 1, 2);
 SELECT results_eq($$SELECT tenant_id, count(*)::integer FROM mnemo.jobs GROUP BY 1$$,
     $$VALUES ('tap_rls_a', 3)$$, 'jobs: only A''s two embed jobs and its session''s extract job');
 SELECT is_empty($$SELECT * FROM mnemo.tool_calls$$, 'tool_calls: none (B''s call is hidden)');
@@ -176,11 +186,7 @@ SELECT throws_ok($$INSERT INTO mnemo.sessions (tenant_id) VALUES ('tap_rls_b')$$
 SELECT is(mnemo.start_session('tap_rls_b', p_session_id => 'b0000000-0000-4000-8000-0000000000b2'),
     'b0000000-0000-4000-8000-0000000000b2'::uuid, 'start_session for B');
 SELECT is(mnemo_internal.current_tenant_id(), 'tap_rls_b', 'it now acts for B');
-SELECT results_eq($$SELECT tenant_id FROM mnemo.tenants$$, ARRAY['tap_rls_b'], 'tenants: only B');
-SELECT results_eq($$SELECT tenant_id, count(*)::integer FROM mnemo.sessions GROUP BY 1$$,
-    $$VALUES ('tap_rls_b', 2)$$, 'sessions: only B''s two sessions');
-SELECT results_eq($$SELECT tenant_id, count(*)::integer FROM mnemo.messages GROUP BY 1$$,
-    $$VALUES ('tap_rls_b', 3)$$, 'messages: only B''s three messages');
+SELECT pg_temp.sees_only('tap_rls_b', 2, 3);
 SELECT results_eq($$SELECT DISTINCT tenant_id FROM mnemo.jobs$$, ARRAY['tap_rls_b'], 'jobs: only B''s');
 SELECT is(mnemo.get_artifact('tap_rls_b', (SELECT artifact_id FROM tap_b_artifact)),
     convert_to(repeat('B secret line' || E'\n', 50), 'UTF8'), 'it reads B''s artifact');

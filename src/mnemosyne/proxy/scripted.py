@@ -152,14 +152,11 @@ class ScriptedUpstream:
     async def anthropic(self, request: Request) -> Response:
         body = await _json_object(request)
         if body is None:
-            return JSONResponse({"type": "error", "error": {"type": "invalid_request_error",
-                                                            "message": "the body is not a JSON object"}},
-                                status_code=400)
+            return _anthropic_error(400, "invalid_request_error", "the body is not a JSON object")
         r = self._next(body, request)
         if r.status >= 400:
             kind = {429: "rate_limit_error", 529: "overloaded_error"}.get(r.status, "api_error")
-            return JSONResponse({"type": "error", "error": {"type": kind, "message": r.error}},
-                                status_code=r.status)
+            return _anthropic_error(r.status, kind, r.error)
         mid, model = f"msg_{uuid.uuid4().hex[:12]}", body.get("model")
         blocks: list[dict] = []
         if r.thinking:
@@ -205,15 +202,18 @@ class ScriptedUpstream:
     async def count_tokens(self, request: Request) -> Response:
         body = await _json_object(request)
         if body is None:
-            return JSONResponse({"type": "error", "error": {"type": "invalid_request_error",
-                                                            "message": "the body is not a JSON object"}},
-                                status_code=400)
+            return _anthropic_error(400, "invalid_request_error", "the body is not a JSON object")
         self.requests.append(body)
         return JSONResponse({"input_tokens": len(json.dumps(body.get("messages"))) // 4})
 
     async def models(self, request: Request) -> Response:
         return JSONResponse({"object": "list", "data": [{"id": "scripted-1", "object": "model",
                                                          "created": 0, "owned_by": "scripted"}]})
+
+
+def _anthropic_error(status: int, kind: str, message: str | None) -> JSONResponse:
+    """An error in Anthropic's shape."""
+    return JSONResponse({"type": "error", "error": {"type": kind, "message": message}}, status_code=status)
 
 
 async def _json_object(request: Request) -> dict | None:

@@ -12,7 +12,6 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 import httpx2
-import openai
 import psycopg
 import pytest
 import test_proxy
@@ -186,13 +185,7 @@ def test_a_provider_key_is_no_mnemosyne_key(proxy):
 
 def test_own_key_acts_for_its_tenant_and_the_provider_key_goes_upstream(db, tenant, proxy, upstream):
     key = new_key(db, tenant)
-    client = openai.OpenAI(base_url=proxy.url + "/v1", api_key=key, max_retries=0)
-    raw = client.chat.completions.with_raw_response.create(
-        model="gpt-4o", messages=[{"role": "user", "content": "mine " + uuid.uuid4().hex}])
-    assert raw.headers["x-mnemo-status"] == "managed"
-    assert db._call("SELECT tenant_id FROM mnemo.sessions WHERE session_id = %(s)s",
-                    {"s": raw.headers["x-mnemo-session"]}) == tenant
-    assert upstream.last_headers["authorization"] == f"Bearer {PROVIDER_KEY}"
+    test_proxy.assert_key_acts_for(db, proxy, upstream, key, tenant)
     r = api(proxy, "record_event", {"kind": "message", "session_id": "s1", "content": {"text": "hi"}}, key)
     assert r.status_code == 200, r.text
     assert db.list_sessions(tenant, session_id=r.json()["session_id"])[0]["messages"] == 1

@@ -218,15 +218,21 @@ def test_caution_degrades_the_oldest_full_objects_to_detail_and_then_holds(db, t
     assert second["report"]["paging"]["changes"] == 0 and len(pressure_moves(s)) == len(moves)
 
 
+def under_pressure(db, tenant, share: float, start: dict[int, str]):
+    """A coding session whose reads[i] start at fidelity start[i], compiled with a window
+    that its history fills to `share`: (session, reads, bundle, first moves by object)."""
+    s, reads = coding_session(db, tenant)
+    for i, fidelity in start.items():
+        s.set(reads[i], fidelity)
+    s.window_for(share)
+    b = s.compile()
+    return s, reads, b, first_moves(s)
+
+
 @pytest.mark.usefixtures("small_working_set")
 def test_warning_steps_each_object_one_level_down_to_stub(db, tenant):
-    s, reads = coding_session(db, tenant)
-    s.set(reads[0], "compact")
-    s.set(reads[1], "detail")
-    s.window_for(0.8)
-    b = s.compile()
+    s, reads, b, moves = under_pressure(db, tenant, 0.8, {0: "compact", 1: "detail"})
     assert b["report"]["paging"]["zone"] == "warning"
-    moves = first_moves(s)
     assert moves[reads[0]] == ("compact", "stub")
     assert moves[reads[1]] == ("detail", "compact")
     assert all(m["pressure_zone"] == "warning" for m in pressure_moves(s))
@@ -235,12 +241,8 @@ def test_warning_steps_each_object_one_level_down_to_stub(db, tenant):
 
 @pytest.mark.usefixtures("small_working_set")
 def test_critical_stubs_and_evicts(db, tenant):
-    s, reads = coding_session(db, tenant)
-    s.set(reads[0], "stub")
-    s.window_for(0.9)
-    b = s.compile()
+    _, reads, b, moves = under_pressure(db, tenant, 0.9, {0: "stub"})
     assert b["report"]["paging"]["zone"] == "critical"
-    moves = first_moves(s)
     assert moves[reads[0]] == ("stub", "evicted")
     assert moves[reads[1]] == ("full", "stub")
     assert "part_0_step_1(" not in text_of(b)  # evicted: not in the context at all

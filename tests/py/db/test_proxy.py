@@ -445,14 +445,20 @@ def test_an_unknown_or_missing_tenant_is_refused_in_the_provider_shape(proxy):
     assert e.value.body["error"]["type"] == "authentication_error"
 
 
-def test_a_proxy_key_names_the_tenant_and_never_goes_upstream(db, proxy, upstream, keyed_tenant, proxy_key):
-    client = openai.OpenAI(base_url=proxy.url + "/v1", api_key=proxy_key, max_retries=0)
+def assert_key_acts_for(db, proxy, upstream, key: str, tenant: str) -> None:
+    """A chat call through the proxy with a Mnemosyne key is managed for the key's
+    tenant, and the upstream sees the proxy's provider key, never the caller's."""
+    client = openai.OpenAI(base_url=proxy.url + "/v1", api_key=key, max_retries=0)
     raw = client.chat.completions.with_raw_response.create(
         model="gpt-4o", messages=[{"role": "user", "content": "keyed " + uuid.uuid4().hex}])
     assert raw.headers["x-mnemo-status"] == "managed"
     assert db._call("SELECT tenant_id FROM mnemo.sessions WHERE session_id = %(s)s",
-                    {"s": raw.headers["x-mnemo-session"]}) == keyed_tenant
+                    {"s": raw.headers["x-mnemo-session"]}) == tenant
     assert upstream.last_headers["authorization"] == f"Bearer {PROVIDER_KEY}"
+
+
+def test_a_proxy_key_names_the_tenant_and_never_goes_upstream(db, proxy, upstream, keyed_tenant, proxy_key):
+    assert_key_acts_for(db, proxy, upstream, proxy_key, keyed_tenant)
 
 
 def test_other_paths_pass_through_byte_for_byte(proxy, upstream, tenant):
