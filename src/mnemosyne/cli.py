@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import sys
 import uuid
 from collections.abc import Callable
@@ -19,7 +20,7 @@ import psycopg
 import typer
 from rich import box
 from rich.console import Console
-from rich.markup import escape
+from rich.markup import escape as escape_markup
 from rich.panel import Panel
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -30,6 +31,16 @@ from .errors import MnemoError
 
 out = Console(highlight=False, soft_wrap=False)
 err = Console(stderr=True, highlight=False)
+
+# C0/C1 control characters (ESC and CSI start terminal commands) and bidi overrides
+# (they reorder what is shown); \t and \n stay, a table or panel lays them out.
+_UNSHOWABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def escape(text: str) -> str:
+    """Stored text as a terminal may show it: rich markup escaped, and control characters
+    written as Python escapes (an agent id is whatever a caller sent, ESC included)."""
+    return escape_markup(_UNSHOWABLE.sub(lambda m: m.group().encode("unicode_escape").decode(), text))
 
 
 
@@ -154,7 +165,7 @@ def table(title: str, columns: list[str], rows: list[list[Any]]) -> Table:
     """A table readable at 80 columns (a pipe, no terminal): headers are never cut
     (each column at least its header's width), times stay on one line, and the
     content columns fold, ids included; no vertical rules, to leave them the room."""
-    t = Table(title=title, title_justify="left", title_style="bold", box=box.SIMPLE_HEAD, pad_edge=False,
+    t = Table(title=escape(title), title_justify="left", title_style="bold", box=box.SIMPLE_HEAD, pad_edge=False,
               collapse_padding=True)
     for c in columns:
         t.add_column(c, overflow="fold", min_width=len(c), no_wrap=c in TIME_COLUMNS)

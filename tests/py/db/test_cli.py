@@ -459,3 +459,16 @@ def test_tables_are_readable_at_80_columns(db, tenant):
         assert max(len(line) for line in lines) <= 80
         header = next(line for line in lines if "status" in line)
         assert all(f" {h} " in f" {header} " for h in headers), header
+
+
+def test_stored_control_characters_reach_the_terminal_as_escapes(db, tenant):
+    """An agent id is whatever a caller sent: ESC, a C1 CSI or a bidi override in it must
+    not drive the admin's terminal, nor widen a table past 80 columns."""
+    db.start_session(tenant, agent_id="bot\x1b[2J\x9b31m\u202eevil")
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    env["DATABASE_URL"] = DSN
+    r = subprocess.run([sys.executable, "-m", "mnemosyne.cli", "sessions", tenant], check=True,
+                       capture_output=True, text=True, env=env)
+    assert not any(c in r.stdout for c in "\x1b\x9b\u202e"), r.stdout
+    assert "\\x1b" in r.stdout and "\\x9b" in r.stdout and "\\u202e" in r.stdout
+    assert max(len(line) for line in r.stdout.splitlines()) <= 80
