@@ -19,7 +19,7 @@ PY := $(VENV)/bin/python
 
 .PHONY: help up down psql test deploy setup system python cluster sample \
         test-sql test-py test-unit lint test-docker bench-embed bench-locomo bench-extraction bench-context bench-ab bench-trust \
-        bench-peers bench-replay bench-proxy clean
+        bench-peers bench-replay bench-proxy bench-first-compile clean
 
 help:
 	@echo "make up          install what is missing, start the local cluster, deploy, show a sample"
@@ -30,6 +30,7 @@ help:
 	@echo "make bench-locomo LoCoMo evidence recall vs last-n, vector and full-text baselines"
 	@echo "make bench-extraction extraction vs LoCoMo's human observations: recall, precision, memories/turn"
 	@echo "make bench-context compile_context latency at scale (1,000 tenants, 1M messages)"
+	@echo "make bench-first-compile a session's first compile over a freshly written 500-turn history vs warm"
 	@echo "make bench-ab ARGS='main=/tmp/main/plpy new=plpy'  same output? faster? (on the bench-context corpus)"
 	@echo "make bench-trust reliability suite: isolation, fuzz, secrets, load, crash (one JSON line)"
 	@echo "make bench-peers Mnemosyne beside Mem0 and LangGraph on LoCoMo (own venv: .venv-peers)"
@@ -107,6 +108,10 @@ bench-context: deploy
 	@$(PY) bench/context.py $(ARGS)
 
 # Two plpy/ trees on the bench-context corpus: identical contexts, then interleaved timing.
+# ARGS: --histories N (LongMemEval histories, default 16; see bench/first_compile.py)
+bench-first-compile: deploy
+	@$(PY) bench/first_compile.py $(ARGS)
+
 bench-ab: deploy
 	@$(PY) bench/ab.py $(ARGS)
 

@@ -9,7 +9,7 @@ import json
 from dataclasses import dataclass
 
 from .. import tokens
-from .levels import message_levels
+from .levels import pending_levels
 from .policy import FIDELITIES, HISTORY_ZONES
 
 
@@ -114,7 +114,7 @@ def history_versions(m: dict, allowed: tuple[str, ...]) -> tuple[dict[str, dict]
     above = openai_message(m)
     above_cost = m["token_count"] if m.get("token_count") is not None else tokens.count_message(above)
     versions, costs = {"full": above}, {"full": above_cost}
-    levels = m.get("levels") or message_levels(m)
+    levels = m.get("levels") or pending_levels(m)
     ref = f"msg:{m['message_id']}"
     # cut once: cutting the cut arguments again would count their cut length
     short_calls = abbreviated_calls(above["tool_calls"], ref) if above.get("tool_calls") else None

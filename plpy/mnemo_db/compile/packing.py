@@ -14,7 +14,7 @@ from datetime import datetime
 
 from .. import tokens
 from ..lifecycle import summarize
-from .levels import summary_levels, when
+from .levels import when
 from .policy import LOWER_FIDELITY_MAX_SHARE, MEMORY_HEADER, MESSAGE_SUMMARY_MIN_TOKENS
 
 # Fewer candidate lines than this are counted on one thread: handing half to another
@@ -104,11 +104,11 @@ def count_lines_split(lines: list[str], executor: Executor) -> list[int]:
 def candidate_item(c: dict, s: float, relevance: float, weights: dict, best_relevance: float,
                    full: Option | None = None, label_tokens: int | None = None,
                    previous_fidelity: str | None = None) -> Item:
-    """The fidelity options of a candidate: its stored levels, else the extractive
-    fallback (summarize.py), never plain truncation. A lower level is offered only
-    when it saves a good part of the tokens of the level above; short items (and
-    recalled turns under MESSAGE_SUMMARY_MIN_TOKENS) are offered verbatim only, so
-    nothing is summarised that could not be used. full: its full_line option, when
+    """The fidelity options of a candidate: its stored levels, else (a message whose
+    embed job has not run) its stub alone (summarize.stub_json): a compile never
+    summarises, and never truncates. A lower level is offered only when it saves a
+    good part of the tokens of the level above; short items (and recalled turns under
+    MESSAGE_SUMMARY_MIN_TOKENS) are offered verbatim only. full: its full_line option, when
     the caller has counted it already; label_tokens: its label's tokens, when known
     (a stored level's line then costs that plus the level's c["text_tokens"], the
     tokens of its full, detail, compact and stub texts as line text, None where not
@@ -125,7 +125,7 @@ def candidate_item(c: dict, s: float, relevance: float, weights: dict, best_rele
     # the stored counts are of the stored levels' texts only
     stored = c.get("text_tokens") if label_tokens is not None else None
     if not short and not levels.get("stub"):
-        levels, stored = summary_levels(c["text"], c["kind"], when(c.get("created_at"))), None
+        levels, stored = summarize.stub_json(c["text"], c["kind"], when(c.get("created_at")), full.tokens), None
     for k, name in () if short else ((1, "detail"), (2, "compact"), (3, "stub")):
         lv = levels.get(name)
         if lv and lv.get("text"):

@@ -142,7 +142,7 @@ def candidates(r: dict, fused: list[dict]) -> list[dict]:
         if i is None:
             continue  # deleted since the pool was read
         levels = None
-        if r["content_detail"][i]:
+        if r["content_detail"][i] or r["content_stub"][i]:
             losses = orjson.loads(r["losses"][i] or "{}")
             levels = {name: {"text": r[f"content_{name}"][i], "losses": losses.get(name, {})}
                       for name in ("detail", "compact", "stub") if r[f"content_{name}"][i]}

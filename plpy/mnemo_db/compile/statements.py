@@ -535,7 +535,11 @@ FROM (
         AND ma.memory_id = ANY($2)
     WHERE mm.tenant_id = $1 AND mm.memory_id = ANY($2)
     UNION ALL
-    SELECT 'msg:' || m.message_id, 'message', m.content, NULL, NULL, NULL, NULL, m.sensitivity,
+    -- its levels as its embed job stored them (NULL until it has run)
+    SELECT 'msg:' || m.message_id, 'message', m.content, m.levels #>> '{detail,text}',
+        m.levels #>> '{compact,text}', m.levels #>> '{stub,text}',
+        jsonb_build_object('detail', m.levels #> '{detail,losses}', 'compact', m.levels #> '{compact,losses}',
+            'stub', m.levels #> '{stub,losses}')::text, m.sensitivity,
         NULL, k.created_epoch, 1.0,
         -- A message is a verbatim record: one authority for every speaker (a role says
         -- who spoke, not how reliable it is), tool outputs aside.

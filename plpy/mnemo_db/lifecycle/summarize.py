@@ -322,11 +322,25 @@ def summarize(text: str, kind: str = "note", when: str | None = None) -> dict[st
         units=units, scores=_score_units(units, structure) if units else [],
         structure=structure, what=what, entities=entities(text), full_tokens=tokens.count(text),
         join=lambda chosen: _join(units, chosen, structure, len(units)),
-        # the first kept unit that says something (not a bare title)
-        headline=lambda chosen: next((units[i] for i in chosen if len(units[i].split()) >= 4),
-                                     units[chosen[0]] if chosen else ""),
+        headline=lambda chosen: _headline([units[i] for i in chosen]),
     )
     return _ladder(src, kind, when)
+
+
+def _headline(units: list[str]) -> str:
+    """A stub's description: the first unit that says something (not a bare title)."""
+    return next((u for u in units if len(u.split()) >= 4), units[0] if units else "")
+
+
+def stub_json(text: str, kind: str, when: str | None, max_tokens: int) -> dict:
+    """The stub level alone, as summarize_json writes levels, made without summarising
+    (no scoring or selection of units, no count of the text): the description is the
+    text's own first unit that says something, the line no longer than max_tokens (the
+    caller's count of the text). What a compile offers below full fidelity of a text
+    whose levels its embed job has not stored yet (docs/design.md §Fidelity ladder)."""
+    text = text or ""
+    return {"stub": {"text": stub_line(kind, when, _headline(_units(text, detect_structure(text))),
+                                       max_tokens=max_tokens)}}
 
 
 # Compacted history (docs/design.md §Lifecycle): a span of messages becomes one summary --------------
