@@ -139,7 +139,8 @@ def relieve(objects: list[Resident], used: int, capacity: int, cfg: dict) -> tup
     """The zone of a compile and the changes that bring the history's tokens (`used`,
     at the current fidelities) down to the target ratio of `capacity`: the zone's
     moves, least relevant then oldest first, pass after pass (warning takes an object
-    from full down to stub in three), until the target is reached or the zone has no
+    from full down to stub in three; a step that frees nothing is
+    passed over), until the target is reached or the zone has no
     move left. Either way the next compile, without new data, changes nothing: its
     zone is this one or a lower one, whose moves are a subset of these. A history
     that does not fit the window is in emergency, which may evict anything movable.
@@ -161,6 +162,11 @@ def relieve(objects: list[Resident], used: int, capacity: int, cfg: dict) -> tup
             if used <= cfg["target"] * capacity:
                 break
             to = _step(zone, o.fidelity)
+            # a step that frees nothing (a level the message lacks, e.g. before its
+            # embed job stored its detail and compact) is passed over for the zone's
+            # next one: a move that changes no token only costs the object fidelity
+            while to is not None and o.cost(to) >= o.cost(o.fidelity):
+                to = _step(zone, to)
             if to is None:
                 continue
             used += o.cost(to) - o.cost(o.fidelity)

@@ -20,6 +20,25 @@ def test_an_object_stepped_down_twice_in_a_compile_is_stored_where_it_ended():
                         Change(3, "detail", "full", "goal_shift", None)]) == []
 
 
+def test_a_step_that_frees_nothing_is_passed_over_for_the_next_one():
+    """A message whose embed job has not stored its levels costs as much at detail and
+    compact as in full: warning takes it to its stub in one move, caution (whose only
+    step is detail) leaves it, and an object whose every step frees nothing stays."""
+    def resident(oid, costs):
+        return ladder.Resident(oid, "tool_result", "full", last_turn=oid, cost=costs.__getitem__)
+    cfg = ladder.settings({"target": 0.2})  # warning from 0.70, caution from 0.50
+    no_levels = {"full": 500, "detail": 500, "compact": 500, "stub": 20, "evicted": 0}
+    levelled = {"full": 500, "detail": 150, "compact": 30, "stub": 20, "evicted": 0}
+    short = {"full": 20, "detail": 20, "compact": 20, "stub": 20, "evicted": 0}
+    zone, changes, used = ladder.relieve(
+        [resident(1, no_levels), resident(2, levelled), resident(3, short)], 1020, 1400, cfg)
+    assert (zone, used) == ("warning", 1020 - 480 - 350)
+    assert changes == [Change(1, "full", "stub", "pressure", "warning"),
+                       Change(2, "full", "detail", "pressure", "warning")]
+    zone, changes, _ = ladder.relieve([resident(1, no_levels)], 520, 900, cfg)
+    assert (zone, changes) == ("caution", [])
+
+
 def test_aging_takes_the_lowest_fidelity_any_rule_gives_and_never_raises_one():
     cfg = ladder.settings(None)  # outdated after 3, stale after 8, stubs evicted after 40
 
