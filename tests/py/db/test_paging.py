@@ -8,10 +8,9 @@ import json
 import math
 
 import pytest
+from helpers import run_jobs
 
 from mnemosyne.errors import InvalidParameter
-
-from helpers import run_jobs
 
 PIN_TURNS = 8  # sql/settings.sql paging.pin_turns
 
