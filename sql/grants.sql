@@ -33,7 +33,7 @@ DECLARE
     -- The application API: the one list of what mnemo_app may call. Each runs as
     -- mnemo_api_owner (SECURITY DEFINER in its file; the schema contract checks both).
     mnemo_app_api CONSTANT text[] := ARRAY[
-        'create_tenant', 'start_session', 'record_message', 'record_event',
+        'create_tenant', 'start_session', 'record_message', 'record_messages', 'record_event',
         'remember', 'correct', 'forget', 'query_decisions', 'get_artifact',
         'compile_context', 'compile_context_bundle', 'build_acb',
         'list_sessions', 'search', 'export_tenant', 'memory_stats',

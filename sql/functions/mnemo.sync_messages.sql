@@ -21,12 +21,13 @@
 -- A message is recorded with the fields record_message stores (role, content, name,
 -- tool_calls, tool_call_id, refusal); the others of a client's wire form (an SDK's
 -- annotations, audio, function_call) and null ones are left out.
--- p_metadata is stored with each message recorded (record_message's p_metadata).
+-- The new messages are recorded by one mnemo.record_messages call (all or nothing);
+-- p_metadata is stored with each of them.
 -- Returns {"session_id", "positions" (the length of the client's history as sent),
 -- "recorded" (messages written), "message_ids", "rewound" ({"position",
 -- "superseded"} or null)}. Raises MN001 (not an array, bad offset), MN003 (unknown
--- session) and record_message's errors (nothing is written then).
--- Writes: messages (record_message), transcripts, tool_calls.
+-- session) and record_messages' errors (nothing is written then).
+-- Writes: messages (record_messages), transcripts, tool_calls.
 CREATE OR REPLACE FUNCTION mnemo.sync_messages(
     p_tenant_id text,
     p_session_id uuid,
@@ -51,8 +52,8 @@ DECLARE
     v_superseded bigint [];
     v_rewound jsonb;
     v_new_ids bigint [] := '{}';
-    v_id bigint;
     v_message jsonb;
+    v_batch jsonb [] := '{}';
     i integer;
 BEGIN
     PERFORM mnemo_internal.enter_tenant(p_tenant_id);
@@ -132,12 +133,15 @@ BEGIN
             WHERE e.key IN ('role', 'content', 'name', 'tool_calls', 'tool_call_id', 'refusal')
                 AND jsonb_typeof(e.value) <> 'null';
         END IF;
-        v_id := mnemo.record_message(p_tenant_id, p_session_id, v_message,
-            p_metadata => p_metadata);
-        v_new_ids := v_new_ids || v_id;
-        v_hashes := v_hashes || v_incoming[i];
-        v_ids := v_ids || v_id;
+        v_batch := array_append(v_batch, v_message);
     END LOOP;
+    IF cardinality(v_batch) > 0 THEN
+        -- the new messages in one call (a turn: the reply, or a request's new messages)
+        v_new_ids := mnemo.record_messages(p_tenant_id, p_session_id, v_batch,
+            p_metadata => array_fill(p_metadata, ARRAY[cardinality(v_batch)]));
+        v_hashes := v_hashes || v_incoming[v_same + 1:];
+        v_ids := v_ids || v_new_ids;
+    END IF;
 
     IF v_rewound IS NOT NULL OR cardinality(v_new_ids) > 0 THEN
         UPDATE mnemo.transcripts AS t

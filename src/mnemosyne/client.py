@@ -135,6 +135,21 @@ class SqlApi:
              "tags": tags or [], "at": created_at, "md": Jsonb(metadata or {})},
         )
 
+    def record_messages(self, tenant_id: str, session_id: uuid.UUID | str, messages: list[dict], *,
+                        sensitivity: str = "none", tags: list[str] | None = None,
+                        created_at: list[datetime | None] | None = None,
+                        metadata: list[dict] | None = None) -> list[int]:
+        """Record several messages in one call, all or nothing: a turn (an assistant
+        message and its tool results) or a batch (mnemo.record_messages). created_at
+        and metadata, when given, hold one entry per message. Returns the ids in order."""
+        return self._call(
+            "SELECT mnemo.record_messages(%(t)s, %(s)s, %(m)s::jsonb[], %(sens)s, %(tags)s,"
+            " %(at)s::timestamptz[], %(md)s::jsonb[])",
+            {"t": tenant_id, "s": session_id, "m": [Jsonb(m) for m in messages], "sens": sensitivity,
+             "tags": tags or [], "at": created_at,
+             "md": None if metadata is None else [Jsonb(d) for d in metadata]},
+        )
+
     def sync_messages(self, tenant_id: str, session_id: uuid.UUID | str, messages: list[dict], *,
                       offset: int = 0, metadata: dict | None = None) -> dict:
         """Record what is new in a resent history (mnemo.sync_messages)."""

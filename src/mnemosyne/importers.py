@@ -2,7 +2,7 @@
 
 Every reader turns its file into :class:`Parsed`: sessions (each with a stable id and
 its messages in OpenAI's chat shape) and explicit memories. :func:`run_import` writes
-them through the SQL API only (create_tenant, start_session, record_message,
+them through the SQL API only (create_tenant, start_session, record_messages,
 remember). It is idempotent and resumable: a session's id is derived from what
 identifies it in the file (its own id where the format has one, else a hash of its
 content), and a session that exists already gets only the messages after the ones
@@ -377,13 +377,27 @@ class ImportStopped(Exception):
         self.summary, self.session, self.kept, self.error = summary, session, kept, error
 
 
+def same_labels(entries: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """Consecutive entries cut into runs that share a sensitivity and tags (what one
+    mnemo.record_messages call gives all its messages)."""
+    runs: list[list[dict[str, Any]]] = []
+    for e in entries:
+        label = (e.get("sensitivity", "none"), e.get("tags") or [])
+        if runs and (runs[-1][0].get("sensitivity", "none"), runs[-1][0].get("tags") or []) == label:
+            runs[-1].append(e)
+        else:
+            runs.append([e])
+    return runs
+
+
 def run_import(client: Any, tenant: str, parsed: Parsed,
                progress: Callable[[int], None] | None = None, create_tenant: bool = False) -> Summary:
     """Writes a parsed file into a tenant through a sync Client (its connection's
     transactions hold each batch); progress(n) after every n messages written
     or skipped. The tenant must exist unless create_tenant (UnknownTenant otherwise).
     Each session is written in transactions of BATCH messages, the session itself with
-    its first batch: an error (a bad message) leaves nothing of the batch it is in, and
+    its first batch, a batch in one mnemo.record_messages call (one per run of messages
+    that share a sensitivity and tags): an error (a bad message) leaves nothing of the batch it is in, and
     no session without its messages; it raises ImportStopped, which says what was
     kept. A second run goes on after what was kept."""
     summary = Summary(parsed.format, tenant)
@@ -415,10 +429,11 @@ def run_import(client: Any, tenant: str, parsed: Parsed,
                         if "started_at" not in s.params and s.messages and s.messages[0].get("created_at"):
                             params["started_at"] = s.messages[0]["created_at"]
                         client.start_session(tenant, session_id=s.session_id, **params)
-                    for entry in batch:
-                        client.record_message(tenant, s.session_id, entry["message"],
-                                              sensitivity=entry.get("sensitivity", "none"), tags=entry.get("tags"),
-                                              created_at=entry.get("created_at"), metadata=entry.get("metadata"))
+                    for run in same_labels(batch):  # one call per run of the same sensitivity and tags
+                        client.record_messages(tenant, s.session_id, [e["message"] for e in run],
+                                               sensitivity=run[0].get("sensitivity", "none"), tags=run[0].get("tags"),
+                                               created_at=[e.get("created_at") for e in run],
+                                               metadata=[e.get("metadata") or {} for e in run])
             except Exception as e:
                 raise ImportStopped(summary, s.session_id, start - done if held else 0, e) from e
             if not held:

@@ -181,6 +181,26 @@ def _record_message(pool: Pool):
     return build()
 
 
+def _record_messages(pool: Pool):
+    """A batch of 0-4 messages (a turn, an importer's batch), with created_at and
+    metadata one per message, absent, or of the wrong length."""
+    @st.composite
+    def build(draw):
+        t = draw(tenant_of(pool))
+        s = draw(session_of(pool, t))
+        messages = draw(st.lists(message_json(pool, s), max_size=4))
+        n = len(messages)
+
+        def per_message(each):
+            return st.one_of(st.none(), st.lists(each, min_size=n, max_size=n),
+                             st.lists(each, min_size=n, max_size=n), st.lists(each, max_size=3))
+        return {"p_tenant_id": t, "p_session_id": s, "p_messages": messages,
+                "p_sensitivity": draw(SENSITIVITY), "p_tags": draw(TAGS),
+                "p_created_at": draw(per_message(created_at)),
+                "p_metadata": draw(per_message(json_object_text(METADATA)))}
+    return build()
+
+
 EVENT_CONTENT = {  # kind -> (fields, required fields)
     "message": ({"text": some_text}, ("text",)),
     "tool_call": ({"tool": st.sampled_from(["shell", "grep"]), "arguments": json_values, "id": junk_text},
@@ -421,6 +441,7 @@ def _text_arg(name):
 
 STRATEGIES = {
     "record_message": _record_message,
+    "record_messages": _record_messages,
     "record_event": _record_event,
     "remember": _remember,
     "correct": _correct,
@@ -462,7 +483,7 @@ STRATEGIES = {
                                                                            max_size=5)}),
 }
 # How often each is drawn: the write paths most, so that the data grows.
-WEIGHTS = {"record_message": 6, "record_event": 3, "sync_messages": 2, "remember": 3, "start_session": 2, "compile_context": 2,
+WEIGHTS = {"record_message": 6, "record_messages": 3, "record_event": 3, "sync_messages": 2, "remember": 3, "start_session": 2, "compile_context": 2,
            "compile_context_bundle": 1, "correct": 1, "forget": 1, "query_decisions": 1, "get_artifact": 1,
            "create_tenant": 1, "count_tokens": 1, "embed": 1, "embed_batch": 1}
 
@@ -473,6 +494,11 @@ def wild(pool: Pool, sql_type: str) -> st.SearchStrategy:
     if sql_type == "jsonb":
         return st.one_of(json_values.map(dumps), deep_json, json_number_text.map(JSONText), st.none(),
                          st.just(JSONText('"\\u0000"')), st.just(JSONText('{"a\\u0000": 1}')))
+    if sql_type == "jsonb[]":  # a list of JSON values, with NULLs, or two-dimensional
+        return st.one_of(st.none(), st.just([]), st.lists(st.one_of(json_values.map(dumps), st.none()), max_size=3),
+                         st.just([[dumps({"role": "user", "content": "hi"})]]))
+    if sql_type == "timestamp with time zone[]":
+        return st.one_of(st.none(), st.lists(st.one_of(timestamps, st.none()), max_size=3))
     if sql_type == "text[]":
         return st.one_of(st.lists(st.one_of(some_text, st.none()), max_size=4), st.just([None]), st.none(),
                          st.just(["a\x00b"]))
@@ -599,15 +625,17 @@ class Fuzzer:
             sessions = pool.sessions.setdefault(t, [])
             if str(result) not in sessions:
                 sessions.append(str(result))
-        elif name == "record_message":
-            pool.messages.append(result)
-            message = json.loads(args["p_message"])
-            for c in message.get("tool_calls") or []:
-                pool.tool_calls.setdefault(str(args["p_session_id"]), []).append(c["id"])
-            if message.get("role") == "tool":
-                open_calls = pool.tool_calls.get(str(args["p_session_id"]), [])
-                if message.get("tool_call_id") in open_calls:
-                    open_calls.remove(message["tool_call_id"])
+        elif name in ("record_message", "record_messages"):
+            single = name == "record_message"
+            pool.messages.extend([result] if single else result)
+            for text in [args["p_message"]] if single else args["p_messages"]:
+                message = json.loads(text)
+                for c in message.get("tool_calls") or []:
+                    pool.tool_calls.setdefault(str(args["p_session_id"]), []).append(c["id"])
+                if message.get("role") == "tool":
+                    open_calls = pool.tool_calls.get(str(args["p_session_id"]), [])
+                    if message.get("tool_call_id") in open_calls:
+                        open_calls.remove(message["tool_call_id"])
         elif name in ("remember", "correct") and result is not None:
             pool.memories.append(result)
         elif name == "record_event" and isinstance(result, dict):

@@ -312,7 +312,8 @@ SELECT set_eq($$
     SELECT p.pronamespace::regnamespace || '.' || p.proname FROM tap_routines AS p
     WHERE has_function_privilege('mnemo_app', p.oid, 'EXECUTE')
 $$, $$
-    SELECT 'mnemo.' || f FROM unnest(ARRAY['create_tenant', 'start_session', 'record_message', 'record_event',
+    SELECT 'mnemo.' || f FROM unnest(ARRAY['create_tenant', 'start_session', 'record_message', 'record_messages',
+        'record_event',
         'remember', 'correct', 'forget', 'query_decisions', 'get_artifact', 'compile_context',
         'compile_context_bundle', 'build_acb', 'list_sessions', 'search', 'export_tenant', 'memory_stats',
         'embed', 'embed_batch', 'count_tokens', 'open_session', 'sync_messages', 'memory_query', 'memory_restore',

@@ -118,6 +118,12 @@ async def scenario(m: Client | AsyncClient) -> set[str]:
     history = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}]
     assert (await call("sync_messages", tenant, keyed, history))["recorded"] == 1
     assert (await settle(m.sync_messages(tenant, keyed, history)))["recorded"] == 0
+    # a turn in one call: its ids in order
+    turn = await call("record_messages", tenant, keyed, [
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c2", "type": "function", "function": {"name": "ls", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c2", "content": "a.txt"}], metadata=[{"model": "m"}, {}])
+    assert len(turn) == 2 and turn[0] < turn[1]
     return called
 
 
@@ -136,6 +142,7 @@ def test_every_method_of_the_async_client():
 @pytest.mark.parametrize("call, error", [
     (lambda m, t: m.list_sessions("t_nobody_" + t), UnknownTenant),
     (lambda m, t: m.record_message(t, uuid.UUID(int=7), {"role": "user", "content": "x"}), UnknownSession),
+    (lambda m, t: m.record_messages(t, uuid.UUID(int=7), [{"role": "user", "content": "x"}]), UnknownSession),
     (lambda m, t: m.search(t, " "), InvalidParameter),
     (lambda m, t: m.get_artifact(t, -1), NotFound),
     (lambda m, t: m.retry_jobs(t, [-1]), NotFound),
