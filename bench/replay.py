@@ -36,8 +36,15 @@ foresight). Figures (docs/replay.md says the same at length):
   candidate is a miss when no prompt message holding it is in full in the context;
   ``absent`` counts the misses whose identifier is nowhere in the context text.
 - compile latency: wall time of the compile_context_bundle call, p50/p95.
+- --show-faults: each fault's kind of result (test output, ls, grep, file read, error,
+  other), distance in calls, the fidelity the context held it at and paging's zone;
+  a table per kind, and `fault_analysis` in the JSON line (bench/replay_faults.py).
 
-Usage: bench/replay.py [DIR_OR_FILE...] [--generated N [--seed S]] [--windows 32000,128000]
+What a shell command reads and writes is read by paging's own parser
+(plpy/mnemo_db/paging/shell.py): `cat`, `head`, `tail`, `sed -n 'A,Bp'`, `nl`, `grep` on
+a named file, in chains, pipes and commands over several lines.
+
+Usage: bench/replay.py [DIR_OR_FILE...] [--generated N [--seed S] [--shell-reads]] [--windows 32000,128000]
        [--sessions N] [--max-calls N] [--jobs-every N] [--policies mnemo,stub8,oracle]
        [--per-session] [--show-faults]
 Inputs: SWE-agent .traj files and the OpenAI-shaped JSONL that mnemosyne.importers
@@ -66,23 +73,23 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "plpy"))  # make be
 from mnemo_db import tokens
 from replay_actions import (  # reading a recording
     Action,
-    call_action,
+    call_actions,
     identifiers,
     norm_path,
     same_path,
     shown_range,
-    swe_command_action,
+    swe_command_actions,
     text_command,
 )
+from replay_faults import aggregate, result_kind, table
+from replay_policies import STUB_AGE, Mnemosyne, Oracle, Policy, StubOlderThan
 
 from mnemosyne import connect, default_dsn, importers
-from mnemosyne.errors import MnemoError
 
 MESSAGE_OVERHEAD = 4  # tokens a chat message costs beyond its text (OpenAI's accounting)
 # The job queue runs every JOBS_EVERY calls: pg_cron runs it every minute, and an
 # agent's model call and tool take 5 to 30 s, so a few calls go by between two runs.
 JOBS_EVERY = 4
-STUB_AGE = 8  # the pichay-like baseline stubs tool results older than this many calls
 INPUT_SUFFIXES = (".traj", ".jsonl", ".json")
 ROOT = Path(__file__).resolve().parents[1]
 # the shared data beside the checkout, or beside its parent (a worktree); MNEMO_SHARED first
@@ -124,13 +131,15 @@ def load(paths: Iterable[Path], group: str | None = None) -> list[Recording]:
     return out
 
 
-def generated(n: int, seed: int, max_calls: int | None) -> list[Recording]:
-    """n sessions of bench/replay_gen.py (their first max_calls calls), read back through
-    the importer as any JSONL input is."""
+def generated(n: int, seed: int, max_calls: int | None, shell_reads: bool = False) -> list[Recording]:
+    """n sessions of bench/replay_gen.py (their first max_calls calls; shell_reads: with
+    reads written as shell commands), read back through the importer as any JSONL input is."""
     import tempfile
 
     import replay_gen
     lines = replay_gen.generate(n, seed, 300, 2000, limit=max_calls)
+    if shell_reads:
+        lines = [replay_gen.as_shell_reads(s) for s in lines]
     with tempfile.TemporaryDirectory() as d:
         f = Path(d) / f"generated-{seed}.jsonl"
         f.write_text("".join(json.dumps(s) + "\n" for s in lines), encoding="utf-8")
@@ -169,10 +178,10 @@ def message_tokens(m: dict) -> int:
 @dataclass
 class Observation:
     index: int  # of the message in Recording.messages
-    action: Action
     call: int  # the model call whose action it answers
-    epoch: int  # global write count when it was made
-    path_epoch: int  # writes to its path (reads) when it was made
+    # what it shows: the reads and commands it answers, each with the global write
+    # count when it was made (writes of the same command before it included)
+    shows: list[tuple[Action, int]] = field(default_factory=list)
 
 
 @dataclass
@@ -234,32 +243,38 @@ class Analysis:
     def _resolve(self, call: Call) -> None:
         m = self.rec.messages[call.index]
         results = self._results(call)
-        raw: list[Action] = []
+        acting: list[tuple[int | None, list[Action]]] = []  # (observation, its actions)
         if m.get("tool_calls"):
-            for c in m["tool_calls"]:
+            for n, c in enumerate(m["tool_calls"]):
                 fn = c.get("function") or {}
-                raw.append(call_action(fn.get("name", ""), fn.get("arguments", ""),
-                                       self.current_file))
+                obs = results[n] if n < len(results) else None
+                acting.append((obs, call_actions(fn.get("name", ""), fn.get("arguments", ""), self.current_file,
+                                                 self.text[obs] if obs is not None else None)))
         else:
             cmd = text_command(self.text[call.index])
             if cmd:
-                raw.append(swe_command_action(cmd.splitlines()[0], self.current_file))
-        for n, a in enumerate(raw):
-            obs = results[n] if n < len(results) else None
-            if a.kind == "read":
-                start, end = shown_range(self.text[obs]) if obs is not None else (None, None)
+                acting.append((results[0] if results else None, swe_command_actions(cmd, self.current_file)))
+        for obs, actions in acting:
+            shows = []
+            whole = [k for k, a in enumerate(actions) if a.kind == "read" and not a.partial]
+            if obs is not None and len(whole) == 1:  # the lines its result shows
+                start, end = shown_range(self.text[obs])
                 if start is not None:
-                    a = Action("read", a.key, start, end)
-                self.current_file = a.key
-            call.actions.append(a)
-            if obs is not None:
-                self.observations[obs] = Observation(obs, a, call.number, self.epoch,
-                                                     self._writes_to(a.key))
-            if a.kind == "write":
-                self.epoch += 1
-                self.writes.append((a.key, self.epoch))
-                if a.key != "*":
+                    a = actions[whole[0]]
+                    actions[whole[0]] = Action("read", a.key, start, end, command=a.command)
+            for a in actions:
+                call.actions.append(a)
+                if a.kind == "read" and not a.partial:
                     self.current_file = a.key
+                if a.kind in ("read", "command"):
+                    shows.append((a, self.epoch))
+                if a.kind == "write":
+                    self.epoch += 1
+                    self.writes.append((a.key, self.epoch))
+                    if a.key != "*":
+                        self.current_file = a.key
+            if obs is not None:
+                self.observations[obs] = Observation(obs, call.number, shows)
         opened = re.search(r"\(Open file: ([^)\n]+)\)", self.text[results[-1]]) if results else None
         if opened and opened.group(1) != "n/a":
             self.current_file = norm_path(opened.group(1))
@@ -287,130 +302,30 @@ class Analysis:
         for a in call.actions:
             if a.kind not in ("read", "command"):
                 continue
-            hits = []
-            for obs in self.observations.values():
-                if obs.call >= call.number or obs.action.kind != a.kind:
-                    continue
-                if a.kind == "command":
-                    if obs.action.key == a.key and obs.epoch == epoch_now:
-                        hits.append(obs.index)
-                elif same_path(obs.action.key, a.key) and _overlap(obs.action, a):
-                    later = [p for p, e in writes_now[obs.epoch:] if p == "*" or same_path(p, a.key)]
-                    if not later:
-                        hits.append(obs.index)
+            hits = [obs.index for obs in self.observations.values() if obs.call < call.number
+                    and any(_shows(b, epoch, a, epoch_now, writes_now) for b, epoch in obs.shows)]
             if hits:
                 out.append((a, hits))
         return out
+
+
+def _shows(b: Action, epoch: int, a: Action, epoch_now: int, writes_now: list[tuple[str, int]]) -> bool:
+    """Whether what action b showed (at write count `epoch`) is what action a asks for
+    again now: the same command with nothing written since, or lines of the same file
+    with nothing written to it since (a partial result: the same command only)."""
+    if b.kind != a.kind:
+        return False
+    if a.kind == "command":
+        return b.key == a.key and epoch == epoch_now
+    if not same_path(b.key, a.key) or (b.partial and b.command != a.command) or not _overlap(b, a):
+        return False
+    return not any(p == "*" or same_path(p, a.key) for p, _ in writes_now[epoch:])
 
 
 def _overlap(a: Action, b: Action) -> bool:
     if None in (a.start, a.end, b.start, b.end):
         return True
     return a.start <= b.end and b.start <= a.end
-
-
-# ------------------------------------------------------------------ policies
-class Policy:
-    """Produces the messages sent for a model call (system prompt first)."""
-
-    name = "policy"
-
-    def start(self, analysis: Analysis, window: int) -> None:
-        self.latencies_ms: list[float] = []
-
-    def record(self, analysis: Analysis, call: Call) -> None:
-        """Takes in the messages before the call (before the jobs run)."""
-
-    def context(self, analysis: Analysis, call: Call) -> list[dict] | None:
-        raise NotImplementedError
-
-
-def _stub(m: dict, analysis: Analysis, i: int) -> dict:
-    out = dict(m)
-    out["content"] = f"[tool result elided: {analysis.tokens[i]} tokens]"
-    return out
-
-
-def _with_system(analysis: Analysis, msgs: list[dict]) -> list[dict]:
-    sp = analysis.rec.system_prompt
-    return ([{"role": "system", "content": sp}] if sp else []) + msgs
-
-
-class StubOlderThan(Policy):
-    """Every observation answering a call more than `age` calls back becomes a stub."""
-
-    def __init__(self, age: int = STUB_AGE):
-        self.age = age
-        self.name = f"stub{age}"
-
-    def context(self, analysis: Analysis, call: Call) -> list[dict]:
-        msgs = analysis.rec.messages[:call.index]
-        return _with_system(analysis, [
-            _stub(m, analysis, i) if i in analysis.observations
-            and call.number - analysis.observations[i].call > self.age else m
-            for i, m in enumerate(msgs)])
-
-
-class Oracle(Policy):
-    """Perfect foresight: every observation but those of the previous call becomes a
-    stub, unless a later call of the session re-reads it."""
-
-    name = "oracle"
-
-    def start(self, analysis: Analysis, window: int) -> None:
-        super().start(analysis, window)
-        self.reread: set[int] = set()
-        for c in analysis.calls:
-            for _, hits in analysis.rereads(c):
-                self.reread.update(hits)
-
-    def context(self, analysis: Analysis, call: Call) -> list[dict]:
-        msgs = analysis.rec.messages[:call.index]
-        return _with_system(analysis, [
-            _stub(m, analysis, i) if i in analysis.observations and i not in self.reread
-            and analysis.observations[i].call < call.number - 1 else m
-            for i, m in enumerate(msgs)])
-
-
-class Mnemosyne(Policy):
-    """Records the session as it goes and compiles with mnemo.compile_context_bundle, in
-    a tenant of its own for each (session, window)."""
-
-    name = "mnemo"
-
-    def __init__(self, db: Any, run: str):
-        self.db, self.run = db, run
-        self.serial = 0
-        self.compile_errors = 0
-
-    def start(self, analysis: Analysis, window: int) -> None:
-        super().start(analysis, window)
-        self.serial += 1
-        self.tenant = f"replay-{self.run}-{window}-{self.serial}"
-        self.db.create_tenant(self.tenant)
-        params = {k: v for k, v in analysis.rec.params.items() if v is not None}
-        params.pop("context_window", None)
-        self.session = self.db.start_session(self.tenant, context_window=window,
-                                             system_prompt=analysis.rec.system_prompt, **params)
-        self.recorded = 0
-
-    def record(self, analysis: Analysis, call: Call) -> None:
-        for e in analysis.rec.entries[self.recorded:call.index]:
-            self.db.record_message(self.tenant, self.session, e["message"],
-                                   created_at=e.get("created_at"), metadata=e.get("metadata"))
-        self.recorded = call.index
-
-    def context(self, analysis: Analysis, call: Call) -> list[dict] | None:
-        t0 = time.perf_counter()
-        try:
-            bundle = self.db.compile_context_bundle(self.tenant, self.session)
-        except MnemoError as e:
-            self.compile_errors += 1
-            print(f"[replay] compile failed ({analysis.rec.name}, call {call.number}): {e}",
-                  file=sys.stderr)
-            return None
-        self.latencies_ms.append((time.perf_counter() - t0) * 1000)
-        return bundle["messages"]
 
 
 # ------------------------------------------------------------------ evaluation
@@ -430,7 +345,7 @@ class Tally:
     # what every policy sends: the system prompt, the task (the first user message) and
     # the call's new input; 1 - floor / full is the most any policy can remove
     floor_tokens: int = 0
-    fault_log: list[str] = field(default_factory=list)  # one line per fault (--show-faults)
+    fault_log: list[dict] = field(default_factory=list)  # one record per fault (--show-faults)
 
     def add(self, other: Tally) -> None:
         for k in self.__dataclass_fields__:
@@ -487,9 +402,12 @@ def evaluate_call(analysis: Analysis, call: Call, sent: list[dict], previous: se
         t.rereads += 1
         if not any(p.full(i) for i in hits):
             t.faults += 1
-            t.fault_log.append(f"{analysis.rec.name} call {call.number}: {action.kind} "
-                               f"{action.key[:100]!r} {action.start}-{action.end}, read at call "
-                               f"{analysis.observations[hits[-1]].call}")
+            newest = analysis.observations[hits[-1]]
+            t.fault_log.append({
+                "session": analysis.rec.name, "call": call.number, "observation": newest.index,
+                "what": f"{action.kind} {action.key[:100]!r} {action.start}-{action.end}",
+                "kind": result_kind(action, analysis.text[newest.index]),
+                "distance": call.number - newest.call})
     new_input = set(call.new_input)
     excluded = analysis.system_identifiers.union(*(analysis.idents[i] for i in new_input))
     holders: dict[str, list[int]] = {}
@@ -531,6 +449,7 @@ def replay(analysis: Analysis, lanes: list[Lane], max_calls: int | None,
         lane.policy.start(analysis, lane.window)
     tallies = [Tally() for _ in lanes]
     held: list[set[int] | None] = [None for _ in lanes]
+    left: list[dict[int, str]] = [{} for _ in lanes]  # observation -> zone where it left full
     calls = [c for c in analysis.calls[:max_calls] if c.index > 0]  # a call needs a prompt
     for n, call in enumerate(calls):
         for lane in lanes:
@@ -542,7 +461,17 @@ def replay(analysis: Analysis, lanes: list[Lane], max_calls: int | None,
             if sent is None:
                 tallies[k].skipped += 1
                 continue
+            before = held[k] or set()
             t, held[k] = evaluate_call(analysis, call, sent, held[k], lane.window)
+            for i in (i for i in analysis.observations if i < call.index):
+                if i in held[k]:
+                    left[k].pop(i, None)
+                elif i in before or i >= _first_new(call):
+                    left[k][i] = lane.policy.zone
+            for r in t.fault_log:
+                i = r.pop("observation")
+                r.update(fidelity=lane.policy.held_at(analysis, sent, i), zone=lane.policy.zone,
+                         zone_left=left[k].get(i, "-"))
             tallies[k].add(t)
         if (n + 1) % 50 == 0:
             log(f"[replay] {analysis.rec.name}: {n + 1}/{len(calls)} calls")
@@ -552,8 +481,10 @@ def replay(analysis: Analysis, lanes: list[Lane], max_calls: int | None,
         lane.per_session.setdefault(group, {})[analysis.rec.name] = f = t.figures()
         lane.latencies_ms.setdefault(group, []).extend(lane.policy.latencies_ms)
         if show_faults:
-            for line in t.fault_log:
-                log(f"[{lane.window}] {lane.policy.name:7} fault: {line}")
+            for r in t.fault_log:
+                log(f"[{lane.window}] {lane.policy.name:7} fault: {r['session']} call {r['call']}: "
+                    f"{r['what']}, {r['kind']}, {r['distance']} calls back, held at {r['fidelity']}, "
+                    f"zone {r['zone']} (left full in {r['zone_left']})")
         log(f"[{lane.window}] {lane.policy.name:7} {analysis.rec.name[:60]:60} calls {t.calls:4} "
             f"reduction {f['reduction']:6.1%} faults {t.faults}/{t.evictions} "
             f"misses {t.misses}/{t.candidates}")
@@ -586,6 +517,10 @@ def run(recordings: list[Recording], lanes: list[Lane], max_calls: int | None,
                 figures["compile_ms_p50"] = percentile(lane.latencies_ms[group], 50)
                 figures["compile_ms_p95"] = percentile(lane.latencies_ms[group], 95)
             figures["per_session"] = lane.per_session[group]
+            if show_faults:  # per kind of result re-read: distances, fidelities, zones
+                figures["fault_analysis"] = aggregate(total.fault_log)
+                for line in table(f"[{lane.window}] {lane.policy.name} {group}", figures["fault_analysis"]):
+                    log(line)
             result["groups"][group].setdefault(str(lane.window), {})[lane.policy.name] = figures
     return result
 
@@ -625,17 +560,21 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--generated", type=int, default=0,
                     help="also N long sessions of bench/replay_gen.py (group 'generated')")
     ap.add_argument("--seed", type=int, default=22, help="the generator's seed")
+    ap.add_argument("--shell-reads", action="store_true",
+                    help="the generated sessions read with cat -n, nl, sed -n, head (as shell agents do)")
     ap.add_argument("--jobs-every", type=int, default=JOBS_EVERY,
                     help=f"run the job queue every N calls (0: never; default {JOBS_EVERY})")
     ap.add_argument("--per-session", action="store_true", help="per-session figures in the JSON line")
-    ap.add_argument("--show-faults", action="store_true", help="a line per fault on stderr")
+    ap.add_argument("--show-faults", action="store_true",
+                    help="a line per fault and a table per kind of result on stderr, the tables' "
+                         "figures in the JSON line (fault_analysis)")
     ap.add_argument("--quiet", action="store_true")
     ap.add_argument("--dsn", default=default_dsn())
     args = ap.parse_args(argv)
     args.inputs = args.inputs or [SWE_AGENT_DIR]
     recordings = load(args.inputs)[:args.sessions]
     if args.generated:
-        recordings += generated(args.generated, args.seed, args.max_calls)
+        recordings += generated(args.generated, args.seed, args.max_calls, args.shell_reads)
     windows = [int(w) for w in args.windows.split(",")]
     names = args.policies.split(",")
     db = connect(args.dsn) if "mnemo" in names else None

@@ -6,8 +6,12 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
-from dataclasses import dataclass
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "plpy"))
+from mnemo_db.paging import shell, sources  # the paging's own reading of a command
 
 # ------------------------------------------------------------------ identifiers
 # What counts as an identifier (information misses). Each pattern is searched in a
@@ -46,34 +50,34 @@ class Action:
     """What one tool call (or one command written in the text) does to the world:
     reads a file (path, line range or None for all), writes one ('*': unknown, all),
     runs a command whose output is its result (key: the command), or something else
-    (submitting, interactive input) that is never a re-read."""
+    (submitting, interactive input) that is never a re-read. A partial read shows
+    some lines of the file, not known which (a grep's matches, tail's last lines):
+    only the same command read again re-reads it (`command`, the shell command a
+    read came from)."""
 
     kind: str  # "read" | "write" | "command" | "other"
     key: str
     start: int | None = None
     end: int | None = None
+    partial: bool = False
+    command: str = field(default="", compare=False)
 
 
-READ_TOOLS = {"read_file", "read", "view", "view_file", "cat", "open", "open_file"}
-WRITE_TOOLS = {"edit", "edit_file", "write_file", "write", "create", "create_file", "insert",
-               "apply_patch", "str_replace", "replace", "multiedit", "multi_edit"}
-SCROLL_TOOLS = {"goto", "scroll_down", "scroll_up"}
-OTHER_TOOLS = {"submit", "exit", "exit_forfeit", "connect_start", "connect_sendline",
-               "connect_stop", "set_cursors", "think"}
-SHELL_TOOLS = {"bash", "shell", "run", "execute", "terminal", "run_command", "execute_command"}
-EDITOR_TOOLS = {"str_replace_editor", "str_replace_based_edit_tool", "text_editor"}
-_NUMBERED_LINE = re.compile(r"^\s*(\d+)(?::|\t|\s*\|)", re.MULTILINE)
-_SHELL_WRITE = re.compile(
-    r"(?<![0-9&])>>?\s*(?!&)(\S+)|\bsed\s+-i\S*\s.*?(\S+)\s*$|\b(?:rm|touch|mkdir|tee)\s+(?:-\S+\s+)*(\S+)"
-    r"|\b(?:mv|cp)\s+(?:-\S+\s+)*\S+\s+(\S+)")
-_SHELL_GLOBAL_WRITE = re.compile(r"\b(?:pip3?|uv|npm|apt(?:-get)?|poetry)\s+(?:install|add)\b"
-                                 r"|\bgit\s+(?:apply|checkout|reset|stash|commit|merge|pull)\b"
-                                 r"|\bpatch\b")
+READ_TOOLS = {"readfile", "read", "view", "viewfile", "cat", "open", "openfile"}
+WRITE_TOOLS = {"edit", "editfile", "writefile", "write", "create", "createfile", "insert",
+               "applypatch", "strreplace", "replace", "multiedit"}
+SCROLL_TOOLS = {"goto", "scrolldown", "scrollup"}
+OTHER_TOOLS = {"submit", "exit", "exitforfeit", "connectstart", "connectsendline",
+               "connectstop", "setcursors", "think"}
+SHELL_TOOLS = {"bash", "shell", "run", "execute", "terminal", "runcommand", "executecommand"}
+EDITOR_TOOLS = {"strreplaceeditor", "strreplacebasededittool", "texteditor"}
+# the line numbers an observation shows: SWE-agent's 'N:', cat -n's 'N<tab>', nl's
+# 'N  text', Claude Code's 'N→'
+_NUMBERED_LINE = re.compile(r"^\s*(\d+)(?::|\t|\s*\||→)", re.MULTILINE)
 
 
 def norm_path(p: str) -> str:
-    p = p.strip().strip("'\"")
-    return p.removeprefix("./")
+    return shell.clean_path(p)
 
 
 def same_path(a: str, b: str) -> bool:
@@ -82,96 +86,96 @@ def same_path(a: str, b: str) -> bool:
 
 
 def shown_range(observation: str) -> tuple[int | None, int | None]:
-    """The line numbers an observation shows (SWE-agent's 'N:', cat -n's 'N<tab>')."""
+    """The line numbers an observation shows (SWE-agent's 'N:', cat -n's 'N<tab>',
+    Claude Code's 'N→')."""
     nums = [int(n) for n in _NUMBERED_LINE.findall(observation or "")]
     return (min(nums), max(nums)) if len(nums) >= 2 else (None, None)
 
 
-def shell_action(cmd: str) -> Action:
-    """A shell command as a read of one file, a write, or a command."""
-    cmd = " ".join(cmd.split())
-    single = not re.search(r"[|;&]|\$\(", cmd)
-    try:
-        words = shlex.split(cmd)
-    except ValueError:
-        words = cmd.split()
-    if not words:
-        return Action("other", "")
-    m = _SHELL_WRITE.search(cmd)
-    if m:
-        target = next(g for g in m.groups() if g)
-        return Action("write", norm_path(target) if single else "*")
-    if _SHELL_GLOBAL_WRITE.search(cmd):
-        return Action("write", "*")
-    args = [w for w in words[1:] if not w.startswith("-")]
-    if single and words[0] in ("cat", "nl", "less", "more", "bat") and len(args) == 1:
-        return Action("read", norm_path(args[0]))
-    if single and words[0] == "head" and args:
-        n = re.search(r"-n\s*(\d+)|-(\d+)\b", cmd)
-        end = int(next(g for g in n.groups() if g)) if n else 10
-        return Action("read", norm_path(args[-1]), 1, end)
-    sed = re.fullmatch(r"sed -n '?(\d+),(\d+)p'? (\S+)", cmd)
-    if sed:
-        return Action("read", norm_path(sed.group(3)), int(sed.group(1)), int(sed.group(2)))
-    return Action("command", cmd)
+def shell_actions(cmd: str) -> list[Action]:
+    """A shell command's actions, as the paging's parser reads it (shell.effects): its
+    writes (an install or a git checkout: '*'), its reads, and, when some part of it
+    runs a program of its own and it writes nothing, the command (keyed by its text);
+    a command that does none of these (`echo`): the command."""
+    eff = shell.effects(cmd)
+    key = " ".join(cmd.split())
+    out = [Action("write", p) for p in eff.writes]
+    if eff.writes_everything:
+        out.append(Action("write", "*"))
+    for r in eff.reads:
+        start, end = r.lines if r.lines else (None, None)
+        out.append(Action("read", r.path, start, end, r.partial, key))
+    # a command that writes makes its own output stale: running it again re-reads nothing
+    if not out or ((eff.runs or eff.fetch) and not (eff.writes or eff.writes_everything)):
+        out.append(Action("command", key))
+    return out
 
 
-def swe_command_action(line: str, current_file: str | None) -> Action:
-    """A SWE-agent command (its first line) as an Action."""
+def swe_command_actions(command: str, current_file: str | None) -> list[Action]:
+    """A SWE-agent command as Actions: its own commands by their first line, a shell
+    command whole (it may span lines)."""
+    line = command.strip().split("\n", 1)[0] if command.strip() else ""
     words = line.split()
     if not words:
-        return Action("other", "")
+        return [Action("other", "")]
     name, args = words[0], words[1:]
     if name == "open" and args:
         start = int(args[1]) if len(args) > 1 and args[1].isdigit() else None
-        return Action("read", norm_path(args[0]), start, start)
-    if name in SCROLL_TOOLS:
-        return Action("read", current_file or "*")
+        return [Action("read", norm_path(args[0]), start, start)]
+    if sources.tool_key(name) in SCROLL_TOOLS:
+        return [Action("read", current_file or "*")]
     if name == "create" and args:
-        return Action("write", norm_path(args[0]))
+        return [Action("write", norm_path(args[0]))]
     if name in ("edit", "insert"):
         path = next((a for a in args if not re.fullmatch(r"[\d:]+", a)), None)
-        return Action("write", norm_path(path) if path else current_file or "*")
-    if name in OTHER_TOOLS or name.startswith("connect_"):
-        return Action("other", line)
+        return [Action("write", norm_path(path) if path else current_file or "*")]
+    if sources.tool_key(name) in OTHER_TOOLS or name.startswith("connect_"):
+        return [Action("other", line)]
     if name in ("find_file", "search_dir", "search_file", "decompile", "disassemble"):
-        return Action("command", " ".join(words))
-    return shell_action(line)
+        return [Action("command", " ".join(words))]
+    return shell_actions(command)
 
 
-def call_action(name: str, arguments: str, current_file: str | None) -> Action:
-    """A tool call as an Action (SWE-agent's function-calling tools, the usual editor and
-    shell tools of other agents, and bench/replay_gen.py's)."""
+def call_actions(name: str, arguments: str, current_file: str | None,
+                 observation: str | None = None) -> list[Action]:
+    """A tool call as Actions (SWE-agent's function-calling tools, the usual editor and
+    shell tools of other agents, Claude Code's, and bench/replay_gen.py's). Tool names
+    match as the paging's do (sources.tool_key: Read is read, str_replace_editor is
+    strreplaceeditor). A call whose observation is Claude Code's numbered read
+    (`    12→text`) and that names a path reads that file."""
     try:
         args = json.loads(arguments) if arguments else {}
     except json.JSONDecodeError:
         args = {"_": arguments}
     if not isinstance(args, dict):
         args = {"_": args}
-    path = args.get("path") or args.get("file_path") or args.get("file") or args.get("filename")
-    path = norm_path(str(path)) if path else None
-    if name in SHELL_TOOLS and isinstance(args.get("command"), str):
-        return shell_action(args["command"])
-    if name in EDITOR_TOOLS:
-        if args.get("command") == "view" and path:
+    tool = sources.tool_key(name)
+    path = next((args[k] for k in sources.PATH_KEYS if isinstance(args.get(k), str) and args[k].strip()), None)
+    path = norm_path(path) if path else None
+    command = args.get("command") if isinstance(args.get("command"), str) else None
+    if tool in SHELL_TOOLS and command is not None:
+        return shell_actions(command)
+    if tool in EDITOR_TOOLS:
+        if command == "view" and path:
             rng = args.get("view_range") or [None, None]
             end = rng[1] if len(rng) > 1 and rng[1] not in (None, -1) else None
-            return Action("read", path, rng[0], end)
-        return Action("write", path or "*")
-    if name == "open" and path:
+            return [Action("read", path, rng[0], end)]
+        return [Action("write", path or "*")]
+    if tool == "open" and path:
         line = args.get("line_number")
-        return Action("read", path, line, line)
-    if name in READ_TOOLS and path:
+        return [Action("read", path, line, line)]
+    numbered = shell.numbered_lines(observation or "")
+    if (tool in READ_TOOLS or numbered) and path:
         start = args.get("start_line") or args.get("offset")
         end = args.get("end_line") or (start + args["limit"] if start and args.get("limit") else None)
-        return Action("read", path, start, end)
-    if name in SCROLL_TOOLS:
-        return Action("read", current_file or "*")
-    if name in WRITE_TOOLS:
-        return Action("write", path or current_file or "*")
-    if name in OTHER_TOOLS or name.startswith("connect_"):
-        return Action("other", name)
-    return Action("command", f"{name} {json.dumps(args, sort_keys=True)}")
+        return [Action("read", path, *(numbered or (start, end)))]
+    if tool in SCROLL_TOOLS:
+        return [Action("read", current_file or "*")]
+    if tool in WRITE_TOOLS:
+        return [Action("write", path or current_file or "*")]
+    if tool in OTHER_TOOLS or tool.startswith("connect"):
+        return [Action("other", name)]
+    return [Action("command", f"{name} {json.dumps(args, sort_keys=True)}")]
 
 
 _COMMAND_IN_TEXT = re.compile(r"<command>\s*(.*?)\s*</command>|```[\w-]*\n(.*?)```", re.DOTALL)

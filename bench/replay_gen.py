@@ -24,8 +24,12 @@ patterns agents show:
 Between phases the user speaks (the next request). Output: the OpenAI-shaped JSONL that
 bench/replay.py and `mnemo import` read (docs/replay.md), one session per line.
 
+With --shell-reads, each read_file call is written as a shell command instead (`cd /repo
+&& sed -n 'A,Bp' F`, `nl -ba F | sed -n ...`, `cat -n F | head | tail`), as agents that
+act through a shell read (as_shell_reads).
+
 Usage: bench/replay_gen.py OUT.jsonl [--sessions N] [--seed S] [--min-calls 300]
-       [--max-calls 2000] [--packages psycopg,click,...]
+       [--max-calls 2000] [--packages psycopg,click,...] [--shell-reads]
 """
 
 from __future__ import annotations
@@ -355,6 +359,39 @@ def generate(n: int, seed: int, min_calls: int, max_calls: int,
     return out
 
 
+# How a shell-acting agent (mini-swe-agent, Claude Code's Bash) writes a read of lines
+# A-B of a file, taken in turn; nl and cat -n number the lines they show, sed does not.
+SHELL_READS = (
+    ("cd /repo && sed -n '{a},{b}p' {path}", False),
+    ("nl -ba {path} | sed -n '{a},{b}p'", True),
+    ("cat -n {path} | head -n {b} | tail -n +{a}", True),
+    ("sed -n '{a},{b}p' {path} && echo '---'", False),
+)
+_NUMBERED_RE = re.compile(r"^ *(\d+)\t(.*)$")
+
+
+def as_shell_reads(session: dict) -> dict:
+    """The session with each read_file call written as a shell command of SHELL_READS
+    (in turn), its result the lines the command shows (numbered or not): the same
+    session as an agent that reads with cat, nl, sed and head acts it."""
+    msgs = [dict(m) for m in session["messages"]]
+    forms = 0
+    for k, m in enumerate(msgs):
+        fn = (m.get("tool_calls") or [{}])[0].get("function") or {}
+        if fn.get("name") != "read_file" or k + 1 >= len(msgs):
+            continue
+        args = json.loads(fn["arguments"])
+        form, numbered = SHELL_READS[forms % len(SHELL_READS)]
+        forms += 1
+        command = form.format(a=args["start_line"], b=args["end_line"], path=args["path"])
+        m["tool_calls"] = [dict(m["tool_calls"][0], function={"name": "bash", "arguments": json.dumps(
+            {"command": command})})]
+        shown_lines = [_NUMBERED_RE.match(line) for line in msgs[k + 1]["content"].splitlines()[1:]]
+        msgs[k + 1] = dict(msgs[k + 1], content="\n".join(
+            x.group(0) if numbered else x.group(2) for x in shown_lines if x))
+    return dict(session, messages=msgs, metadata=dict(session.get("metadata") or {}, reads="shell"))
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("out", type=Path)
@@ -363,9 +400,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--min-calls", type=int, default=300)
     ap.add_argument("--max-calls", type=int, default=2000)
     ap.add_argument("--packages", default=",".join(PACKAGES))
+    ap.add_argument("--shell-reads", action="store_true",
+                    help="reads written as shell commands (cat -n, nl, sed -n, head) as_shell_reads")
     args = ap.parse_args(argv)
     sessions = generate(args.sessions, args.seed, args.min_calls, args.max_calls,
                         tuple(p for p in args.packages.split(",") if p))
+    if args.shell_reads:
+        sessions = [as_shell_reads(s) for s in sessions]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with args.out.open("w", encoding="utf-8") as f:
         for s in sessions:

@@ -1,10 +1,10 @@
 -- mnemo_internal.paging_call(p_op, p_tenant_id, p_session_id, p_args) -> jsonb
 -- The one entry into the paging package (plpy/mnemo_db/paging/store.py), loaded once
 -- per backend; p_op names the operation, p_args holds its arguments as JSON:
---   message   paging's part of record_message, after the message is stored
---             (Pager.on_message; p_args {"message": {message_id, role, content,
---             tool_calls, tool_call_id, turn, tokens, metadata}, "tags": the cleanup
---             tags from mnemo_internal.paging_tags}): the message joins or starts a
+--   messages  paging's part of record_messages, after the messages are stored, each
+--             in order (Pager.on_message; p_args {"messages": [{"message": {message_id,
+--             role, content, tool_calls, tool_call_id, turn, tokens, metadata}, "tags":
+--             the cleanup tags from mnemo_internal.paging_tags}, ...]}): a message joins or starts a
 --             semantic object (a tool call with its results, a conversation phase), a
 --             re-read of a source whose object is below full is a fault, superseded
 --             reads, stale and duplicated outputs are degraded, a goal shift re-ranks,
@@ -34,8 +34,10 @@ import json
 from mnemo_db.paging.store import PagingError
 a = json.loads(p_args) if p_args else {}
 try:
-    if p_op == 'message':
-        out = pager.on_message(p_tenant_id, p_session_id, a['message'], a.get('tags'))
+    if p_op == 'messages':
+        for one in a['messages']:
+            pager.on_message(p_tenant_id, p_session_id, one['message'], one.get('tags'))
+        out = None
     elif p_op == 'query':
         out = pager.query(p_tenant_id, p_session_id, a.get('question'), a.get('scope'), a.get('max_tokens'))
     elif p_op == 'restore':

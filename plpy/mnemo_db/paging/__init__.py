@@ -2,6 +2,8 @@
 
 - sources.py: what a tool call reads or writes (file path and lines, URL), and what
   kind of object its result is (file_context, tool_result, error_context);
+- shell.py: what a shell command reads and writes (chains, pipes, several files,
+  heredocs), the parser bench/replay.py uses too;
 - tags.py: the cleanup tags an assistant writes (drop, summarize, anchor, collapse,
   declare_losses);
 - ladder.py: the fidelity ladder, the pressure zones and the fidelity manager's

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
 from dataclasses import dataclass
+
+from . import shell
 
 # Tool names (lower case, without separators) that read or write a file.
 READ_TOOLS = {"read", "readfile", "open", "openfile", "view", "viewfile", "cat", "getfile", "goto",
@@ -26,8 +27,6 @@ URL_RE = re.compile(r"https?://[^\s'\"<>]+")
 # str_replace_editor-style tools say what they do in a `command` argument.
 EDITOR_READ_COMMANDS = {"view"}
 EDITOR_WRITE_COMMANDS = {"create", "str_replace", "insert", "undo_edit", "write", "append"}
-SHELL_READERS = {"cat", "head", "tail", "less", "more", "nl", "bat", "sed", "awk"}
-SHELL_WRITERS = {"rm", "mv", "cp", "touch", "tee", "truncate"}
 # An error in the first lines of a tool output (or a failing exit status).
 ERROR_RE = re.compile(
     r"(?m)(^Traceback \(most recent call last\)|^\w*(Error|Exception)\b[:(]|\berror(\[\w+\])?:|"
@@ -47,7 +46,8 @@ class Access:
     fetch: bool = False
 
 
-def _norm(name: str) -> str:
+def tool_key(name: str) -> str:
+    """A tool's name as the tool sets spell it: lower case letters, no namespace."""
     return re.sub(r"[^a-z]", "", (name or "").lower().rsplit(".", 1)[-1].rsplit("__", 1)[-1])
 
 
@@ -68,11 +68,6 @@ def _int(v) -> int | None:
         return None
 
 
-def _clean_path(p: str) -> str:
-    p = p.strip().strip("'\"")
-    return re.sub(r"/{2,}", "/", p.removeprefix("./"))
-
-
 def _lines_from_args(a: dict) -> tuple[int, int | None] | None:
     if isinstance(a.get("view_range"), list) and len(a["view_range"]) == 2:
         first, last = _int(a["view_range"][0]), _int(a["view_range"][1])
@@ -89,70 +84,50 @@ def _lines_from_args(a: dict) -> tuple[int, int | None] | None:
     return None
 
 
-def shell_access(command: str) -> Access:
-    """A shell command's access: the file a reader (cat, head, sed -n 'a,bp' ...) reads,
-    the file an output redirection or a writer (sed -i, rm, mv ...) writes, the URL
-    curl or wget fetches. Only the first command of a pipeline or list is looked at."""
-    command = (command or "").strip()
-    url = URL_RE.search(command)
-    first = re.split(r"\s*(?:&&|\|\||;|\|)\s*", command, maxsplit=1)[0]
-    try:
-        words = shlex.split(first)
-    except ValueError:
-        words = first.split()
-    if not words:
-        return Access()
-    prog = words[0].rsplit("/", 1)[-1]
-    if prog in ("curl", "wget") and url:
-        return Access(source=url.group(0).rstrip(").,"), reads=True, fetch=True)
-    redirect = re.search(r"(?<![0-9&])>{1,2}\s*([^\s;&|]+)", first)
-    if redirect and not redirect.group(1).startswith("/dev/"):
-        return Access(source=_clean_path(redirect.group(1)), writes=True)
-    files = [w for w in words[1:] if not w.startswith("-") and not re.fullmatch(r"\d+(,\d+)?p?", w)]
-    if prog == "sed":
-        if any(w.startswith("-i") for w in words[1:]):
-            return Access(source=_clean_path(files[-1]), writes=True) if len(files) >= 2 else Access()
-        m = re.search(r"(\d+),(\d+)p", first)
-        if m and len(files) >= 2:
-            return Access(source=_clean_path(files[-1]), lines=(int(m.group(1)), int(m.group(2))), reads=True)
-        return Access()
-    if prog in SHELL_WRITERS and files:
-        return Access(source=_clean_path(files[-1]), writes=True)
-    if prog in SHELL_READERS and prog != "awk" and len(files) == 1:
-        lines = None
-        n = next((_int(w[2:] or words[words.index(w) + 1]) for w in words[1:]
-                  if w.startswith("-n") and (len(w) > 2 or words.index(w) + 1 < len(words))), None)
-        if prog == "head" and n:
-            lines = (1, n)
-        if prog == "tail":
-            return Access()  # the last lines: a range that moves with the file
-        return Access(source=_clean_path(files[0]), lines=lines, reads=True)
-    return Access()
+def shell_accesses(command: str) -> list[Access]:
+    """A shell command's accesses (shell.effects): the URL curl or wget fetches; else
+    the files it writes, then the files it shows with known lines (a grep's matches
+    and tail's last lines are no read of known lines: they supersede nothing)."""
+    eff = shell.effects(command)
+    if eff.fetch:
+        return [Access(source=eff.fetch, reads=True, fetch=True)]
+    return ([Access(source=p, writes=True) for p in eff.writes]
+            + [Access(source=r.path, lines=r.lines, reads=True) for r in eff.reads if not r.partial])
+
+
+def tool_accesses(name: str, arguments: str | dict | None, open_file: str | None = None) -> list[Access]:
+    """What a tool call touches: a shell command's accesses (shell_accesses), else
+    tool_access's one (none when it touches no source)."""
+    tool, a = tool_key(name), _args(arguments)
+    command = a.get("command") if isinstance(a.get("command"), str) else None
+    if tool in SHELL_TOOLS or (command and tool not in READ_TOOLS | WRITE_TOOLS and " " in command):
+        return shell_accesses(command or a.get("cmd") or a.get("script") or "")
+    access = tool_access(name, a, open_file)
+    return [access] if access.source else []
 
 
 def tool_access(name: str, arguments: str | dict | None, open_file: str | None = None) -> Access:
-    """What a tool call touches. open_file: the file the session's agent has open
-    (SWE-agent's edit and scroll commands act on it and name no path)."""
-    tool, a = _norm(name), _args(arguments)
+    """What a tool call that is no shell command touches. open_file: the file the
+    session's agent has open (SWE-agent's edit and scroll commands act on it and name
+    no path)."""
+    tool, a = tool_key(name), _args(arguments)
     command = a.get("command") if isinstance(a.get("command"), str) else None
-    if tool in SHELL_TOOLS or (command and tool not in READ_TOOLS | WRITE_TOOLS and " " in command):
-        return shell_access(command or a.get("cmd") or a.get("script") or "")
     url = a.get("url") or a.get("uri")
     if isinstance(url, str) and (tool in FETCH_TOOLS or URL_RE.match(url)):
         return Access(source=url, reads=True, fetch=True)
     path = next((a[k] for k in PATH_KEYS if isinstance(a.get(k), str) and a[k].strip()), None)
     if command in EDITOR_READ_COMMANDS | EDITOR_WRITE_COMMANDS and path:
         reads = command in EDITOR_READ_COMMANDS
-        return Access(source=_clean_path(path), lines=_lines_from_args(a) if reads else None,
+        return Access(source=shell.clean_path(path), lines=_lines_from_args(a) if reads else None,
                       reads=reads, writes=not reads)
     if tool in WRITE_TOOLS:
         target = path or open_file
-        return Access(source=_clean_path(target), writes=True) if target else Access()
+        return Access(source=shell.clean_path(target), writes=True) if target else Access()
     if tool in READ_TOOLS:
         target = path or open_file
         if target is None and command:  # SWE-agent's open: the path is the first word
             target = command.split()[0] if command.split() else None
-        return Access(source=_clean_path(target), lines=_lines_from_args(a), reads=True) if target else Access()
+        return Access(source=shell.clean_path(target), lines=_lines_from_args(a), reads=True) if target else Access()
     return Access()
 
 
@@ -205,7 +180,7 @@ def text_action(text: str | None) -> tuple[str, dict] | None:
     """The action an assistant's text ends with, as a tool call's (name, arguments),
     or None: a shell block of its own at the very end (a code answer in a chat has
     a language, or text after it). SWE-agent's open/create/edit name (or act on) a
-    file; anything else is a shell command."""
+    file; anything else is a shell command (all of the block: it may span lines)."""
     m = ACTION_RE.search(text or "")
     if not m or m.group("lang").lower() not in ACTION_LANGS or not m.group("body").strip():
         return None
@@ -218,4 +193,4 @@ def text_action(text: str | None) -> tuple[str, dict] | None:
         return "edit", {}
     if name in SWE_COMMANDS:
         return name, {"command": first}
-    return "bash", {"command": first}
+    return "bash", {"command": m.group("body").strip()}  # a command may span lines

@@ -1,6 +1,6 @@
 """Paging's database side (PL/Python; one Pager per backend, GD['mnemo_pager']):
 
-- on_message, from record_message after each message: segmentation into semantic
+- on_message, from record_messages for each message: segmentation into semantic
   objects (strategy A: a tool call with its results is one object, typed by what it
   read and returned; consecutive conversation is one conversation_phase until a tool
   call or a topic shift, small objects merge with their neighbour of the same kind),
@@ -141,11 +141,13 @@ class Pager:
             self.run("close", [t, s, last["object_id"]])
         open_file = (self.one("open_file", [t, s]) or {}).get("source_key")
         calls = calls or m["tool_calls"]
-        accesses = [sources.tool_access(c["function"]["name"], c["function"].get("arguments"), open_file)
+        per_call = [sources.tool_accesses(c["function"]["name"], c["function"].get("arguments"), open_file)
                     for c in calls]
-        main = next((a for a in accesses if a.source), sources.Access())
+        accesses = [a for got in per_call for a in got]
+        main = accesses[0] if accesses else sources.Access()
         kind = "external_reference" if main.fetch else ("file_context" if main.reads else "tool_result")
-        name = next((c["function"]["name"] for c, a in zip(calls, accesses) if a is main), calls[0]["function"]["name"])
+        name = next((c["function"]["name"] for c, got in zip(calls, per_call) if main in got),
+                    calls[0]["function"]["name"])
         oid = self.insert(t, s, kind, [m["message_id"]], m["turn"], m["tokens"], main,
                           sources.label_of(kind, name, main, None), is_open=awaiting)
         new = self.one("by_id", [t, s, oid])

@@ -95,9 +95,14 @@ def test_an_evicted_file_read_again_is_one_fault_of_compile_context(tmp_path, db
     write_session(tmp_path / "s.jsonl", calls)
     lanes = replay.make_lanes(["mnemo", "oracle"], [7000], db, uuid.uuid4().hex[:8])
     result = replay.run(replay.load([tmp_path / "s.jsonl"]), lanes, None, between=None,
-                        log=lambda s: None)
+                        log=lambda s: None, show_faults=True)
     mnemo = result["groups"]["s.jsonl"]["7000"]["mnemo"]
     assert mnemo["rereads"] == 1 and mnemo["faults"] == 1
+    # what --show-faults says of it: a file read 10 calls back, below full, in a zone of paging's
+    fault = mnemo["fault_analysis"]["file read"]
+    assert (fault["count"], fault["distance_p50"]) == (1, 10)
+    assert set(fault["fidelity"]) <= {"detail", "compact", "stub", "summarised", "evicted"}  # not redacted
+    assert set(fault["zone"]) | set(fault["zone_left"]) <= {"normal", "caution", "warning", "critical", "emergency"}
     assert mnemo["evictions"] >= 1 and mnemo["reduction"] > 0.3
     assert mnemo["over_window"] == 0 and mnemo["skipped"] == 0
     assert mnemo["compile_ms_p50"] > 0
@@ -174,3 +179,91 @@ def test_the_json_line(tmp_path, policies):
             assert {"calls", "full_tokens", "sent_tokens", "reduction", "rereads", "faults",
                     "evictions", "fault_rate", "faults_per_call", "candidates", "misses",
                     "absent", "miss_rate", "over_window"} <= set(g[w][p])
+
+
+def shell(command: str, result: str):
+    return ("bash", {"command": command}, result)
+
+
+def test_shell_reads_as_agents_write_them(tmp_path):
+    a = analysis_of(tmp_path, [
+        shell("cd /repo && cat a.py | head -50", file_lines("a.py", 50)),
+        shell("sed -n '30,60p' a.py", file_lines("a.py", 31, 30)),      # overlaps: a re-read
+        shell("grep -rn helper .", "a.py:3: def a_py_helper_3"),         # a search, no read
+        shell("grep -n helper a.py", "3: def a_py_helper_3"),            # some lines of a.py: a re-read
+        shell("echo done", "done"),                                       # a command, nothing read
+        shell("cat > a.py <<'EOF'\ncat b.py\nEOF", ""),                   # a write (the body is data)
+        shell("cd /repo &&\\\n  nl -ba a.py", file_lines("a.py", 10)),   # after the write: no re-read
+    ])
+    kinds = [[(x.kind, x.key, x.start, x.end, x.partial) for x in c.actions] for c in a.calls[:7]]
+    assert kinds[0] == [("read", "a.py", 1, 50, False)]
+    assert kinds[1] == [("read", "a.py", 30, 60, False)]
+    assert kinds[2] == [("command", "grep -rn helper .", None, None, False)]
+    assert kinds[3] == [("read", "a.py", None, None, True)]
+    assert kinds[4] == [("command", "echo done", None, None, False)]
+    assert kinds[5] == [("write", "a.py", None, None, False)]
+    assert kinds[6] == [("read", "a.py", 1, 10, False)]
+    assert [len(a.rereads(c)) for c in a.calls[:7]] == [0, 1, 0, 1, 0, 0, 0]
+
+
+def test_claude_codes_numbered_reads_and_multi_line_text_commands(tmp_path):
+    numbered = "\n".join(f"{i:6}→line {i} of b.py" for i in range(20, 41))
+    a = analysis_of(tmp_path, [
+        ("Read", {"file_path": "/repo/b.py", "offset": 20, "limit": 21}, numbered),
+        ("Read", {"file_path": "/repo/b.py"}, "\n".join(f"{i:6}→line {i} of b.py" for i in range(1, 31))),
+    ])
+    assert a.calls[0].actions == [replay.Action("read", "/repo/b.py", 20, 40)]
+    assert a.calls[1].actions == [replay.Action("read", "/repo/b.py", 1, 30)]
+    assert len(a.rereads(a.calls[1])) == 1
+    # a text-acting agent's command over several lines reads every file it names
+    t = replay.Analysis(replay.Recording("g", "t", None, [
+        {"role": "user", "content": "Fix it."},
+        {"role": "assistant", "content": "```bash\ncd /repo && \\\n  cat a.py b.py\n```"},
+        {"role": "user", "content": "a\nb"},
+        {"role": "assistant", "content": "```bash\nhead -n 5 b.py\n```"},
+        {"role": "user", "content": "b"},
+    ], [], {}))
+    assert [x.key for x in t.calls[0].actions] == ["a.py", "b.py"]
+    assert t.rereads(t.calls[1]) == [(replay.Action("read", "b.py", 1, 5), [2])]
+
+
+def test_show_faults_aggregates_kind_distance_fidelity_and_zone(tmp_path):
+    # stub8 stubs what is more than 8 calls old: the test run, the ls, the file read and
+    # the error of calls 0-3 are each re-read 10 calls later (calls 10-13)
+    test_out = "tests/test_a.py ..F\nFAILED tests/test_a.py::test_x - AssertionError"
+    calls = [shell("python -m pytest tests/test_a.py", test_out),
+             shell("ls src", "a.py\nb.py\nc.py"),
+             shell("cat src/a.py", file_lines("a.py", 20)),
+             shell("python run.py", "Traceback (most recent call last):\nValueError: bad"),
+             *[echo(k) for k in range(1, 7)],
+             shell("python -m pytest tests/test_a.py", test_out),
+             shell("ls src", "a.py\nb.py\nc.py"),
+             shell("sed -n '5,9p' src/a.py", file_lines("a.py", 5, 5)),
+             shell("python run.py", "Traceback (most recent call last):\nValueError: bad")]
+    write_session(tmp_path / "s.jsonl", calls)
+    lanes = replay.make_lanes(["stub8", "oracle"], [32000], None, "t")
+    logged: list[str] = []
+    result = replay.run(replay.load([tmp_path / "s.jsonl"]), lanes, None, log=logged.append, show_faults=True)
+    stub8 = result["groups"]["s.jsonl"]["32000"]["stub8"]
+    assert stub8["faults"] == 4
+    fa = stub8["fault_analysis"]
+    assert {k: (v["count"], v["distance_p50"]) for k, v in fa.items()} == {
+        "test output": (1, 10), "ls": (1, 10), "file read": (1, 10), "error": (1, 10), "all": (4, 10)}
+    assert fa["all"]["fidelity"] == {"stub": 4} and fa["all"]["zone"] == {"-": 4}
+    assert result["groups"]["s.jsonl"]["32000"]["oracle"]["fault_analysis"] == {}
+    assert any(line.startswith("[32000] stub8 s.jsonl: faults by kind") for line in logged)
+    assert any("file read" in line and "stub:1" in line for line in logged)
+
+
+def test_a_session_read_through_the_shell_re_reads_what_it_did_through_read_file(tmp_path):
+    # the same generated session, its reads written as cd && sed -n, nl | sed, cat -n | head | tail
+    tools = replay_gen.generate(1, 5, 300, 300, limit=120)[0]
+    shell_session = replay_gen.as_shell_reads(tools)
+    assert any("nl -ba" in json.dumps(m.get("tool_calls")) for m in shell_session["messages"])
+    got = []
+    for name, session in (("tools", tools), ("shell", shell_session)):
+        (tmp_path / f"{name}.jsonl").write_text(json.dumps(session) + "\n")
+        a = replay.Analysis(replay.load([tmp_path / f"{name}.jsonl"])[0])
+        got.append(([[(x.kind, x.key, x.start, x.end) for x in c.actions if x.kind == "read"] for c in a.calls],
+                    [len(a.rereads(c)) for c in a.calls]))
+    assert got[0] == got[1] and sum(got[0][1]) > 10
