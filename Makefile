@@ -18,8 +18,8 @@ VENV := .venv
 PY := $(VENV)/bin/python
 
 .PHONY: help up down psql test deploy setup system python cluster sample \
-        test-sql test-py test-unit lint test-docker bench-embed bench-locomo bench-extraction bench-context bench-ab bench-trust \
-        bench-peers bench-replay bench-proxy bench-first-compile clean
+        test-sql test-py test-unit lint test-docker bench-embed bench-locomo bench-longmemeval bench-extraction \
+        bench-context bench-ab bench-trust bench-peers bench-replay bench-proxy bench-first-compile bench-ingest clean
 
 help:
 	@echo "make up          install what is missing, start the local cluster, deploy, show a sample"
@@ -28,6 +28,7 @@ help:
 	@echo "make test-docker build the image, run it, make test against it, restart, redeploy (~20 min)"
 	@echo "make bench-embed embedding benchmark"
 	@echo "make bench-locomo LoCoMo evidence recall vs last-n, vector and full-text baselines"
+	@echo "make bench-longmemeval the same on LongMemEval_S: evidence per budget, recall_any/all@5/10 per type"
 	@echo "make bench-extraction extraction vs LoCoMo's human observations: recall, precision, memories/turn"
 	@echo "make bench-context compile_context latency at scale (1,000 tenants, 1M messages)"
 	@echo "make bench-first-compile a session's first compile over a freshly written 500-turn history vs warm"
@@ -36,6 +37,7 @@ help:
 	@echo "make bench-peers Mnemosyne beside Mem0 and LangGraph on LoCoMo (own venv: .venv-peers)"
 	@echo "make bench-replay recorded agent sessions replayed at 32k/128k: reduction, faults, misses"
 	@echo "make bench-proxy the proxy's added latency at 1, 8 and 32 streaming clients (one JSON line)"
+	@echo "make bench-ingest record_message / record_messages vs a raw INSERT, 1 and 8 connections; mnemo import (ARGS=--profile 600: where the time goes)"
 	@echo "DATABASE_URL=... make up|test   use an existing server instead of the local cluster"
 
 system:
@@ -99,6 +101,10 @@ bench-embed: deploy
 bench-locomo: deploy
 	@$(PY) bench/locomo.py $(ARGS)
 
+# ARGS: --questions N (spread over the types) --data PATH --recall-index (see bench/longmemeval.py)
+bench-longmemeval: deploy
+	@$(PY) bench/longmemeval.py $(ARGS)
+
 # ARGS: --conversations N --sessions N --llm-url URL --calibrate (see bench/extraction.py)
 bench-extraction: deploy
 	@$(PY) bench/extraction.py $(ARGS)
@@ -132,6 +138,10 @@ bench-replay: deploy
 
 bench-proxy: deploy
 	@$(PY) bench/proxy.py $(ARGS)
+
+# ARGS: --messages N --workers 1,8 --batch TURNS --import-conversations N --profile N (see bench/ingest.py)
+bench-ingest: deploy
+	@$(PY) bench/ingest.py $(ARGS)
 
 clean: down
 	rm -rf "$(MNEMO_HOME)" $(VENV)

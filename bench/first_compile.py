@@ -20,48 +20,28 @@ from __future__ import annotations
 
 import argparse
 import json
-import lzma
-import os
 import statistics
 import sys
 import time
 import uuid
-from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
+import conversations as conv
+import longmemeval as lme
 import psycopg
-from locomo import jobs_paused, pct, run_jobs
 
 from mnemosyne import connect, default_dsn
 
 DSN = default_dsn()
-DATA = os.environ.get("LONGMEMEVAL_JSON") or str(next(
-    (p / "shared" / "bench" / "longmemeval" / "longmemeval_s_dev120.json.xz"
-     for p in Path(__file__).resolve().parents
-     if (p / "shared" / "bench" / "longmemeval" / "longmemeval_s_dev120.json.xz").exists()),
-    "longmemeval_s_dev120.json.xz"))
 BUDGETS = (1000, 2000, 4000, 8000)
 
 
-def when(s: str) -> datetime:
-    """LongMemEval's "2023/05/30 (Tue) 14:26" as a UTC time."""
-    day, _, rest = s.partition(" (")
-    return datetime.strptime(day + rest.split(")", 1)[1], "%Y/%m/%d %H:%M").replace(tzinfo=UTC)
-
-
-def ingest(db, inst: dict, tenant: str) -> tuple[str, int]:
-    """The history recorded at its dates (formation off: only the embed jobs queue);
-    returns the last session's id and the turns written."""
-    db.create_tenant(tenant, config={"formation": {"method": "off"}})
-    sid, n = None, 0
-    for date, turns in zip(inst["haystack_dates"], inst["haystack_sessions"]):
-        start = when(date)
-        sid = db.start_session(tenant, agent_id="lme", context_window=128000, started_at=start)
-        for i, t in enumerate(turns):
-            db.record_message(tenant, sid, {"role": t["role"], "content": t["content"]},
-                              created_at=start + timedelta(seconds=30 * i))
-            n += 1
-    return str(sid), n
+def ingest(db, conn: psycopg.Connection, inst: dict, tenant: str) -> tuple[str, int]:
+    """The history recorded at its dates as bench-longmemeval records it (formation
+    off: only the embed jobs queue); returns the last session's id and the turns."""
+    n = len(conv.record_sessions(db, tenant, lme.sessions_of(inst), agent_id="lme"))
+    last = conn.execute("SELECT session_id::text FROM mnemo.sessions WHERE tenant_id = %s"
+                        " ORDER BY started_at DESC LIMIT 1", (tenant,)).fetchone()[0]
+    return last, n
 
 
 def compile_once(db, tenant: str, sid: str, question: str, budget: int) -> tuple[float, float]:
@@ -75,14 +55,13 @@ def compile_once(db, tenant: str, sid: str, question: str, budget: int) -> tuple
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--histories", type=int, default=16, help="LongMemEval histories to use (of 120)")
+    ap.add_argument("--data", default=str(lme.DATA), help="a LongMemEval JSON file (.json or .json.xz)")
     args = ap.parse_args()
-    with lzma.open(DATA) as f:
-        data = json.load(f)
-    picked = data[:: max(1, len(data) // args.histories)][: args.histories]  # spread over the types
+    picked = lme.select(lme.load(args.data), args.histories)  # spread over the types
     run = uuid.uuid4().hex[:6]
     rows: dict[tuple[str, int], dict[str, list[tuple[float, float]]]] = {}
     with connect(DSN) as db, connect(DSN) as pooled, psycopg.connect(DSN, autocommit=True) as conn, \
-            jobs_paused(conn):
+            conv.jobs_paused(conn):
         warmup = f"fc_{run}_warmup"
         db.create_tenant(warmup)
         warm_sid = str(db.start_session(warmup))
@@ -91,14 +70,14 @@ def main() -> int:
         for h, inst in enumerate(picked):
             tenant = f"fc_{run}_{h}"
             t0 = time.perf_counter()
-            last_sid, n = ingest(db, inst, tenant)
+            last_sid, n = ingest(db, conn, inst, tenant)
             name, budget = ("question", "continue")[h % 2], BUDGETS[h // 2 % len(BUDGETS)]
             sid = last_sid if name == "continue" else str(db.start_session(
-                tenant, agent_id="lme", context_window=128000, started_at=when(inst["question_date"])))
+                tenant, agent_id="lme", context_window=128000, started_at=lme.parse_date(inst["question_date"])))
             timed = rows.setdefault((name, budget), {"first": [], "warm": [], "settled": []})
             timed["first"].append(compile_once(pooled, tenant, sid, inst["question"], budget))
             timed["warm"].append(compile_once(pooled, tenant, sid, inst["question"], budget))
-            run_jobs(conn)
+            conv.run_jobs(conn)
             timed["settled"].append(compile_once(pooled, tenant, sid, inst["question"], budget))
             print(f"history {h + 1}/{len(picked)}: {n} turns written in {time.perf_counter() - t0:.1f} s;"
                   f" {name} at {budget}: first {timed['first'][-1][0]:.0f} ms, warm {timed['warm'][-1][0]:.0f} ms",
@@ -118,7 +97,7 @@ def main() -> int:
               f" {fig['settled_pack_p50']:>5} | {fig['first_over_warm']}")
     for when_ in ("first", "warm", "settled"):
         xs = [x for timed in rows.values() for x, _ in timed[when_]]
-        out[when_] = {"p50": round(statistics.median(xs), 1), "p95": round(pct(xs, 0.95), 1)}
+        out[when_] = {"p50": round(statistics.median(xs), 1), "p95": round(conv.pct(xs, 0.95), 1)}
     out["first_over_warm_p50"] = round(out["first"]["p50"] / out["warm"]["p50"], 2)
     out["first_over_warm_p95"] = round(out["first"]["p95"] / out["warm"]["p95"], 2)
     print(f"all: first p50 {out['first']['p50']} / p95 {out['first']['p95']} ms, warm {out['warm']['p50']} /"

@@ -39,21 +39,29 @@ import statistics
 import sys
 import time
 import uuid
-from collections import defaultdict
-from contextlib import contextmanager
-from datetime import timedelta
-from pathlib import Path
 
 import psycopg
+from conversations import (  # bench/conversations.py, shared with bench/longmemeval.py
+    BUDGETS,
+    DSN,
+    Scores,
+    context_keys,
+    form_memories,
+    jobs_paused,
+    memory_sources,
+    pct,
+    ranked_keys,
+    record_sessions,
+    score_baselines,
+    seal,
+    shared_data,
+    tenant_turns,
+)
 
-from mnemosyne import connect, default_dsn, importers
+from mnemosyne import connect, importers
 
-DSN = default_dsn()
 # LOCOMO_JSON, else shared/bench/ beside the checkout or beside the worktrees' folder
-DATA = os.environ.get("LOCOMO_JSON") or str(next(
-    (p / "shared" / "bench" / "locomo" / "locomo10.json" for p in Path(__file__).resolve().parents
-     if (p / "shared" / "bench" / "locomo" / "locomo10.json").exists()), "locomo10.json"))
-BUDGETS = (512, 1024, 2048, 4096, 8192)
+DATA = os.environ.get("LOCOMO_JSON") or str(shared_data("bench", "locomo", "locomo10.json") or "locomo10.json")
 MEMORY_BUDGETS = (1024, 2048)
 KS = (5, 10, 25, 50)
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
@@ -73,78 +81,24 @@ def norm_evidence(items: list[str]) -> list[str]:
 def ingest(db, sample: dict, tenant: str) -> dict[int, str]:
     """Records the conversation; returns message_id -> dia_id."""
     conv = sample["conversation"]
-    ids: dict[int, str] = {}
     # Turns alone first: extraction runs later, in main(), after that evaluation.
-    db.create_tenant(tenant, config={"formation": {"method": "off"}})
-    for _, when, turns in importers.locomo_sessions(conv):
-        sid = db.start_session(tenant, agent_id="locomo", context_window=128000, started_at=when)
-        for i, t in enumerate(turns):
-            mid = db.record_message(
-                tenant, sid, importers.locomo_message(conv, t),
-                created_at=when + timedelta(seconds=30 * i), metadata={"dia_id": t["dia_id"]})
-            ids[mid] = t["dia_id"]
-    return ids
-
-
-def run_jobs(conn: psycopg.Connection) -> None:
-    while conn.execute("SELECT count(*) FROM mnemo.jobs WHERE status = 'queued'").fetchone()[0]:
-        conn.execute("CALL mnemo.run_jobs(p_batch_size => 64, p_max_batches => 50)")
-
-
-@contextmanager
-def jobs_paused(conn: psycopg.Connection):
-    """pg_cron's job runner paused while the bench runs the jobs itself, and resumed."""
-    conn.execute("UPDATE cron.job SET active = false WHERE jobname = 'mnemo-run-jobs'")
-    try:
-        yield
-    finally:
-        conn.execute("UPDATE cron.job SET active = true WHERE jobname = 'mnemo-run-jobs'")
+    return record_sessions(db, tenant, (
+        (when, [(importers.locomo_message(conv, t), t["dia_id"], {"dia_id": t["dia_id"]}) for t in turns])
+        for _, when, turns in importers.locomo_sessions(conv)), agent_id="locomo")
 
 
 def ingest_all(db, conn: psycopg.Connection, data: list[dict], prefix: str,
                recall_index: bool = False) -> list[tuple[dict, str, dict[int, str]]]:
-    """Each conversation recorded as tenant <prefix>_<sample_id>, embedded, and sealed
-    into retrieval segments as pg_cron's 'segments' sweep would within a minute (with
-    recall_index, each tenant also gets the recall index that sweep gives a tenant past
-    recall_index_min_messages): [(sample, tenant, message_id -> dia_id)]."""
+    """Each conversation recorded as tenant <prefix>_<sample_id>, embedded and sealed
+    (conversations.seal): [(sample, tenant, message_id -> dia_id)]."""
     tenants = []
     for sample in data:
         tenant = f"{prefix}_{sample['sample_id']}"
         ids = ingest(db, sample, tenant)
         tenants.append((sample, tenant, ids))
         print(f"ingested {sample['sample_id']}: {len(ids)} turns", flush=True)
-    run_jobs(conn)
-    for _, tenant, _ in tenants:
-        conn.execute("SELECT mnemo_internal.build_message_segments(%s)", (tenant,))
-        if recall_index:
-            conn.execute("SELECT mnemo_internal.sync_recall_index(%s, 1)", (tenant,))
+    seal(conn, [t for _, t, _ in tenants], recall_index)
     return tenants
-
-
-def pct(xs: list[float], q: float) -> float:
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else 0.0
-
-
-class Scores:
-    """Evidence recall per (method, setting), per category."""
-
-    def __init__(self):
-        self.recall = defaultdict(list)   # (method, setting, category) -> [fraction]
-        self.full = defaultdict(list)     # ... -> [all evidence in: 0/1]
-        self.tokens = defaultdict(list)   # (method, setting) -> [tokens used]
-
-    def add(self, method: str, setting: str, cat: int, evidence: set[str], got: set[str],
-            tokens: int | None = None) -> None:
-        hit = len(evidence & got) / len(evidence)
-        self.recall[(method, setting, cat)].append(hit)
-        self.full[(method, setting, cat)].append(1.0 if hit == 1.0 else 0.0)
-        if tokens is not None:
-            self.tokens[(method, setting)].append(tokens)
-
-    def mean(self, method: str, setting: str, cats=(1, 2, 3, 4), table=None) -> float:
-        xs = [x for c in cats for x in (table or self.recall)[(method, setting, c)]]
-        return round(statistics.fmean(xs), 4) if xs else 0.0
 
 
 def main() -> int:
@@ -175,24 +129,7 @@ def main() -> int:
 
 def extract_memories(conn: psycopg.Connection, tenants: list[str]) -> dict:
     """Turns every session of these tenants into memories with the extract job."""
-    t0 = time.perf_counter()
-    conn.execute("UPDATE mnemo.tenants SET config = config - 'formation' WHERE tenant_id = ANY(%s)", (tenants,))
-    conn.execute(
-        "SELECT mnemo_internal.enqueue_job(tenant_id, 'extract', 'session:' || session_id,"
-        " jsonb_build_object('session_id', session_id)) FROM mnemo.sessions"
-        " WHERE tenant_id = ANY(%s) AND turn_count > 0", (tenants,))
-    run_jobs(conn)
-    seconds = time.perf_counter() - t0
-    n_msgs, n_mem, n_log = conn.execute(
-        "SELECT (SELECT count(*) FROM mnemo.messages WHERE tenant_id = ANY(%(t)s)),"
-        " (SELECT count(*) FROM mnemo.memories WHERE tenant_id = ANY(%(t)s)),"
-        " (SELECT count(*) FROM mnemo.admission_log WHERE tenant_id = ANY(%(t)s))", {"t": tenants}).fetchone()
-    failed = conn.execute("SELECT count(*) FROM mnemo.jobs WHERE tenant_id = ANY(%s) AND status = 'failed'",
-                          (tenants,)).fetchone()[0]
-    print(f"extraction: {n_msgs} messages -> {n_log} candidates -> {n_mem} memories in {seconds:.1f} s"
-          f" ({n_msgs / seconds:.0f} messages/s; {failed} failed jobs)", flush=True)
-    return {"messages": n_msgs, "candidates": n_log, "memories": n_mem, "seconds": round(seconds, 1),
-            "messages_per_s": round(n_msgs / seconds, 1), "failed_jobs": failed}
+    return form_memories(conn, tenants, log=lambda line: print(line, flush=True))
 
 
 def scorable(sample: dict, known: set[str], limit: int) -> list[tuple[dict, set[str]]]:
@@ -203,31 +140,18 @@ def scorable(sample: dict, known: set[str], limit: int) -> list[tuple[dict, set[
 
 def evaluate_memories(db, conn, sample, tenant, ids, scores, limit) -> None:
     """compile_context at 1k / 2k with the extracted memories present."""
-    sources = {r[0]: r[1] for r in conn.execute(
-        "SELECT memory_id, source_message_ids FROM mnemo.memories WHERE tenant_id = %s", (tenant,))}
+    sources = memory_sources(conn, tenant)
     for q, evidence in scorable(sample, set(ids.values()), limit):
         sid = db.start_session(tenant, agent_id="locomo", context_window=128000)
         for b in MEMORY_BUDGETS:
             bundle = db.compile_context_bundle(tenant, sid, q["question"], budget=b, log=False)
-            got = set()
-            for i in bundle["report"]["items"]:
-                if i["fidelity"] not in ("full", "detail"):
-                    continue
-                kind, num = i["source"][:4], int(i["source"][4:])
-                if kind == "msg:" and num in ids:
-                    got.add(ids[num])
-                elif kind == "mem:":
-                    got.update(ids[m] for m in sources.get(num, ()) if m in ids)
-            scores.add("with_memories", str(b), q["category"], evidence, got,
-                       bundle["report"]["tokens"]["total"])
+            scores.add("with_memories", str(b), q["category"], evidence,
+                       context_keys(bundle["report"], ids, sources), bundle["report"]["tokens"]["total"])
 
 
 def evaluate(db, conn, sample, tenant, ids, scores, latencies, limit) -> None:
-    dia_of = ids
-    turns = conn.execute(
-        "SELECT message_id, token_count FROM mnemo.messages WHERE tenant_id = %s"
-        " ORDER BY created_at, turn_index", (tenant,)).fetchall()
-    for q, evidence in scorable(sample, set(dia_of.values()), limit):
+    turns = tenant_turns(conn, tenant)
+    for q, evidence in scorable(sample, set(ids.values()), limit):
         cat = q["category"]
         question = q["question"]
         sid = db.start_session(tenant, agent_id="locomo", context_window=128000)
@@ -236,42 +160,12 @@ def evaluate(db, conn, sample, tenant, ids, scores, latencies, limit) -> None:
             t = time.perf_counter()
             bundle = db.compile_context_bundle(tenant, sid, question, budget=b, log=False)
             latencies.append((time.perf_counter() - t) * 1000)
-            got = {dia_of[int(i["source"][4:])] for i in bundle["report"]["items"]
-                   if i["source"].startswith("msg:") and i["fidelity"] in ("full", "detail")
-                   and int(i["source"][4:]) in dia_of}
-            scores.add("mnemosyne", str(b), cat, evidence, got, bundle["report"]["tokens"]["total"])
-        bundle = db.compile_context_bundle(tenant, sid, question, budget=1_000_000,
-                                           caps={"items": max(KS)}, log=False)
-        ranked = sorted((i for i in bundle["report"]["items"] if i["section"] == "memory"),
-                        key=lambda i: i["rank"])
-        ranked_ids = [dia_of.get(int(i["source"][4:])) for i in ranked if i["source"].startswith("msg:")]
+            scores.add("mnemosyne", str(b), cat, evidence, context_keys(bundle["report"], ids),
+                       bundle["report"]["tokens"]["total"])
+        ranked = ranked_keys(db, tenant, sid, question, ids)
         for k in KS:
-            scores.add("mnemosyne", f"@{k}", cat, evidence, set(ranked_ids[:k]))
-        # baselines
-        vec = [r[0] for r in conn.execute(
-            "SELECT message_id FROM mnemo.messages WHERE tenant_id = %s AND embedding IS NOT NULL"
-            " ORDER BY embedding <=> mnemo.embed(%s) LIMIT 400", (tenant, question))]
-        fts = [r[0] for r in conn.execute(
-            "SELECT message_id FROM mnemo.messages, "
-            " (SELECT replace(plainto_tsquery('english', %s)::text, '&', '|') AS q) AS x"
-            " WHERE tenant_id = %s AND x.q <> '' AND search_tsv @@ x.q::tsquery"
-            " ORDER BY ts_rank(search_tsv, x.q::tsquery) DESC, message_id LIMIT 400",
-            (question, tenant))]
-        last = [r[0] for r in reversed(turns)]
-        cost = dict(turns)
-        for name, ranking in (("last_n", last), ("vector", vec), ("fts", fts)):
-            for k in KS:
-                scores.add(name, f"@{k}", cat, evidence, {dia_of[m] for m in ranking[:k]})
-            for b in BUDGETS:
-                used, got = 0, set()
-                for m in ranking:
-                    if used + cost[m] > b:
-                        if name == "last_n":
-                            break
-                        continue
-                    used += cost[m]
-                    got.add(dia_of[m])
-                scores.add(name, str(b), cat, evidence, got, used)
+            scores.add("mnemosyne", f"@{k}", cat, evidence, set(ranked[:k]))
+        score_baselines(scores, conn, tenant, question, cat, evidence, ids, turns, KS)
 
 
 def report(scores: Scores, latencies: list[float], formation: dict | None = None,

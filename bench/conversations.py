@@ -1,0 +1,283 @@
+"""What bench-locomo and bench-longmemeval share: dated conversations recorded one
+tenant each, the job runner driven by the bench, memories formed by the extract job,
+compiles at each token budget, the ranking behind recall@k, the baselines on the same
+turns, and the scores.
+
+A conversation's turn is keyed by the data set's own id (LoCoMo's dia_id, a
+LongMemEval session and turn position): `ids` maps each recorded message_id to it,
+and evidence is a set of such keys.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Iterable
+from contextlib import contextmanager
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import psycopg
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "plpy"))
+from mnemo_db.compile.retrieval import okapi
+
+from mnemosyne import default_dsn
+
+DSN = default_dsn()
+BUDGETS = (512, 1024, 2048, 4096, 8192)
+# The ranking behind recall@k: the report's ranks of one compile with a large budget,
+# capped at this many items (bench-locomo's largest k)
+RANK_DEPTH = 50
+TURN_SECONDS = 30  # a session's turns are recorded this far apart from its start
+BASELINES = ("last_n", "vector", "fts")  # bench-locomo's; bench-longmemeval adds "bm25"
+BASELINE_DEPTH = 400  # how many turns of each ranking the baselines read
+
+
+def shared_data(*parts: str) -> Path | None:
+    """shared/<parts> beside the checkout or beside the worktrees' folder, if there."""
+    rel = Path("shared", *parts)
+    return next((p / rel for p in Path(__file__).resolve().parents if (p / rel).exists()), None)
+
+
+# ------------------------------------------------------------------ recording and jobs
+
+
+def record_sessions(db, tenant: str, sessions: Iterable[tuple[datetime, list[tuple[dict, str, dict]]]],
+                    agent_id: str) -> dict[int, str]:
+    """Creates the tenant with formation off (memories are formed later, by
+    form_memories) and records each (started_at, [(message, key, metadata)]) session
+    at its date, its turns TURN_SECONDS apart. Returns message_id -> key."""
+    ids: dict[int, str] = {}
+    db.create_tenant(tenant, config={"formation": {"method": "off"}})
+    for when, turns in sessions:
+        sid = db.start_session(tenant, agent_id=agent_id, context_window=128000, started_at=when)
+        for i, (message, key, metadata) in enumerate(turns):
+            mid = db.record_message(tenant, sid, message, created_at=when + timedelta(seconds=TURN_SECONDS * i),
+                                    metadata=metadata)
+            ids[mid] = key
+    return ids
+
+
+def run_jobs(conn: psycopg.Connection) -> None:
+    while conn.execute("SELECT count(*) FROM mnemo.jobs WHERE status = 'queued'").fetchone()[0]:
+        conn.execute("CALL mnemo.run_jobs(p_batch_size => 64, p_max_batches => 50)")
+
+
+@contextmanager
+def jobs_paused(conn: psycopg.Connection):
+    """pg_cron's job runner paused while the bench runs the jobs itself, and resumed."""
+    conn.execute("UPDATE cron.job SET active = false WHERE jobname = 'mnemo-run-jobs'")
+    try:
+        yield
+    finally:
+        conn.execute("UPDATE cron.job SET active = true WHERE jobname = 'mnemo-run-jobs'")
+
+
+def seal(conn: psycopg.Connection, tenants: list[str], recall_index: bool = False) -> None:
+    """Runs the queued jobs (the embeddings) and seals the tenants' turns into retrieval
+    segments as pg_cron's 'segments' sweep would within a minute; with recall_index,
+    each tenant also gets the recall index that sweep gives a tenant past
+    recall_index_min_messages."""
+    run_jobs(conn)
+    for tenant in tenants:
+        conn.execute("SELECT mnemo_internal.build_message_segments(%s)", (tenant,))
+        if recall_index:
+            conn.execute("SELECT mnemo_internal.sync_recall_index(%s, 1)", (tenant,))
+
+
+def form_memories(conn: psycopg.Connection, tenants: list[str], log=print) -> dict:
+    """Turns every session of these tenants into memories with the extract job, run by
+    the job runner; logs and returns the counts."""
+    t0 = time.perf_counter()
+    conn.execute("UPDATE mnemo.tenants SET config = config - 'formation' WHERE tenant_id = ANY(%s)", (tenants,))
+    conn.execute(
+        "SELECT mnemo_internal.enqueue_job(tenant_id, 'extract', 'session:' || session_id,"
+        " jsonb_build_object('session_id', session_id)) FROM mnemo.sessions"
+        " WHERE tenant_id = ANY(%s) AND turn_count > 0", (tenants,))
+    run_jobs(conn)
+    seconds = time.perf_counter() - t0
+    n_msgs, n_mem, n_log = conn.execute(
+        "SELECT (SELECT count(*) FROM mnemo.messages WHERE tenant_id = ANY(%(t)s)),"
+        " (SELECT count(*) FROM mnemo.memories WHERE tenant_id = ANY(%(t)s)),"
+        " (SELECT count(*) FROM mnemo.admission_log WHERE tenant_id = ANY(%(t)s))", {"t": tenants}).fetchone()
+    failed = conn.execute("SELECT count(*) FROM mnemo.jobs WHERE tenant_id = ANY(%s) AND status = 'failed'",
+                          (tenants,)).fetchone()[0]
+    log(f"extraction: {n_msgs} messages -> {n_log} candidates -> {n_mem} memories in {seconds:.1f} s"
+        f" ({n_msgs / seconds:.0f} messages/s; {failed} failed jobs)")
+    return {"messages": n_msgs, "candidates": n_log, "memories": n_mem, "seconds": round(seconds, 1),
+            "messages_per_s": round(n_msgs / seconds, 1), "failed_jobs": failed}
+
+
+def memory_sources(conn: psycopg.Connection, tenant: str) -> dict[int, list[int]]:
+    """memory_id -> the message_ids it was extracted from."""
+    return {r[0]: r[1] for r in conn.execute(
+        "SELECT memory_id, source_message_ids FROM mnemo.memories WHERE tenant_id = %s", (tenant,))}
+
+
+# ------------------------------------------------------------------ what a compile holds
+
+
+def context_keys(report: dict, ids: dict[int, str], sources: dict[int, list[int]] | None = None) -> set[str]:
+    """The keys of the turns a compile holds at full or detail fidelity; with
+    sources, a memory item there also holds the turns it was extracted from."""
+    got = set()
+    for i in report["items"]:
+        if i["fidelity"] not in ("full", "detail"):
+            continue
+        kind = i["source"][:4]
+        if kind == "msg:" and int(i["source"][4:]) in ids:
+            got.add(ids[int(i["source"][4:])])
+        elif kind == "mem:" and sources is not None:
+            got.update(ids[m] for m in sources.get(int(i["source"][4:]), ()) if m in ids)
+    return got
+
+
+def memory_items(report: dict) -> tuple[int, int]:
+    """How many memory items (mem: sources) a compile holds, and their tokens."""
+    mem = [i for i in report["items"] if i["source"].startswith("mem:")]
+    return len(mem), sum(i["tokens"] for i in mem)
+
+
+def ranked_keys(db, tenant: str, sid, question: str, ids: dict[int, str]) -> list[str | None]:
+    """The turns of one compile with a large budget in the order packing values them
+    (the report's rank), RANK_DEPTH items at most: the ranking behind recall@k."""
+    bundle = db.compile_context_bundle(tenant, sid, question, budget=1_000_000,
+                                       caps={"items": RANK_DEPTH}, log=False)
+    ranked = sorted((i for i in bundle["report"]["items"] if i["section"] == "memory"),
+                    key=lambda i: i["rank"])
+    return [ids.get(int(i["source"][4:])) for i in ranked if i["source"].startswith("msg:")]
+
+
+# ------------------------------------------------------------------ baselines
+
+
+def tenant_turns(conn: psycopg.Connection, tenant: str) -> list[tuple[int, int]]:
+    """(message_id, token_count) of every turn, in recording order."""
+    return conn.execute(
+        "SELECT message_id, token_count FROM mnemo.messages WHERE tenant_id = %s"
+        " ORDER BY created_at, turn_index", (tenant,)).fetchall()
+
+
+def baseline_rankings(conn: psycopg.Connection, tenant: str, question: str,
+                      turns: list[tuple[int, int]], names: Iterable[str] = BASELINES) -> dict[str, list[int]]:
+    """message_ids by each baseline named: the last turns first (last_n), pure vector
+    (cosine on the same embeddings), pure full-text (fts: ts_rank over an OR of the
+    question's lexemes), Okapi BM25 over the tenant's turns (bm25_ranking)."""
+    out = {}
+    for name in names:
+        if name == "last_n":
+            out[name] = [r[0] for r in reversed(turns)]
+        elif name == "vector":
+            out[name] = [r[0] for r in conn.execute(
+                "SELECT message_id FROM mnemo.messages WHERE tenant_id = %s AND embedding IS NOT NULL"
+                " ORDER BY embedding <=> mnemo.embed(%s) LIMIT %s", (tenant, question, BASELINE_DEPTH))]
+        elif name == "fts":
+            out[name] = [r[0] for r in conn.execute(
+                "SELECT message_id FROM mnemo.messages, "
+                " (SELECT replace(plainto_tsquery('english', %s)::text, '&', '|') AS q) AS x"
+                " WHERE tenant_id = %s AND x.q <> '' AND search_tsv @@ x.q::tsquery"
+                " ORDER BY ts_rank(search_tsv, x.q::tsquery) DESC, message_id LIMIT %s",
+                (question, tenant, BASELINE_DEPTH))]
+        elif name == "bm25":
+            out[name] = bm25_ranking(conn, tenant, question)
+        else:
+            raise ValueError(f"unknown baseline {name!r}")
+    return out
+
+
+def bm25_ranking(conn: psycopg.Connection, tenant: str, question: str) -> list[int]:
+    """message_ids by Okapi BM25 (compile's okapi: k1 1.2, b 0.75) of the question's
+    lexemes, each counted once, over the tenant's own turns: idf and average length
+    from those turns, term frequencies and lengths in the lexemes of the turns'
+    full-text vectors (search_tsv, english). Turns without a query lexeme are left out."""
+    rows = conn.execute(
+        "SELECT m.message_id, (SELECT sum(coalesce(array_length(d.positions, 1), 1))"
+        "   FROM unnest(m.search_tsv) AS d) AS length, t.lexeme, coalesce(array_length(t.positions, 1), 1)"
+        " FROM mnemo.messages AS m LEFT JOIN LATERAL unnest(m.search_tsv) AS t"
+        "   ON t.lexeme = ANY(tsvector_to_array(to_tsvector('english', %s)))"
+        " WHERE m.tenant_id = %s", (question, tenant)).fetchall()
+    length = {mid: float(n or 0) for mid, n, _, _ in rows}
+    tf = defaultdict(dict)
+    for mid, _, lexeme, count in rows:
+        if lexeme is not None:
+            tf[mid][lexeme] = count
+    if not tf:
+        return []
+    df = defaultdict(int)
+    for terms in tf.values():
+        for lexeme in terms:
+            df[lexeme] += 1
+    n, avgdl = len(length), statistics.fmean(length.values()) or 1.0
+    idf = {lx: math.log(1 + (n - d + 0.5) / (d + 0.5)) for lx, d in df.items()}
+    score = {mid: sum(okapi(idf[lx], c, length[mid], avgdl) for lx, c in terms.items())
+             for mid, terms in tf.items()}
+    return sorted(score, key=lambda mid: (-score[mid], mid))[:BASELINE_DEPTH]
+
+
+def pack(ranking: list[int], cost: dict[int, int], budget: int, stop_at_first_miss: bool) -> tuple[list[int], int]:
+    """The turns of a ranking that fit a budget of their own token counts, in order:
+    a turn that does not fit is skipped (or ends the packing: the last turns, which
+    must stay contiguous). Returns (message_ids, tokens used)."""
+    used, got = 0, []
+    for m in ranking:
+        if used + cost[m] > budget:
+            if stop_at_first_miss:
+                break
+            continue
+        used += cost[m]
+        got.append(m)
+    return got, used
+
+
+def score_baselines(scores: Scores, conn: psycopg.Connection, tenant: str, question: str, category,
+                    evidence: set[str], ids: dict[int, str], turns: list[tuple[int, int]],
+                    ks: Iterable[int], budgets: Iterable[int] = BUDGETS,
+                    names: Iterable[str] = BASELINES) -> None:
+    """Each baseline's recall@k and evidence at each budget, charged only the turns' own
+    token counts (cheaper than compile_context's labelled memory lines)."""
+    cost = dict(turns)
+    for name, ranking in baseline_rankings(conn, tenant, question, turns, names).items():
+        for k in ks:
+            scores.add(name, f"@{k}", category, evidence, {ids[m] for m in ranking[:k]})
+        for b in budgets:
+            got, used = pack(ranking, cost, b, name == "last_n")
+            scores.add(name, str(b), category, evidence, {ids[m] for m in got}, used)
+
+
+# ------------------------------------------------------------------ scores and report helpers
+
+
+def pct(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else 0.0
+
+
+class Scores:
+    """Evidence recall per (method, setting), per category."""
+
+    def __init__(self):
+        self.recall = defaultdict(list)   # (method, setting, category) -> [fraction]
+        self.full = defaultdict(list)     # ... -> [all evidence in: 0/1]
+        self.any = defaultdict(list)      # ... -> [some evidence in: 0/1]
+        self.tokens = defaultdict(list)   # (method, setting) -> [tokens used]
+
+    def add(self, method: str, setting: str, cat, evidence: set[str], got: set[str],
+            tokens: int | None = None) -> None:
+        hit = len(evidence & got) / len(evidence)
+        self.recall[(method, setting, cat)].append(hit)
+        self.full[(method, setting, cat)].append(1.0 if hit == 1.0 else 0.0)
+        self.any[(method, setting, cat)].append(1.0 if hit > 0 else 0.0)
+        if tokens is not None:
+            self.tokens[(method, setting)].append(tokens)
+
+    def mean(self, method: str, setting: str, cats=(1, 2, 3, 4), table=None) -> float:
+        xs = [x for c in cats for x in (self.recall if table is None else table)[(method, setting, c)]]
+        return round(statistics.fmean(xs), 4) if xs else 0.0
+
+    def mean_tokens(self, method: str, setting: str) -> float:
+        xs = self.tokens[(method, setting)]
+        return round(statistics.fmean(xs), 1) if xs else 0.0
