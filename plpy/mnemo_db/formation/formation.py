@@ -117,7 +117,6 @@ class Former:
         session = payload.get("session_id")
         if not session:
             raise ValueError("extract job payload needs a session_id")
-        self.lock(tenant)
         st = self.execute("state", [tenant, session])[0]
         cfg = json.loads(st["config"]) if st["config"] else {}
         method = cfg.get("method") or st["method"]
@@ -172,9 +171,12 @@ class Former:
         return stats
 
     def lock(self, tenant: str) -> None:
-        """The tenant's formation lock, before any row: one formation transaction per
-        tenant at a time (extract jobs, a manual run, remember, correct), so two never
-        lock the same entities, memories or versions in opposite orders. The lock order
+        """The tenant's formation lock, before any row is written or locked: one
+        formation transaction per tenant at a time (extract jobs, a manual run,
+        remember, correct), so two never lock the same entities, memories or versions
+        in opposite orders. An extract job takes it only for its writes (form_all,
+        after the helper LLM and the encoder), so a tenant's remember or a second
+        session's extraction never waits behind seconds of model work. The lock order
         of the whole job runner is written down in sql/functions/mnemo.run_jobs.sql."""
         self.execute("lock", [tenant])
 
@@ -188,6 +190,7 @@ class Former:
             return stats
         self.redact(tenant, cands)
         vecs = [r["v"] for r in self.execute("embed", [[c["content"] for c in cands]])]
+        self.lock(tenant)  # only now: reading and encoding need no lock (see lock)
         new_ids: list[int] = []
         now = datetime.now(UTC)
         for c, vec in zip(cands, vecs, strict=True):

@@ -6,6 +6,7 @@ local server that speaks the OpenAI chat-completions protocol."""
 from __future__ import annotations
 
 import json
+import threading
 import time
 from datetime import UTC, datetime, timedelta
 
@@ -14,7 +15,7 @@ import pytest
 from conftest import DSN, drain_jobs
 from fake_llm import HANG_S
 
-from mnemosyne import errors
+from mnemosyne import connect, errors
 
 T0 = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
 
@@ -363,6 +364,32 @@ def test_helper_llm_that_never_answers_times_out_then_falls_back(db, tenant, ana
     elapsed = time.perf_counter() - t
     assert len(srv.requests) == 2 and stats["method"] == "offline" and "timed out" in stats["fallback"]
     assert elapsed < HANG_S, elapsed  # cut short by the timeout, not waited out
+    assert rows(db, "SELECT object FROM mnemo.memory_facts WHERE tenant_id = %(t)s AND predicate = 'lives_in'",
+                t=tenant) == [("Lisbon",)]
+
+
+def test_remember_goes_through_while_an_extraction_waits_for_its_model(db, tenant, ana, llm):
+    """The tenant's formation lock covers formation's writes only: an extract job that
+    waits on its helper LLM (or the encoder) does not hold up a remember on the same
+    tenant. Before, the job took the lock first and remember waited out the model."""
+    srv = llm("hang", timeout=20.0, retries=0)
+    out = {}
+
+    def extraction():
+        with connect(DSN) as other:
+            out["stats"] = extract(other, tenant, ana)
+
+    job = threading.Thread(target=extraction)
+    job.start()
+    deadline = time.monotonic() + 60
+    while not srv.requests and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert srv.requests, "the extraction never reached its helper LLM"
+    mid = db.remember(tenant, "Ana keeps the spare key under the blue pot.", kind="fact")
+    still_waiting = job.is_alive()
+    job.join(120)
+    assert mid and still_waiting, "remember waited for the extraction's model"
+    assert out["stats"]["method"] == "offline" and "timed out" in out["stats"]["fallback"]
     assert rows(db, "SELECT object FROM mnemo.memory_facts WHERE tenant_id = %(t)s AND predicate = 'lives_in'",
                 t=tenant) == [("Lisbon",)]
 
