@@ -20,7 +20,8 @@
 --      / sweep): only ever tried, never waited for;
 --   2. job rows, claimed FOR UPDATE SKIP LOCKED: never waited for;
 --   3. an extract job's session lock (advisory, transaction-level: mnemo.extract /
---      tenant/session), first in its transaction: one extraction of a session at a time;
+--      tenant/session), first in its transaction: one extraction of a session at a time
+--      (not waited for by a transaction that already holds 4, which forms idempotently);
 --   4. the tenant's formation lock (advisory, transaction-level: mnemo.formation /
 --      tenant), in every transaction that forms memories (extract job, remember,
 --      correct; plpy/mnemo_db/formation/formation.py) before it writes or locks a data

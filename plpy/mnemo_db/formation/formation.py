@@ -81,6 +81,10 @@ class Former:
             "lock": p("SELECT pg_advisory_xact_lock(hashtext('mnemo.formation'), hashtext($1))", [t]),
             # one extraction of a session at a time (the job, a manual run): the second
             # reads the first's watermark and asks no model for the same messages again
+            "holds_lock": p("SELECT EXISTS (SELECT FROM pg_catalog.pg_locks AS l WHERE l.locktype = 'advisory'"
+                            " AND l.pid = pg_backend_pid() AND l.granted AND l.objsubid = 2"
+                            " AND l.classid = hashtext('mnemo.formation')::oid AND l.objid = hashtext($1)::oid) AS held",
+                            [t]),
             "session_lock": p("SELECT pg_advisory_xact_lock(hashtext('mnemo.extract'), hashtext($1 || '/' || $2))",
                               [t, t]),
             "save_state": p(SAVE_STATE, [t, "uuid", "integer", t]),
@@ -121,7 +125,13 @@ class Former:
         session = payload.get("session_id")
         if not session:
             raise ValueError("extract job payload needs a session_id")
-        self.execute("session_lock", [tenant, session])
+        # One extraction of a session at a time, unless this transaction already holds
+        # the tenant's formation lock (a manual run over several sessions): waiting then
+        # could deadlock with a job that holds this session's lock and waits for the
+        # tenant's. That run re-reads nothing twice but may ask the model again for
+        # messages a job has in hand; forming them twice changes nothing (idempotence).
+        if not self.execute("holds_lock", [tenant])[0]["held"]:
+            self.execute("session_lock", [tenant, session])
         st = self.execute("state", [tenant, session])[0]
         cfg = json.loads(st["config"]) if st["config"] else {}
         method = cfg.get("method") or st["method"]
