@@ -69,12 +69,16 @@ def run_jobs(conn: psycopg.Connection) -> None:
 
 @contextmanager
 def jobs_paused(conn: psycopg.Connection):
-    """pg_cron's job runner paused while the bench runs the jobs itself, and resumed."""
+    """pg_cron's job runner paused while the bench runs the jobs itself, then left as
+    it was: resumed only if it was active (the test suite pauses it for its whole run,
+    and a bench run from a test must not start it beside the tests)."""
+    was = conn.execute("SELECT bool_or(active) FROM cron.job WHERE jobname = 'mnemo-run-jobs'").fetchone()[0]
     conn.execute("UPDATE cron.job SET active = false WHERE jobname = 'mnemo-run-jobs'")
     try:
         yield
     finally:
-        conn.execute("UPDATE cron.job SET active = true WHERE jobname = 'mnemo-run-jobs'")
+        if was:
+            conn.execute("UPDATE cron.job SET active = true WHERE jobname = 'mnemo-run-jobs'")
 
 
 def seal(conn: psycopg.Connection, tenants: list[str], recall_index: bool = False) -> None:

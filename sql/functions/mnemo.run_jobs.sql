@@ -19,14 +19,16 @@
 --   1. session advisory locks of the runners (mnemo.run_jobs / worker, mnemo.run_sweep
 --      / sweep): only ever tried, never waited for;
 --   2. job rows, claimed FOR UPDATE SKIP LOCKED: never waited for;
---   3. the tenant's formation lock (advisory, transaction-level: mnemo.formation /
+--   3. an extract job's session lock (advisory, transaction-level: mnemo.extract /
+--      tenant/session), first in its transaction: one extraction of a session at a time;
+--   4. the tenant's formation lock (advisory, transaction-level: mnemo.formation /
 --      tenant), in every transaction that forms memories (extract job, remember,
 --      correct; plpy/mnemo_db/formation/formation.py) before it writes or locks a data
 --      row (an extract job reads and encodes first, then takes it for its writes),
 --      and at most one per transaction: an extract job runs in a transaction of its
 --      own (process_job);
---   4. data rows (messages, memories, entities, versions ...);
---   5. lexicon rows last, in one statement in (tenant, lexeme) order (add_to_lexicon).
+--   5. data rows (messages, memories, entities, versions ...);
+--   6. lexicon rows last, in one statement in (tenant, lexeme) order (add_to_lexicon).
 -- No SET search_path here: a procedure with a SET clause cannot COMMIT, so every
 -- name is schema-qualified instead.
 CREATE OR REPLACE PROCEDURE mnemo.run_jobs(

@@ -79,6 +79,10 @@ class Former:
             "messages": p(MESSAGES, [t, "uuid", "integer", "integer"]),
             "state": p(STATE, [t, "uuid"]),
             "lock": p("SELECT pg_advisory_xact_lock(hashtext('mnemo.formation'), hashtext($1))", [t]),
+            # one extraction of a session at a time (the job, a manual run): the second
+            # reads the first's watermark and asks no model for the same messages again
+            "session_lock": p("SELECT pg_advisory_xact_lock(hashtext('mnemo.extract'), hashtext($1 || '/' || $2))",
+                              [t, t]),
             "save_state": p(SAVE_STATE, [t, "uuid", "integer", t]),
             "helper": p(helper_llm.CONFIG, []),
             "hash": p(HASH, [t]),
@@ -117,6 +121,7 @@ class Former:
         session = payload.get("session_id")
         if not session:
             raise ValueError("extract job payload needs a session_id")
+        self.execute("session_lock", [tenant, session])
         st = self.execute("state", [tenant, session])[0]
         cfg = json.loads(st["config"]) if st["config"] else {}
         method = cfg.get("method") or st["method"]

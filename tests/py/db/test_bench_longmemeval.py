@@ -99,3 +99,9 @@ def test_the_bench_core_on_tiny_instances(db):
     assert f["memories_per_question"] == f["extraction"]["memories"] / 2
     assert f["latency_ms"]["turns"]["compiles"] == f["latency_ms"]["with_memories"]["compiles"] == 2 * len(BUDGETS)
     assert f["ingest"]["turns"] == 10
+
+    # the bench leaves pg_cron's job runner as it found it: paused for the test session
+    # (it once resumed it, and pg_cron then ran jobs beside every later test)
+    with psycopg.connect(DSN) as conn:
+        assert conn.execute("SELECT bool_or(active) FROM cron.job WHERE jobname = 'mnemo-run-jobs'"
+                            ).fetchone()[0] is not True

@@ -394,6 +394,25 @@ def test_remember_goes_through_while_an_extraction_waits_for_its_model(db, tenan
                 t=tenant) == [("Lisbon",)]
 
 
+def test_two_extractions_of_one_session_ask_the_model_once(db, tenant, ana, llm):
+    """A manual extraction beside the session's job: the second waits for the first
+    (the session's extraction lock), then reads its watermark and has nothing to ask."""
+    srv = llm("hang", timeout=3.0, retries=0)
+    out = []
+
+    def extraction():
+        with connect(DSN) as other:
+            out.append(extract(other, tenant, ana))
+
+    runs = [threading.Thread(target=extraction) for _ in range(2)]
+    for r in runs:
+        r.start()
+    for r in runs:
+        r.join(120)
+    assert len(srv.requests) == 1, "both extractions asked the model for the same messages"
+    assert sorted(o["messages"] for o in out) == [0, 2]
+
+
 def test_helper_llm_key_is_owner_only(db):
     with psycopg.connect(DSN, autocommit=True) as c:  # info.dsn has no password
         c.execute("SET ROLE mnemo_app")
