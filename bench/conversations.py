@@ -146,6 +146,19 @@ def memory_items(report: dict) -> tuple[int, int]:
     return len(mem), sum(i["tokens"] for i in mem)
 
 
+# A 16-character question with no tie to any memory: issue 42's probe of a block that
+# fills whatever the window leaves (the proxy, for gpt-4o, sent ~11k tokens of memory)
+SHORT_QUESTION = "Any suggestions?"
+
+
+def block_at_window(db, tenant: str, sid, question: str) -> tuple[int, int]:
+    """The memory block's tokens and items when a question is compiled with no budget
+    of its own, in the session's whole window (as the proxy compiles for a large
+    model): the budget is a cap, and a block this size is what the memories ask for."""
+    report = db.compile_context_bundle(tenant, sid, question, log=False)["report"]
+    return report["tokens"]["memory"], memory_items(report)[0]
+
+
 def ranked_keys(db, tenant: str, sid, question: str, ids: dict[int, str]) -> list[str | None]:
     """The turns of one compile with a large budget in the order packing values them
     (the report's rank), RANK_DEPTH items at most: the ranking behind recall@k."""
@@ -268,6 +281,7 @@ class Scores:
         self.full = defaultdict(list)     # ... -> [all evidence in: 0/1]
         self.any = defaultdict(list)      # ... -> [some evidence in: 0/1]
         self.tokens = defaultdict(list)   # (method, setting) -> [tokens used]
+        self.found = defaultdict(list)    # (method, setting) -> [evidence turns found], with tokens
 
     def add(self, method: str, setting: str, cat, evidence: set[str], got: set[str],
             tokens: int | None = None) -> None:
@@ -277,6 +291,13 @@ class Scores:
         self.any[(method, setting, cat)].append(1.0 if hit > 0 else 0.0)
         if tokens is not None:
             self.tokens[(method, setting)].append(tokens)
+            self.found[(method, setting)].append(len(evidence & got))
+
+    def tokens_per_evidence(self, method: str, setting: str) -> float | None:
+        """The tokens sent per evidence turn found: what a context pays for what it
+        holds (None when it found none)."""
+        found = sum(self.found[(method, setting)])
+        return round(sum(self.tokens[(method, setting)]) / found, 1) if found else None
 
     def mean(self, method: str, setting: str, cats=(1, 2, 3, 4), table=None) -> float:
         xs = [x for c in cats for x in (self.recall if table is None else table)[(method, setting, c)]]

@@ -44,7 +44,9 @@ import psycopg
 from conversations import (  # bench/conversations.py, shared with bench/longmemeval.py
     BUDGETS,
     DSN,
+    SHORT_QUESTION,
     Scores,
+    block_at_window,
     context_keys,
     form_memories,
     jobs_paused,
@@ -121,9 +123,13 @@ def main() -> int:
             evaluate(db, conn, sample, tenant, ids, scores, latencies, args.questions)
             print(f"evaluated {sample['sample_id']}", flush=True)
         formation = extract_memories(conn, [t for _, t, _ in tenants])
+        window = {"question": [], "short": []}
         for sample, tenant, ids in tenants:
-            evaluate_memories(db, conn, sample, tenant, ids, scores, args.questions)
+            evaluate_memories(db, conn, sample, tenant, ids, scores, args.questions, window)
             print(f"evaluated {sample['sample_id']} with memories", flush=True)
+    formation["block_at_128k_window"] = {
+        p: {"tokens": round(statistics.fmean(t for t, _ in xs), 1), "items": round(statistics.fmean(n for _, n in xs), 2),
+            "max_tokens": max(t for t, _ in xs)} for p, xs in window.items() if xs}
     return report(scores, latencies, formation, args.recall_index)
 
 
@@ -138,8 +144,10 @@ def scorable(sample: dict, known: set[str], limit: int) -> list[tuple[dict, set[
     return [(q, set(norm_evidence(q["evidence"])) & known) for q in (qs[:limit] if limit else qs)]
 
 
-def evaluate_memories(db, conn, sample, tenant, ids, scores, limit) -> None:
-    """compile_context at 1k / 2k with the extracted memories present."""
+def evaluate_memories(db, conn, sample, tenant, ids, scores, limit, window: dict) -> None:
+    """compile_context at 1k / 2k with the extracted memories present; and the memory
+    block a whole 128k window takes, for each question and once for SHORT_QUESTION
+    (window: probe -> [(tokens, items)])."""
     sources = memory_sources(conn, tenant)
     for q, evidence in scorable(sample, set(ids.values()), limit):
         sid = db.start_session(tenant, agent_id="locomo", context_window=128000)
@@ -147,6 +155,9 @@ def evaluate_memories(db, conn, sample, tenant, ids, scores, limit) -> None:
             bundle = db.compile_context_bundle(tenant, sid, q["question"], budget=b, log=False)
             scores.add("with_memories", str(b), q["category"], evidence,
                        context_keys(bundle["report"], ids, sources), bundle["report"]["tokens"]["total"])
+        window["question"].append(block_at_window(db, tenant, sid, q["question"]))
+    sid = db.start_session(tenant, agent_id="locomo", context_window=128000)
+    window["short"].append(block_at_window(db, tenant, sid, SHORT_QUESTION))
 
 
 def evaluate(db, conn, sample, tenant, ids, scores, latencies, limit) -> None:
@@ -207,6 +218,13 @@ def report(scores: Scores, latencies: list[float], formation: dict | None = None
             before, after = scores.mean("mnemosyne", str(b)), scores.mean("with_memories", str(b))
             print(f"{b:>8} {before:.3f} -> {after:.3f} ({100 * (after - before):+.1f} points)")
             wm[str(b)] = {"turns": before, "memories": after, "delta_points": round(100 * (after - before), 1)}
+            print(f"{'':>8} tokens per evidence turn found: {scores.tokens_per_evidence('mnemosyne', str(b))}"
+                  f" -> {scores.tokens_per_evidence('with_memories', str(b))}")
+            wm[str(b)]["tokens_per_evidence_turn"] = {
+                m: scores.tokens_per_evidence(m, str(b)) for m in ("mnemosyne", "with_memories")}
+        for probe, w in formation.get("block_at_128k_window", {}).items():
+            print(f"memory block in the whole 128k window, no budget ({probe}): {w['tokens']:.0f} tokens,"
+                  f" {w['items']:.2f} items, max {w['max_tokens']}")
         wm["extraction"] = formation
         line["with_memories"] = wm
     line["recall_index"] = recall_index

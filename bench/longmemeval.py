@@ -110,6 +110,8 @@ class Bench:
         self.mem_items = defaultdict(list)    # budget -> [memory items in the context]
         self.mem_item_tokens = defaultdict(list)  # budget -> [their tokens]
         self.block_tokens = defaultdict(list)  # budget -> [the memory block's tokens, with memories]
+        self.window_block = defaultdict(list)  # probe -> [the block's tokens in a 128k window, no budget]
+        self.window_items = defaultdict(list)  # probe -> [its memory items]
         self.types: Counter = Counter()
         self.memories: list[int] = []
         self.extraction = Counter()
@@ -151,6 +153,10 @@ class Bench:
         sid = db.start_session(tenant, agent_id=AGENT, context_window=128000, started_at=asked)
         self.compiles(db, tenant, sid, question, qtype, evidence, ids, "with_memories",
                       conv.memory_sources(conn, tenant))
+        for probe, q in (("question", question), ("short", conv.SHORT_QUESTION)):
+            tokens, items = conv.block_at_window(db, tenant, sid, q)
+            self.window_block[probe].append(tokens)
+            self.window_items[probe].append(items)
 
     def compiles(self, db, tenant, sid, question, qtype, evidence, ids, phase, sources) -> None:
         method = "mnemosyne" if phase == "turns" else phase
@@ -199,6 +205,11 @@ class Bench:
             "memory_items_per_compile": {str(b): mean(self.mem_items[b]) for b in conv.BUDGETS},
             "memory_item_tokens_per_compile": {str(b): mean(self.mem_item_tokens[b]) for b in conv.BUDGETS},
             "memory_block_tokens_per_compile": {str(b): mean(self.block_tokens[b]) for b in conv.BUDGETS},
+            "tokens_per_evidence_turn": {m: {str(b): s.tokens_per_evidence(m, str(b)) for b in conv.BUDGETS}
+                                         for m in ("mnemosyne", "with_memories")},
+            "block_at_128k_window": {p: {"tokens": mean(self.window_block[p]), "items": mean(self.window_items[p]),
+                                         "max_tokens": max(self.window_block[p], default=0)}
+                                     for p in ("question", "short")},
             "memories_per_question": mean(self.memories),
             "extraction": dict(self.extraction) | {"seconds": round(self.extraction["seconds"], 1)},
             "latency_ms": {p: {"p50": round(conv.pct(xs, .5), 2), "p95": round(conv.pct(xs, .95), 2), "compiles": len(xs)}
@@ -234,6 +245,14 @@ def print_tables(f: dict) -> None:
         print(f"{b:>8} {f['tokens']['turns'][b]:>8.0f} / {f['tokens']['with_memories'][b]:>6.0f}"
               f"   items {f['memory_items_per_compile'][b]:>5.2f} ({f['memory_item_tokens_per_compile'][b]:>6.1f}"
               f" tokens)   block {f['memory_block_tokens_per_compile'][b]:>6.1f}")
+    tpe = f["tokens_per_evidence_turn"]
+    print("Tokens sent per evidence turn found (turns alone / with memories): " + ", ".join(
+        f"{b} {tpe['mnemosyne'][b]} / {tpe['with_memories'][b]}" for b in map(str, conv.BUDGETS)))
+    w = f["block_at_128k_window"]
+    print(f"Memory block in the whole 128k window, no budget: the question {w['question']['tokens']:.0f} tokens"
+          f" ({w['question']['items']:.2f} items, max {w['question']['max_tokens']}); "
+          f"{conv.SHORT_QUESTION!r} {w['short']['tokens']:.0f} tokens ({w['short']['items']:.2f} items,"
+          f" max {w['short']['max_tokens']})")
     lat, ing = f["latency_ms"], f["ingest"]
     print(f"\nmemories formed per question: {f['memories_per_question']}"
           f"; compile p50 / p95: turns alone {lat['turns']['p50']:.1f} / {lat['turns']['p95']:.1f} ms,"
