@@ -310,9 +310,13 @@ def main() -> None:
     upstream = subprocess.Popen([py, "-m", "mnemosyne.proxy.scripted", "--port", str(up_port),
                                  "--pieces", str(args.reply_tokens), "--delay", str(1 / args.tokens_per_s),
                                  "--first-delay", str(args.first_delay), "--text", text], env=env)
+    # serve's cap on a tenant's requests in flight (32) counts a call until its reply is
+    # recorded, after the client has read it: n sessions calling back to back then have
+    # more than n in flight, and at 32 sessions ~40 % of calls got 429. The cap is not
+    # what this bench measures, so it is raised above the levels.
     proxy = subprocess.Popen([py, "-m", "mnemosyne.cli", "-d", dsn, "serve", "--port", str(px_port),
                               "--tenant", tenant, "--openai-base-url", f"http://127.0.0.1:{up_port}/v1",
-                              "--db-pool", "8"]
+                              "--db-pool", "8", "--max-concurrent", str(max(32, 2 * max(levels)))]
                              + (["--memory-tokens", str(args.memory_tokens)] if args.memory_tokens else []),
                              env=env, stderr=subprocess.DEVNULL)
     roots = {"proxy": proxy.pid, **({"postgres": pg_pid} if pg_pid else {})}
@@ -351,7 +355,7 @@ def main() -> None:
             drain_s, left = drain(conn, tenant, args.drain_timeout)
             cpu2, window_s = tree_cpu_s(roots), time.monotonic() - t0
             proxied = summary(proxied_run)
-            calls = max(proxied["calls"] + proxied["errors"], 1)
+            calls = max(proxied["calls"], 1)  # managed calls that were answered (an error costs little)
             cpu = {f"cpu_{k}_ms_per_call": round((cpu2[k] - cpu0[k]) * 1000 / calls, 1) for k in roots}
             cpu["cpu_ms_per_call"] = round(sum(cpu2[k] - cpu0[k] for k in roots) * 1000 / calls, 1)
             cpu["cpu_calls_alone_ms_per_call"] = round(sum(cpu1[k] - cpu0[k] for k in roots) * 1000 / calls, 1)
