@@ -36,7 +36,7 @@ help:
 	@echo "make bench-trust reliability suite: isolation, fuzz, secrets, load, crash (one JSON line)"
 	@echo "make bench-peers Mnemosyne beside Mem0 and LangGraph on LoCoMo (own venv: .venv-peers)"
 	@echo "make bench-replay recorded agent sessions replayed at 32k/128k: reduction, faults, misses"
-	@echo "make bench-proxy the proxy's added latency at 1, 8 and 32 streaming clients (one JSON line)"
+	@echo "make bench-proxy the proxy before a model-like provider (0.5 s to first token, 50 tokens/s), 1/8/32 sessions x 20 turns: added TTFB, CPU per call, job lag (one JSON line)"
 	@echo "make bench-ingest record_message / record_messages vs a raw INSERT, 1 and 8 connections; mnemo import (ARGS=--profile 600: where the time goes)"
 	@echo "DATABASE_URL=... make up|test   use an existing server instead of the local cluster"
 
@@ -136,6 +136,7 @@ REPLAY_ARGS ?= --generated 1 --max-calls 100
 bench-replay: deploy
 	@$(PY) bench/replay.py $(REPLAY_ARGS) $(ARGS)
 
+# ARGS: --levels 1,8,32 --rounds 20 --first-delay 0.5 --tokens-per-s 50 --relay (see bench/proxy.py)
 bench-proxy: deploy
 	@$(PY) bench/proxy.py $(ARGS)
 

@@ -4,7 +4,8 @@ and its benchmark run against it, and `python -m mnemosyne.proxy.scripted --port
 serves it alone (each request then gets the default reply).
 
 Each request takes the next Reply of the script (or the default): its text, tool
-calls, thinking, status (an error status sends a provider-shaped error body), and the
+calls, thinking, status (an error status sends a provider-shaped error body), the
+wait before the first streamed piece (a model's time to its first token) and the
 delay between streamed pieces. The server keeps every request body it received, and
 counts streams completed and streams cut off by the client."""
 
@@ -37,6 +38,9 @@ class Reply:
     status: int = 200
     error: str = "scripted error"
     delay: float = 0.0  # seconds between streamed pieces (and before a whole answer)
+    # seconds before the first streamed piece, on top of its delay (a model's time to
+    # its first token: the prompt's prefill), and before a whole answer
+    first_delay: float = 0.0
     pieces: int = 4  # the text is streamed in this many pieces
     usage: tuple[int, int] = (12, 7)  # prompt (input) and completion (output) tokens
 
@@ -90,8 +94,10 @@ class ScriptedUpstream:
         self.completed += 1
         return True
 
-    async def _stream(self, pieces: list[bytes], delay: float):
+    async def _stream(self, pieces: list[bytes], delay: float, first_delay: float = 0.0):
         try:
+            if first_delay:
+                await asyncio.sleep(first_delay)
             for p in pieces:
                 if delay:
                     await asyncio.sleep(delay)
@@ -118,7 +124,7 @@ class ScriptedUpstream:
                  for i, n, a in r.tool_calls]
         finish = "tool_calls" if calls else "stop"
         if not body.get("stream"):
-            if not await self._wait(request, r.delay):
+            if not await self._wait(request, r.first_delay + r.delay):
                 return Response(status_code=499)
             message: dict[str, Any] = {"role": "assistant", "content": r.text or None, "refusal": None}
             if calls:
@@ -146,7 +152,7 @@ class ScriptedUpstream:
             pieces.append(_sse({"id": cid, "object": "chat.completion.chunk", "created": created,
                                 "model": model, "choices": [], "usage": usage}))
         pieces.append(_sse("[DONE]"))
-        return StreamingResponse(self._stream(pieces, r.delay), media_type="text/event-stream")
+        return StreamingResponse(self._stream(pieces, r.delay, r.first_delay), media_type="text/event-stream")
 
     # ------------------------------------------------------------------ Anthropic
     async def anthropic(self, request: Request) -> Response:
@@ -167,7 +173,7 @@ class ScriptedUpstream:
         stop = "tool_use" if r.tool_calls else "end_turn"
         usage = {"input_tokens": r.usage[0], "output_tokens": r.usage[1]}
         if not body.get("stream"):
-            if not await self._wait(request, r.delay):
+            if not await self._wait(request, r.first_delay + r.delay):
                 return Response(status_code=499)
             return JSONResponse({"id": mid, "type": "message", "role": "assistant", "model": model,
                                  "content": blocks, "stop_reason": stop, "stop_sequence": None,
@@ -197,7 +203,7 @@ class ScriptedUpstream:
         pieces.append(_sse({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
                             "usage": {"output_tokens": r.usage[1]}}, "message_delta"))
         pieces.append(_sse({"type": "message_stop"}, "message_stop"))
-        return StreamingResponse(self._stream(pieces, r.delay), media_type="text/event-stream")
+        return StreamingResponse(self._stream(pieces, r.delay, r.first_delay), media_type="text/event-stream")
 
     async def count_tokens(self, request: Request) -> Response:
         body = await _json_object(request)
@@ -261,9 +267,14 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=8099)
     parser.add_argument("--text", default="Scripted answer.")
     parser.add_argument("--delay", type=float, default=0.0, help="seconds between streamed pieces")
-    parser.add_argument("--pieces", type=int, default=4)
+    parser.add_argument("--first-delay", type=float, default=0.0,
+                        help="seconds before the first streamed piece (a model's time to first token)")
+    parser.add_argument("--pieces", type=int, default=4, help="the text is streamed in this many pieces")
     args = parser.parse_args()
-    upstream = ScriptedUpstream(Reply(text=args.text, delay=args.delay, pieces=args.pieces))
+    if min(args.delay, args.first_delay) < 0 or args.pieces < 1:
+        parser.error("--delay and --first-delay must be >= 0, --pieces >= 1")
+    upstream = ScriptedUpstream(Reply(text=args.text, delay=args.delay, first_delay=args.first_delay,
+                                      pieces=args.pieces))
     upstream.requests = deque(maxlen=16)  # type: ignore[assignment]  # a long run keeps only the last
     uvicorn.run(upstream.app, host="127.0.0.1", port=args.port, log_level="warning")
 
