@@ -75,7 +75,10 @@ log "$(( ${#early[@]} + ${#late[@]} )) routine files loaded (${#early[@]} before
 # On a Citus coordinator (the citus extension in this database): sql/citus/ spreads the
 # schema over the workers, idempotently (mnemo_internal.citus_distribute; docs/operations.md,
 # "On Citus"). Before the grants, which then reach the distributed tables and functions.
+grant_opts=()
 if [ "$(q "SELECT count(*) FROM pg_extension WHERE extname = 'citus'")" = 1 ]; then
+  # grants touch reference tables that distributed ones reference: one connection per node
+  grant_opts=(-c 'SET citus.multi_shard_modify_mode = sequential')
   load_routines sql/citus/*.sql
   "${PSQL[@]}" -c 'SET client_min_messages = warning' -c 'CALL mnemo_internal.citus_distribute()'
   log "citus: $(q "SELECT count(*) FILTER (WHERE partmethod = 'h') || ' distributed tables, '
@@ -87,7 +90,7 @@ fi
 # One transaction: the file revokes every privilege, then grants each one back; run
 # statement by statement, the applications of a live server were refused the API
 # (permission denied for function ...) between the two, at every deploy.
-"${PSQL[@]}" -1 -c 'SET client_min_messages = warning' -f sql/grants.sql
+"${PSQL[@]}" -1 -c 'SET client_min_messages = warning' "${grant_opts[@]}" -f sql/grants.sql
 
 # Where PL/Python finds the plpy/ package, its modules and the model, on the server's
 # disk. A server whose code is already installed (a container, a server deployed from

@@ -51,6 +51,18 @@ BEGIN
     IF NOT (SELECT rolcanlogin FROM pg_roles WHERE rolname = 'mnemo_api_owner') THEN
         ALTER ROLE mnemo_api_owner LOGIN;
     END IF;
+    -- The tenant an API call acts for (mnemo.tenant_id, SET LOCAL by enter_tenant) must
+    -- reach the workers that run its statements' shard queries, where the shards'
+    -- tenant policies read it: Citus forwards SET LOCAL in a transaction with this.
+    PERFORM run_command_on_all_nodes(format(
+        'ALTER DATABASE %I SET citus.propagate_set_commands = local', current_database()));
+    -- A delegated call runs on the tenant's worker as a task, where Citus refuses any
+    -- further query it plans as distributed (a generic plan's statement, the policies'
+    -- read of the role bindings): every table such a call reads is a co-located shard
+    -- of its tenant or a reference table, both on that worker, so the nested queries
+    -- are local. Allowed for the database.
+    PERFORM run_command_on_all_nodes(format(
+        'ALTER DATABASE %I SET citus.allow_nested_distributed_execution = on', current_database()));
     PERFORM mnemo_internal.citus_flatten_messages();
 
     FOR v_table IN
