@@ -24,12 +24,6 @@
 CREATE OR REPLACE PROCEDURE mnemo_internal.citus_distribute()
 LANGUAGE plpgsql
 SET search_path = pg_catalog, public, pg_temp
--- foreign keys to reference tables need one connection per node for the whole
--- transaction (Citus refuses a parallel distribution before them otherwise)
-SET citus.multi_shard_modify_mode = 'sequential'
--- the line_tokens triggers (0012) are row-level BEFORE triggers that compute a column
--- of the row itself: they run on the worker, in the shard, as on one server
-SET citus.enable_unsafe_triggers = on
 AS $$
 DECLARE
     v_table regclass;
@@ -44,6 +38,12 @@ DECLARE
         'run_sweep', 'retry_jobs'
     ];
 BEGIN
+    -- foreign keys to reference tables need one connection per node for the whole
+    -- transaction (Citus refuses a parallel distribution before them otherwise)
+    SET LOCAL citus.multi_shard_modify_mode = 'sequential';
+    -- the line_tokens triggers (0012) are row-level BEFORE triggers that compute a column
+    -- of the row itself: they run on the worker, in the shard, as on one server
+    SET LOCAL citus.enable_unsafe_triggers = on;
     -- The API routines run as mnemo_api_owner (SECURITY DEFINER), and Citus reaches the
     -- other nodes as the current user: the role must log in there. Nobody else should:
     -- pg_hba.conf admits it from the nodes' addresses only, and its password (if the
@@ -126,5 +126,5 @@ BEGIN
 END;
 $$;
 
-COMMENT ON PROCEDURE mnemo_internal.citus_distribute() IS
-'Citus only: distributes the tenant tables by tenant_id (co-located), the rest as reference tables, the API on its tenant.';
+COMMENT ON PROCEDURE mnemo_internal.citus_distribute () IS
+'Citus only: tenant tables distributed by tenant_id (co-located), the rest reference tables, the API on its tenant.';
