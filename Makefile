@@ -18,13 +18,14 @@ VENV := .venv
 PY := $(VENV)/bin/python
 
 .PHONY: help up down psql test deploy setup system python cluster sample \
-        test-sql test-py test-unit lint test-docker bench-embed bench-locomo bench-longmemeval bench-extraction \
+        test-sql test-py test-unit lint test-docker test-citus bench-embed bench-locomo bench-longmemeval bench-extraction \
         bench-context bench-ab bench-trust bench-peers bench-replay bench-proxy bench-first-compile bench-ingest clean
 
 help:
 	@echo "make up          install what is missing, start the local cluster, deploy, show a sample"
 	@echo "make test        the same setup, deploy twice, pgTAP + pytest + sqlfluff"
 	@echo "make down        stop the local cluster;  make psql: psql on it"
+	@echo "make test-citus  the suite on a local Citus cluster: coordinator + 2 workers (ARGS=--smoke: a few minutes)"
 	@echo "make test-docker build the image, run it, make test against it, restart, redeploy (~20 min)"
 	@echo "make bench-embed embedding benchmark"
 	@echo "make bench-locomo LoCoMo evidence recall vs last-n, vector and full-text baselines"
@@ -84,6 +85,10 @@ test-py:
 # The tests that need no database (tests/py/unit/).
 test-unit:
 	@$(PY) -m pytest -q tests/py/unit
+
+# Citus (scripts/test-citus.sh): builds Citus if missing, three local clusters, deploy, suite.
+test-citus: python
+	@scripts/test-citus.sh $(ARGS)
 
 # The container route (Docker or Podman): see scripts/test-docker.sh. Not part of .ci/run.
 test-docker:

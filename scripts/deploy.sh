@@ -7,7 +7,8 @@
 #      a changed released migration stops the deploy before anything is loaded)
 #   4. the other sql/functions/*.sql                (CREATE OR REPLACE, one transaction):
 #      after the migrations, so that a migration drops an old signature first
-#   5. sql/grants.sql, server-side Python paths, month partitions, cron/*.sql
+#   5. on a Citus coordinator, sql/citus/*.sql: distribution of the schema (idempotent)
+#   6. sql/grants.sql, server-side Python paths, month partitions, cron/*.sql
 set -euo pipefail
 cd "$(dirname "$0")/.."
 : "${DATABASE_URL:?DATABASE_URL must be set}"
@@ -71,10 +72,25 @@ for f in sql/functions/*.sql; do [[ " ${early[*]} " == *" $f "* ]] || late+=("$f
 load_routines "${late[@]}"
 log "$(( ${#early[@]} + ${#late[@]} )) routine files loaded (${#early[@]} before the migrations)"
 
+# On a Citus coordinator (the citus extension in this database): sql/citus/ spreads the
+# schema over the workers, idempotently (mnemo_internal.citus_distribute; docs/operations.md,
+# "On Citus"). Before the grants, which then reach the distributed tables and functions.
+grant_opts=()
+if [ "$(q "SELECT count(*) FROM pg_extension WHERE extname = 'citus'")" = 1 ]; then
+  # grants touch reference tables that distributed ones reference: one connection per node
+  grant_opts=(-c 'SET citus.multi_shard_modify_mode = sequential')
+  load_routines sql/citus/*.sql
+  "${PSQL[@]}" -c 'SET client_min_messages = warning' -c 'CALL mnemo_internal.citus_distribute()'
+  log "citus: $(q "SELECT count(*) FILTER (WHERE partmethod = 'h') || ' distributed tables, '
+    || count(*) FILTER (WHERE partmethod = 'n') || ' reference tables' FROM pg_dist_partition AS d
+    JOIN pg_class AS c ON c.oid = d.logicalrelid WHERE NOT c.relispartition"), $(q "SELECT count(*)
+    FROM pg_dist_object WHERE classid = 'pg_proc'::regclass AND distribution_argument_index IS NOT NULL") functions delegated by tenant"
+fi
+
 # One transaction: the file revokes every privilege, then grants each one back; run
 # statement by statement, the applications of a live server were refused the API
 # (permission denied for function ...) between the two, at every deploy.
-"${PSQL[@]}" -1 -c 'SET client_min_messages = warning' -f sql/grants.sql
+"${PSQL[@]}" -1 -c 'SET client_min_messages = warning' "${grant_opts[@]}" -f sql/grants.sql
 
 # Where PL/Python finds the plpy/ package, its modules and the model, on the server's
 # disk. A server whose code is already installed (a container, a server deployed from

@@ -45,7 +45,7 @@ DECLARE
     mnemo_app_policy CONSTANT text[] := ARRAY['current_tenant_id', 'bound_tenant_id', 'api_key_tenant'];
     -- The internal routines the API calls while it runs (as mnemo_api_owner).
     mnemo_api_runtime CONSTANT text[] := ARRAY[
-        'current_tenant_id', 'bound_tenant_id', 'enter_tenant', 'setting', 'raise_error',
+        'current_tenant_id', 'bound_tenant_id', 'enter_tenant', 'set_tenant', 'setting', 'raise_error',
         'py_bootstrap', 'enqueue_job', 'insert_memory', 'form_memory', 'redact', 'redacted',
         'redaction_enabled', 'content_hash', 'excerpt', 'message_tokens', 'message_levels',
         'line_tokens', 'message_segment', 'segment_hits', 'quantize_embeddings', 'subtract_from_lexicon',

@@ -41,7 +41,7 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = 'MN008',
             MESSAGE = 'a role bound to a tenant cannot create tenants';
     END IF;
-    PERFORM set_config('mnemo.tenant_id', p_tenant_id, true);
+    PERFORM mnemo_internal.set_tenant(p_tenant_id);
     INSERT INTO mnemo.tenants (tenant_id, display_name, config)
     VALUES (p_tenant_id, p_display_name, p_config)
     ON CONFLICT (tenant_id) DO NOTHING;

@@ -41,7 +41,7 @@ BEGIN
                 HINT = 'A key acts for its own tenant only.';
         END IF;
     END IF;
-    PERFORM set_config('mnemo.tenant_id', p_tenant_id, true);
+    PERFORM mnemo_internal.set_tenant(p_tenant_id);
     IF NOT EXISTS (SELECT FROM mnemo.tenants AS t WHERE t.tenant_id = p_tenant_id) THEN
         RAISE EXCEPTION USING ERRCODE = 'MN002',
             MESSAGE = format('unknown tenant %L', p_tenant_id),

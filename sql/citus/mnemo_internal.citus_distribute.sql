@@ -1,0 +1,130 @@
+-- deploy: Citus only (scripts/deploy.sh loads sql/citus/ when the citus extension is in the database)
+-- CALL mnemo_internal.citus_distribute()
+-- Spreads the schema over the Citus cluster; run by every deploy on a coordinator,
+-- after the migrations and routines, and idempotent (what is distributed stays so).
+--   * mnemo.messages rebuilt with one partition level (citus_flatten_messages).
+--   * Row-level security: Citus refuses policies with a subquery, so the tenant
+--     policies test tenant_id = mnemo_internal.current_tenant_id() directly (the
+--     function is STABLE: evaluated per statement all the same).
+--   * Every table with a NOT NULL tenant_id (but the tenants and the key and role
+--     registries) is distributed by tenant_id, all co-located with mnemo.sessions: one
+--     tenant's rows of every table sit on one worker, in co-located shards, so a
+--     tenant's joins and foreign keys stay on that worker. Partitioned tables stay
+--     partitioned (Citus distributes each partition alike).
+--   * The other tables are reference tables, copied to every node: the tenants, the
+--     role bindings and API keys (looked up before a tenant is known), settings,
+--     error codes, the migration ledger, the helper LLM, the sweep ledgers.
+--   * The API functions whose first argument is the tenant are distributed on it
+--     (create_distributed_function, co-located with mnemo.sessions): a call made outside
+--     a transaction block is delegated whole to the worker that holds the tenant, its
+--     PL/Python and its indexes local there. In a transaction block Citus runs the
+--     function on the coordinator (there is no force_delegation), so the
+--     transaction's settings, mnemo.api_key among them, are checked where they were
+--     set, and each statement inside is routed to the tenant's worker.
+CREATE OR REPLACE PROCEDURE mnemo_internal.citus_distribute()
+LANGUAGE plpgsql
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+DECLARE
+    v_table regclass;
+    v_fn regprocedure;
+    v_pending regclass[];
+    v_keys text[];
+    v_drops text[];
+    v_sql text;
+    -- admin routines and those that write the reference tables run on the coordinator
+    v_not_delegated text[] := ARRAY[
+        'create_tenant', 'bind_role', 'create_api_key', 'list_api_keys', 'revoke_api_key',
+        'run_sweep', 'retry_jobs'
+    ];
+BEGIN
+    -- foreign keys to reference tables need one connection per node for the whole
+    -- transaction (Citus refuses a parallel distribution before them otherwise)
+    SET LOCAL citus.multi_shard_modify_mode = 'sequential';
+    -- the line_tokens triggers (0012) are row-level BEFORE triggers that compute a column
+    -- of the row itself: they run on the worker, in the shard, as on one server
+    SET LOCAL citus.enable_unsafe_triggers = on;
+    -- The API routines run as mnemo_api_owner (SECURITY DEFINER), and Citus reaches the
+    -- other nodes as the current user: the role must log in there. Nobody else should:
+    -- pg_hba.conf admits it from the nodes' addresses only, and its password (if the
+    -- nodes ask one) is in pg_dist_authinfo (docs/operations.md, "On Citus").
+    IF NOT (SELECT rolcanlogin FROM pg_roles WHERE rolname = 'mnemo_api_owner') THEN
+        ALTER ROLE mnemo_api_owner LOGIN;
+    END IF;
+    -- The tenant an API call acts for (mnemo.tenant_id, SET LOCAL by enter_tenant) must
+    -- reach the workers that run its statements' shard queries, where the shards'
+    -- tenant policies read it: Citus forwards SET LOCAL in a transaction with this.
+    PERFORM run_command_on_all_nodes(format(
+        'ALTER DATABASE %I SET citus.propagate_set_commands = local', current_database()));
+    -- A delegated call runs on the tenant's worker as a task, where Citus refuses any
+    -- further query it plans as distributed (a generic plan's statement, the policies'
+    -- read of the role bindings): every table such a call reads is a co-located shard
+    -- of its tenant or a reference table, both on that worker, so the nested queries
+    -- are local. Allowed for the database.
+    PERFORM run_command_on_all_nodes(format(
+        'ALTER DATABASE %I SET citus.allow_nested_distributed_execution = on', current_database()));
+    PERFORM mnemo_internal.citus_flatten_messages();
+
+    FOR v_table IN
+        SELECT p.polrelid::regclass FROM pg_policy AS p
+        JOIN pg_class AS c ON c.oid = p.polrelid
+        WHERE p.polname = 'tenant_isolation' AND NOT c.relispartition
+            AND pg_get_expr(p.polqual, p.polrelid) LIKE '%SELECT%'
+    LOOP
+        EXECUTE format('DROP POLICY tenant_isolation ON %s', v_table);
+        EXECUTE format('CREATE POLICY tenant_isolation ON %s
+            USING (tenant_id = mnemo_internal.current_tenant_id())
+            WITH CHECK (tenant_id = mnemo_internal.current_tenant_id())', v_table);
+    END LOOP;
+
+    SELECT array_agg(c.oid::regclass ORDER BY c.oid) INTO v_pending
+    FROM pg_class AS c
+    WHERE c.relnamespace IN ('mnemo'::regnamespace, 'mnemo_internal'::regnamespace)
+        AND c.relkind IN ('r', 'p') AND NOT c.relispartition
+        AND NOT EXISTS (SELECT FROM pg_dist_partition AS d WHERE d.logicalrelid = c.oid);
+    -- The foreign keys of the tables to distribute are dropped first and put back at
+    -- the end: Citus refuses a reference table that local tables still reference (it
+    -- would convert their whole foreign key graph), and Citus checks each kept key
+    -- (distributed to reference, co-located distributed to distributed on tenant_id).
+    SELECT coalesce(array_agg(format('ALTER TABLE %s ADD CONSTRAINT %I %s', f.conrelid::regclass, f.conname,
+            pg_get_constraintdef(f.oid)) ORDER BY f.conrelid, f.conname), '{}'),
+        coalesce(array_agg(format('ALTER TABLE %s DROP CONSTRAINT %I', f.conrelid::regclass, f.conname)), '{}')
+    INTO v_keys, v_drops
+    FROM pg_constraint AS f
+    WHERE f.contype = 'f' AND f.conparentid = 0
+        AND (f.conrelid = ANY (v_pending) OR f.confrelid = ANY (v_pending));
+    FOREACH v_sql IN ARRAY v_drops LOOP
+        EXECUTE v_sql;
+    END LOOP;
+    -- the reference tables first, then mnemo.sessions, with which the others are co-located
+    FOR v_table IN
+        SELECT t FROM unnest(v_pending) AS t
+        ORDER BY mnemo_internal.citus_is_tenant_table(t), t <> 'mnemo.sessions'::regclass, t::text
+    LOOP
+        IF NOT mnemo_internal.citus_is_tenant_table(v_table) THEN
+            PERFORM create_reference_table(v_table);
+        ELSIF v_table = 'mnemo.sessions'::regclass THEN
+            PERFORM create_distributed_table(v_table, 'tenant_id', colocate_with => 'none');
+        ELSE
+            PERFORM create_distributed_table(v_table, 'tenant_id', colocate_with => 'mnemo.sessions');
+        END IF;
+    END LOOP;
+    FOREACH v_sql IN ARRAY v_keys LOOP
+        EXECUTE v_sql;
+    END LOOP;
+
+    FOR v_fn IN
+        SELECT p.oid::regprocedure FROM pg_proc AS p
+        WHERE p.pronamespace = 'mnemo'::regnamespace AND p.prokind = 'f'
+            AND (p.proargnames)[1] = 'p_tenant_id' AND p.proargtypes[0] = 'text'::regtype
+            AND p.proname <> ALL (v_not_delegated)
+            AND NOT EXISTS (SELECT FROM pg_dist_object AS o
+                WHERE o.classid = 'pg_proc'::regclass AND o.objid = p.oid AND o.distribution_argument_index = 0)
+    LOOP
+        PERFORM create_distributed_function(v_fn, 'p_tenant_id', colocate_with => 'mnemo.sessions');
+    END LOOP;
+END;
+$$;
+
+COMMENT ON PROCEDURE mnemo_internal.citus_distribute () IS
+'Citus only: tenant tables distributed by tenant_id (co-located), the rest reference tables, the API on its tenant.';

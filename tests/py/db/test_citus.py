@@ -1,0 +1,147 @@
+"""Mnemosyne on Citus (make test-citus): the schema spread by the deploy, each API call
+on the one worker that holds its tenant, tenant isolation through the coordinator.
+Skipped on a server without the citus extension (the single-node suite)."""
+
+from __future__ import annotations
+
+import uuid
+
+import psycopg
+import pytest
+from conftest import DSN
+
+from mnemosyne import connect
+
+
+def _citus(conn) -> bool:
+    return bool(conn.execute("SELECT count(*) FROM pg_extension WHERE extname = 'citus'").fetchone()[0])
+
+
+with psycopg.connect(DSN, autocommit=True) as _c:
+    pytestmark = pytest.mark.skipif(not _citus(_c), reason="the database has no citus extension")
+
+
+@pytest.fixture()
+def admin():
+    with psycopg.connect(DSN, autocommit=True) as conn:
+        yield conn
+
+
+def _worker_of(admin, tenant: str) -> int:
+    """The port of the worker that holds the tenant's shard of every co-located table."""
+    return admin.execute(
+        "SELECT n.nodeport FROM pg_dist_placement AS p JOIN pg_dist_node AS n USING (groupid)"
+        " WHERE p.shardid = get_shard_id_for_distribution_column('mnemo.sessions', %s::text)", [tenant]).fetchone()[0]
+
+
+def test_tenant_tables_distributed_and_colocated(admin):
+    rows = admin.execute("""
+        SELECT c.oid::regclass::text, d.partmethod, d.colocationid,
+               column_to_column_name(d.logicalrelid, d.partkey),
+               EXISTS (SELECT FROM pg_attribute AS a WHERE a.attrelid = c.oid AND a.attname = 'tenant_id'
+                       AND a.attnotnull AND NOT a.attisdropped)
+        FROM pg_class AS c
+        LEFT JOIN pg_dist_partition AS d ON d.logicalrelid = c.oid
+        WHERE c.relnamespace IN ('mnemo'::regnamespace, 'mnemo_internal'::regnamespace)
+          AND c.relkind IN ('r', 'p') AND NOT c.relispartition""").fetchall()
+    anchor = admin.execute("SELECT colocationid FROM pg_dist_partition"
+                           " WHERE logicalrelid = 'mnemo.sessions'::regclass").fetchone()[0]
+    registries = {"mnemo.tenants", "mnemo_internal.role_tenants", "mnemo_internal.api_keys"}
+    local = [name for name, method, *_ in rows if method is None]
+    assert not local, f"tables left on the coordinator only: {local}"
+    distributed = [r for r in rows if r[1] == "h"]
+    assert len(distributed) >= 30
+    for name, method, colocation, key, tenant_col in rows:
+        if tenant_col and name not in registries:
+            assert (method, key, colocation) == ("h", "tenant_id", anchor), name
+        else:
+            assert method == "n", f"{name} should be a reference table"
+    # the partitioned planes stay partitioned, one level (Citus's limit)
+    parts = admin.execute("SELECT count(*) FROM pg_inherits WHERE inhparent = 'mnemo.memories'::regclass").fetchone()[0]
+    assert parts >= 1
+    assert admin.execute("SELECT partstrat FROM pg_partitioned_table"
+                         " WHERE partrelid = 'mnemo.messages'::regclass").fetchone()[0] == "r"
+
+
+def test_api_functions_distributed_on_their_tenant(admin):
+    rows = dict(admin.execute("""
+        SELECT p.proname, o.distribution_argument_index
+        FROM pg_dist_object AS o JOIN pg_proc AS p ON p.oid = o.objid
+        WHERE o.classid = 'pg_proc'::regclass AND p.pronamespace = 'mnemo'::regnamespace
+          AND o.colocationid = (SELECT colocationid FROM pg_dist_partition
+                                WHERE logicalrelid = 'mnemo.sessions'::regclass)""").fetchall())
+    for name in ("compile_context", "record_message", "record_messages", "start_session", "remember",
+                 "search", "memory_query", "build_acb"):
+        assert rows.get(name) == 0, name
+
+
+def test_a_call_runs_on_the_one_worker_holding_its_tenant(admin):
+    workers = {r[0] for r in admin.execute(
+        "SELECT nodeport FROM pg_dist_node WHERE groupid <> 0 AND noderole = 'primary'").fetchall()}
+    assert len(workers) >= 2
+    seen = set()
+    for _ in range(8):  # tenants on both workers
+        tenant = "t_" + uuid.uuid4().hex[:12]
+        admin.execute("SELECT mnemo.create_tenant(%s)", [tenant])
+        sid = admin.execute("SELECT mnemo.start_session(%s)", [tenant]).fetchone()[0]
+        home = _worker_of(admin, tenant)
+        seen.add(home)
+        for call, args in (("record_message", "%s::text, %s::uuid, '{\"role\": \"user\", \"content\": \"hi\"}'"),
+                           ("compile_context", "%s::text, %s::uuid")):
+            plan = "\n".join(r[0] for r in admin.execute(
+                f"EXPLAIN (COSTS OFF) SELECT mnemo.{call}({args})", [tenant, sid]).fetchall())
+            assert "Task Count: 1" in plan, plan
+            assert f"port={home} " in plan, plan
+        # the message is on that worker's shard, and only there
+        shard = admin.execute("SELECT shard_name('mnemo.sessions', get_shard_id_for_distribution_column("
+                              "'mnemo.sessions', %s::text))", [tenant]).fetchone()[0]
+        for port in workers:
+            with psycopg.connect(DSN.replace(DSN.rsplit(":", 1)[1].split("/")[0], str(port))) as w:
+                on = w.execute(f"SELECT count(*) FROM {shard} WHERE tenant_id = %s", [tenant]).fetchone()[0] \
+                    if w.execute("SELECT to_regclass(%s::text)", [shard]).fetchone()[0] else 0
+            assert on == (1 if port == home else 0), (port, home)
+    assert seen == workers, "8 tenants all landed on one worker"
+
+
+def test_isolation_holds_through_the_coordinator(admin):
+    a, b = ("t_" + uuid.uuid4().hex[:12] for _ in range(2))
+    role = "r_" + uuid.uuid4().hex[:12]
+    for t in (a, b):
+        admin.execute("SELECT mnemo.create_tenant(%s)", [t])
+    sb = admin.execute("SELECT mnemo.start_session(%s)", [b]).fetchone()[0]
+    admin.execute("SELECT mnemo.record_message(%s, %s, '{\"role\": \"user\", \"content\": \"b secret\"}')",
+                  [b, sb])
+    admin.execute(f"CREATE ROLE {role} LOGIN IN ROLE mnemo_app")
+    admin.execute("SELECT mnemo.bind_role(%s, %s)", [role, a])
+    try:
+        with psycopg.connect(DSN.replace("postgres@", f"{role}@"), autocommit=True) as conn:
+            # a bound role: delegated calls on the worker check the binding there
+            with pytest.raises(psycopg.Error) as e:
+                conn.execute("SELECT mnemo.start_session(%s)", [b])
+            assert e.value.sqlstate == "MN008"
+            with pytest.raises(psycopg.Error) as e:
+                conn.execute("SELECT mnemo.record_message(%s, %s, '{\"role\": \"user\", \"content\": \"x\"}')",
+                             [b, sb])
+            assert e.value.sqlstate == "MN008"
+            # its own reads through the coordinator see its tenant's rows only
+            assert conn.execute("SELECT count(*) FROM mnemo.messages").fetchone()[0] == 0
+            assert conn.execute("SELECT count(*) FROM mnemo.sessions WHERE tenant_id = %s", [b]).fetchone()[0] == 0
+            assert conn.execute("SELECT mnemo.start_session(%s)", [a]).fetchone()[0]
+    finally:
+        admin.execute("DELETE FROM mnemo_internal.role_tenants WHERE role_name = %s", [role])
+        admin.execute(f"DROP ROLE {role}")
+
+
+def test_api_key_of_a_transaction_holds_through_the_coordinator(admin):
+    a, b = ("t_" + uuid.uuid4().hex[:12] for _ in range(2))
+    with connect(DSN) as m:
+        for t in (a, b):
+            m.create_tenant(t)
+        key = m.create_api_key(a, "test")
+        secret = key["secret"] if isinstance(key, dict) else key
+    with psycopg.connect(DSN) as conn:  # a transaction, as a network service runs a request
+        conn.execute("SELECT set_config('mnemo.api_key', %s, true)", [secret])
+        assert conn.execute("SELECT mnemo.start_session(%s)", [a]).fetchone()[0]
+        with pytest.raises(psycopg.Error) as e:
+            conn.execute("SELECT mnemo.start_session(%s)", [b])
+        assert e.value.sqlstate == "MN008"
