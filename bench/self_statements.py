@@ -33,7 +33,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "plpy"))
-from mnemo_db.formation import admission, extract  # noqa: E402
+from mnemo_db.formation import admission, extract
 
 DATA = Path(__file__).resolve().parent / "data" / "self_statements.jsonl"
 SAID = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)

@@ -320,7 +320,7 @@ NOTE_MIN_WORDS = 4
 # A turn whose statements tell something of the speaker's own life (personal.read:
 # what they did, are doing, plan) is noted with fewer: "I watched Little Women
 # recently" is a note; "it was great" is not (issue 42).
-NOTE_MIN_WORDS_PERSONAL = 3
+NOTE_MIN_WORDS_PERSONAL = 4
 
 
 class Turn:

@@ -65,7 +65,9 @@ _ADVERBIAL = re.compile(
     r"|fortunately|funny enough|as for me|for me|last \w+|this (?:week|month|year|weekend|morning|summer|winter)"
     r"|(?:a (?:few|couple(?: of)?) |two |three )?(?:days?|weeks?|months?|years?) ago|on \w+day|in (?:\d{4}|\w+))"
     r"\b,?\s+)+")
-_SELF = re.compile(r"(?i)^(?:I\b(?!['’]ll\b)|I['’](?:m|ve|d)\b|me (?:and|too)\b|myself\b|we\b|we['’](?:re|ve|d)\b)")
+# (the speaker alone: a "we" is the speaker's group, whose doings extract.py notes as
+# it always did)
+_SELF = re.compile(r"(?i)^(?:I\b(?!['’]ll\b)|I['’](?:m|ve|d)\b|me (?:and|too)\b|myself\b)")
 # Ellipsis with the speaker as the subject ("Just started learning", "Got a new puppy").
 _ELLIPSIS = re.compile(
     r"(?i)^(?:just |recently |finally |also )?(?:got|started|finished|bought|adopted|moved|joined|took|watched"
@@ -84,7 +86,9 @@ _MY_RELATION = re.compile(
 _SECOND = re.compile(r"(?i)\b(?:you|your|yours|yourself|you're|you've|you'll|you'd|u)\b")
 _REACTION = re.compile(
     r"(?i)^I(?:['’]m|['’]ve| am| have)? (?:(?:so|really|very|just|totally|also|too) )*(?:know|understand|agree|hope|bet"
-    r"|wish|see|get it|can tell|can imagine|feel you|mean|appreciate|wonder|was wondering|am wondering)\b")
+    r"|wish|see|get it|can tell|can imagine|feel you|mean|appreciate|wonder|was wondering|am wondering)\b"
+    r"|^I(?:['’]m| am) (?:(?:so|really|very|just|totally|also|too) )*(?:glad|sorry|happy|relieved|thrilled|excited)"
+    r" (?:to hear|to see|that|for)\b")
 # Talk about the talk ("I have a question", "I'm back", "I'm not sure that's right").
 _TALK = re.compile(
     r"(?i)\b(?:have|had|got) (?:a|an|another|one more|some|two|a few|a quick) (?:quick |small |follow-up |little )?"
@@ -118,18 +122,18 @@ _PREFERENCE = re.compile(
 _BIOGRAPHY = re.compile(
     r"(?i)^(?:[\w'’,-]+\s+){0,4}?(?:born|grew up|raised|moved|relocated|live|lives|lived|living|work|works|worked|working|job|jobs|career"
     r"|retired|unemployed|student|study|studies|studied|studying|graduat\w*|degree|university|college|school|major"
-    r"|majored|speak|speaks|native|married|divorced|single|engaged|widow\w*|left-handed|right-handed|own|owns"
+    r"|majored|speak|speaks|native|married|divorced|single|engaged|widow\w*|left-handed|right-handed"
     r"|years? old|citizen|nationality|christian|muslim|jewish|hindu|buddhist|atheist|used to|hometown|name is"
     r"|called|named|nurse|teacher|engineer|developer|doctor|lawyer|artist|musician|writer|designer|manager|chef"
     r"|freelanc\w*|self-employed|intern|volunteer\w*|mechanic|accountant|programmer|scientist|researcher)\b"
-    r"|^I(?:['’]m| am) (?:\d{1,3}|an? (?!(?:big|huge|little|bit|lot|fan|bit)\b)[a-z-]+(?: [a-z-]+)?)(?:[,.!]|$)"
+    r"|^I (?:also |still )?own\b|^I(?:['’]m| am) (?:\d{1,3}|an? (?!(?:big|huge|little|bit|lot|fan|bit)\b)[a-z-]+(?: [a-z-]+)?)(?:[,.!]|$)"
     r"|^(?:I|we)(?:['’]ve| have| got|['’]ve got)? (?:have|has|had|got) (?:a|an|no|one|two|three|four|five|\d+) (?:\w+ )?(?:" + _RELATIONS + r"|car|bike|house"
     r"|apartment|flat|degree|job|tattoo)\b|\b(?:don['’]t|do not|doesn['’]t) have (?:a|any) \w+")
 # A habit: the speaker's own routine, an adverb of frequency on their verb ("I usually
 # go to bed around 11"), not a wish ("I'd love to do that every day").
 _HABIT = re.compile(
-    r"(?i)^(?:I|we)(?:['’]m| am| are)? (?:usually|always|never|often|normally|generally|rarely|seldom|sometimes"
-    r"|tend to)\b|\b(?:morning|night) (?:person|owl)\b|\bearly riser\b"
+    r"(?i)^(?:I|we) (?:usually|always|never|often|normally|generally|rarely|seldom|sometimes|tend to)"
+    r" (?!(?:feel|felt|dream|dreamed|dreamt|wanted|wish|wished|love|loved|think|thought)\b)|\b(?:morning|night) (?:person|owl)\b|\bearly riser\b"
     r"|^(?:I|we) (?!(?:would|will|could|can|should|might|may|wanna|want|hope|wish|need)\b)[a-z]+ [^,;]*"
     r"\b(?:every|each) (?:day|morning|evening|night|week|weekend|month|year|\w+day)\b")
 _EXPERIENCE = re.compile(
@@ -173,7 +177,7 @@ def read(s: str) -> Personal | None:
     rel = _MY_RELATION.match(body)
     if _FAVOURITE.match(body):
         return Personal("preference", None, False, hedged)
-    if not (rel or _SELF.match(body) or _ELLIPSIS.match(body) or re.match(r"(?i)^(?:my|our)\b", body)):
+    if not (rel or _SELF.match(body) or _ELLIPSIS.match(body) or re.match(r"(?i)^my\b", body)):
         return None
     relation = rel.group("rel").lower() if rel else None
     negated = _NEGATION.search(body) is not None
