@@ -18,7 +18,8 @@ VENV := .venv
 PY := $(VENV)/bin/python
 
 .PHONY: help up down psql test deploy setup system python cluster sample \
-        test-sql test-py test-unit lint test-docker test-citus bench-embed bench-locomo bench-longmemeval bench-extraction \
+        test-sql test-py test-unit lint test-docker test-citus bench-embed bench-locomo bench-longmemeval \
+        bench-extraction bench-self-statements \
         bench-context bench-ab bench-trust bench-peers bench-replay bench-proxy bench-first-compile bench-ingest clean
 
 help:
@@ -31,6 +32,7 @@ help:
 	@echo "make bench-locomo LoCoMo evidence recall vs last-n, vector and full-text baselines"
 	@echo "make bench-longmemeval the same on LongMemEval_S: evidence per budget, recall_any/all@5/10 per type"
 	@echo "make bench-extraction extraction vs LoCoMo's human observations: recall, precision, memories/turn"
+	@echo "make bench-self-statements what a user says about themselves (labelled set): recall, precision; no server"
 	@echo "make bench-context compile_context latency at scale (1,000 tenants, 1M messages)"
 	@echo "make bench-first-compile a session's first compile over a freshly written 500-turn history vs warm"
 	@echo "make bench-ab ARGS='main=/tmp/main/plpy new=plpy'  same output? faster? (on the bench-context corpus)"
@@ -113,6 +115,10 @@ bench-longmemeval: deploy
 # ARGS: --conversations N --sessions N --llm-url URL --calibrate (see bench/extraction.py)
 bench-extraction: deploy
 	@$(PY) bench/extraction.py $(ARGS)
+
+# bench/data/self_statements.jsonl through the offline extractor: no server needed.
+bench-self-statements: python
+	@$(PY) bench/self_statements.py $(ARGS)
 
 # First run builds the corpus (resumable); later runs only measure. ARGS=--small: 50 tenants.
 bench-context: deploy

@@ -35,6 +35,7 @@ from datetime import timedelta
 
 from ..lifecycle import summarize
 from ..timestamps import day_text, said_suffix
+from . import personal
 from .grammar import (
     _CLAUSE_RE,
     _SENT_RE,
@@ -80,7 +81,9 @@ _FACT_RULES: list[tuple[str, re.Pattern]] = [
         r"|moved to|migrated to) )(?P<obj>[A-Z][\w.+#-]*(?: [A-Z0-9][\w.+#-]*)?)(?= for |[,.!?;]|$)")),
 ]
 _PREF = re.compile(
-    r"(?i)\b(?:I|we)(?: (?:really |much |strongly |definitely |do(?:n't| not) )?"
+    r"(?i)\b(?:I|we)(?: (?:(?:really|much|strongly|definitely|probably|usually|generally|mostly|actually|also|still"
+    r"|absolutely|totally|just|truly|personally|kind of|kinda|sort of|maybe|always|never|sometimes|do(?:n't| not))"
+    r" )*"
     r"(?P<verb>prefer|like|love|enjoy|hate|dislike|can't stand|cannot stand|would rather)|(?P<rather>'d|’d) rather)"
     r" (?P<obj>[^.!?;]{3,120})")
 # A durable instruction: addressed to the assistant (an imperative, or "I want you to
@@ -88,7 +91,7 @@ _PREF = re.compile(
 _INSTR = re.compile(
     r"(?i)^(?:(?:please|so|and|also|ok(?:ay)?|one more thing)[,:]? )*(?:(?:from now on|in (?:the )?future|going forward"
     r"|from here on|by default|for (?:all|every) (?:future )?\w+|whenever \w[^,]*),? )?"
-    r"(?:please |you should |you must |i (?:want|need|would like|'d like) you to )?"
+    r"(?:please |you should |you must |i(?: want| need| would like|'d like|’d like) you to )?"
     r"(?:always|never|don't|do not|make sure|remember to|be sure to|avoid|use|prefer|stop|keep|call me|refer to|"
     r"address me|answer|reply|respond|write|format|speak|talk|include|add|put|give|show|explain|ask)\b")
 _STANDING = re.compile(
@@ -101,7 +104,7 @@ _SCAFFOLD = re.compile(
     r"|your (?:task|job|role|goal) is\b|system:|instructions?:|#{1,6}\s|```)|\{\s*\"|<\w+>")
 # A request to the assistant: an imperative (optionally after "please"), or "can you ...?".
 _REQUEST = re.compile(
-    r"(?i)^(?:please,? |(?:can|could|would|will) you (?:please )?|i (?:want|need|would like|'d like) you to )"
+    r"(?i)^(?:please,? |(?:can|could|would|will) you (?:please )?|i(?: want| need| would like|'d like|’d like) you to )"
     r"(?P<what>\w.+)|^(?P<verb>help|write|create|make|add|fix|show|tell|give|explain|find|list|generate|summari[sz]e"
     r"|translate|draft|review|check|update|remove|delete|rename|refactor|implement|build|run|deploy|send|book|set up"
     r"|change|convert|describe|compare|suggest|recommend|plan|install|move|draw|design|debug|test|look up|search"
@@ -185,6 +188,7 @@ _LEAD = re.compile(
 _IMPERATIVE = re.compile(
     r"(?i)^(?:please |just |do )?(?:check|look|see|take|let's|let me|imagine|guess|keep|go|try|come|have a look|enjoy"
     r"|remember|don't|stay|hang|tell|give|show|send|make sure|be sure|get|feel free)\b")
+_ASKING = re.compile(r"(?i)^(?:could|can|would|will|do|did|does|should|shall|may|have|has|are|were) (?:you|ya|u)\b")
 _THANKS = re.compile(r"(?i)^(?:thanks|thank you|thx|ty)\b")
 _SINGULAR = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|I’m|I’ve|I’d|I’ll|my|me|myself|mine)\b(?!-)", re.IGNORECASE)
 _PLURAL = re.compile(r"(?i)\b(?:we|we're|we've|we'd|we'll|our|us)\b")
@@ -313,6 +317,10 @@ _GENERIC = frozenset([
 # The specific words (see _specific_words) a turn's plain statements need to be noted:
 # about one clause with its details ("ran a charity race for mental health").
 NOTE_MIN_WORDS = 4
+# A turn whose statements tell something of the speaker's own life (personal.read:
+# what they did, are doing, plan) is noted with fewer: "I watched Little Women
+# recently" is a note; "it was great" is not (issue 42).
+NOTE_MIN_WORDS_PERSONAL = 4
 
 
 class Turn:
@@ -382,10 +390,15 @@ def _sentence_candidates(s: str, t: Turn) -> list[dict]:
     m, speaker = t.m, t.speaker
     said = m.get("created_at")
     when = said_suffix(said)
-    s = compact(_REPORT_BACK.sub("", s).rstrip(" ,;-–—")).rstrip(" ,;-–—")
-    if len(s) < 8 or resolve_only(s):
-        return []
-    question = s.rstrip().endswith("?")
+    s = compact(_REPORT_BACK.sub("", personal.statement_of(s)).rstrip(" ,;-–—")).rstrip(" ,;-–—")
+    if (len(s) < 8 and not personal.read(s)) or resolve_only(s) or personal.procedure(s):
+        return []  # an agent's next step is the work going on, never a decision
+    # (a question without its mark, "Could you tell me more about it", is one too)
+    question = s.rstrip().endswith("?") or _ASKING.match(s) is not None
+    # "I think I prefer tea": the rules read the statement without its hedge; the
+    # memory keeps the speaker's words, hedge and all, with less confidence.
+    core, hedged = personal.unhedge(s)
+    doubt = 0.15 if hedged else 0.0
 
     def rewrite(x: str) -> str:
         return third_person(x, speaker, t.addressee)
@@ -396,7 +409,8 @@ def _sentence_candidates(s: str, t: Turn) -> list[dict]:
         return [_cand("decision", rewrite(s), m, speaker=speaker,
                       decision=clean(s), rationale=[clean(why.group("why"))] if why else [],
                       alternatives=alts, confidence=0.8)]
-    if t.to_ai and not t.scaffold and not question and _INSTR.match(s) and _STANDING.search(s):
+    if t.to_ai and not t.scaffold and ((not question and _INSTR.match(s) and _STANDING.search(s))
+                                       or personal.standing_instruction(s)):
         return [_cand("instruction", f"Instruction from {mid_sentence(speaker)}: {s}",
                       m, speaker=speaker, provenance_type="instruction", confidence=0.8)]
     loop = _LOOP.search(s)
@@ -442,22 +456,31 @@ def _sentence_candidates(s: str, t: Turn) -> list[dict]:
             predicate = ("favorite_" if pred == "favorite" else "") + re.sub(r"\W+", "_", f.group("what").lower())
         functional = pred in _FUNCTIONAL or pred in ("favorite", "my")
         return [_cand("fact", rewrite(s) + when, m, speaker=speaker, subject=speaker, predicate=predicate,
-                      object=obj, functional=functional, confidence=0.8)]
-    p = _PREF.search(s)
-    if (p and not question and not _REACTION.search(s) and _specific_words(p.group("obj"))
+                      object=obj, functional=functional, confidence=0.8 - doubt)]
+    p = _PREF.search(core)
+    if (p and not question and not _REACTION.search(core) and _specific_words(p.group("obj"))
             and not pointer_only(p.group("obj"))):
         verb = (p.group("verb") or "would rather").lower()
-        low = s.lower()
-        neg = "n't" in low[p.start():p.end()] or " not " in low[p.start():p.end()] or verb in (
+        low = core.lower()
+        neg = re.search(r"n't|n’t|\bnot\b|\bnever\b", low[p.start():p.end()]) is not None or verb in (
             "hate", "dislike", "can't stand", "cannot stand")
         return [_cand("preference", name_the_group(rewrite(s), speaker) + when, m, speaker=speaker,
                       subject=speaker, predicate="dislikes" if neg else "likes",
                       object=clean(p.group("obj")), functional=False,
-                      provenance_type="preference" if m["role"] == "user" else "fact", confidence=0.75)]
+                      provenance_type="preference" if m["role"] == "user" else "fact", confidence=0.75 - doubt)]
+    own = None if question else personal.read(s)
+    if own and own.category == "preference" and not own.relation and _specific_words(core):
+        return [_personal_candidate(s, core, own, t, doubt)]
+    if own and own.category != "experience" and (_specific_words(core) or re.search(r"\d", core)):
+        # a plain statement that is always noted (_merge_statements): alone in its
+        # turn, a fact typed by what it is about
+        return [_cand("fact", name_the_group(rewrite(s), speaker), m, speaker=speaker, subject=speaker,
+                      predicate="stated", object=clean(s), functional=False, confidence=0.75 - doubt,
+                      personal=own)]
     # An informative statement about the speaker: an event or a fact, as a note-taker
     # would write it. Not: questions, small talk, reactions to the other speaker, a
     # "we" that is only a sentiment, a line with little content.
-    singular = bool(_SINGULAR.search(s))
+    singular = bool(_SINGULAR.search(s)) or own is not None
     if (question or _FILLER.match(s) or _THANKS.match(s) or _IMPERATIVE.match(s) or _HEDGE.match(s)
             or _WELL_WISH.match(s)
             or not (singular or _PLURAL.search(s))):
@@ -470,8 +493,22 @@ def _sentence_candidates(s: str, t: Turn) -> list[dict]:
         return []  # a maxim about people in general
     if len(_specific_words(s)) < 2:
         return []
+    if not _SINGULAR.search(s) and not _PLURAL.search(s):
+        # "Just started learning": the speaker is its subject
+        lead = personal.opener(s)
+        s = s[:lead] + "I " + s[lead:lead + 1].lower() + s[lead + 1:]
     return [_cand("fact", name_the_group(rewrite(s), speaker), m, speaker=speaker, subject=speaker, predicate="stated",
-                  object=clean(s), functional=False, confidence=0.6)]
+                  object=clean(s), functional=False, confidence=0.6, personal=own)]
+
+
+def _personal_candidate(s: str, core: str, own: personal.Personal, t: Turn, doubt: float) -> dict:
+    """A liking said with a copula ("I'm really into woodworking", "Coffee is my
+    favourite drink"; personal.read) as a preference."""
+    speaker = t.speaker
+    content = name_the_group(third_person(s, speaker, t.addressee), speaker) + said_suffix(t.m.get("created_at"))
+    return _cand("preference", content, t.m, speaker=speaker, subject=speaker,
+                 predicate="dislikes" if own.negated else "likes", object=clean(core), functional=False,
+                 provenance_type="preference" if t.m["role"] == "user" else "fact", confidence=0.75 - doubt)
 
 
 def _merge_statements(found: list[dict], when: str) -> list[dict]:
@@ -483,8 +520,22 @@ def _merge_statements(found: list[dict], when: str) -> list[dict]:
     if not stated:
         return found
     rest = [c for c in found if c not in stated]
+    about = [c.pop("personal", None) for c in stated]
     if len(_specific_words(" ".join(c["object"] for c in stated))) < NOTE_MIN_WORDS:
-        return rest  # a passing remark
+        # too little for a note, unless it tells of the speaker's own life: then those
+        # statements alone are the note (not the passing remarks beside them)
+        stated, about = [c for c, p in zip(stated, about, strict=True) if p], [p for p in about if p]
+        least = 0 if any(p.category != "experience" for p in about) else NOTE_MIN_WORDS_PERSONAL
+        if not stated or len(_specific_words(" ".join(c["object"] for c in stated))) < least:
+            return rest  # a passing remark
+    typed = [p for p in about if p and p.category != "experience"]
+    if len(stated) == 1 and typed:
+        # one statement of the speaker's own life: a fact typed by what it is about,
+        # its subject the speaker or someone of theirs ("Ana's sister")
+        p = typed[0]
+        subject = f"{stated[0]['subject']}'s {p.relation}" if p.relation else stated[0]["subject"]
+        return rest + [{**stated[0], "content": clean(stated[0]["content"].rstrip(" .!") + "." + when), "predicate": p.category,
+                        "subject": subject, "negated": p.negated, "hedged": p.hedged}]
     first = stated[0]
     text = " ".join(c["content"].rstrip(" .!") + "." for c in stated)
     merged = {**first, "content": clean(text + when), "object": clean(" ".join(c["object"] for c in stated)),
@@ -536,10 +587,10 @@ def extract(messages: list[dict]) -> list[dict]:
             continue
         t = Turn(m, _addressee(m, chat), ai_present)
         found: list[dict] = []
-        units = [u for s in _SENT_RE.split(m["content"]) for u in _CLAUSE_RE.split(s)]
+        units = [u for s in _SENT_RE.split(m["content"]) for u in _joined_subjects(_CLAUSE_RE.split(s))]
         for s in units:
             s = _LEAD.sub("", clean(s))
-            if len(s) < 8:
+            if len(s) < 8 and not personal.read(s):
                 continue
             found.extend(_sentence_candidates(s, t))
         said = m.get("created_at")
@@ -550,6 +601,18 @@ def extract(messages: list[dict]) -> list[dict]:
             found.append(_cand("note", f"{t.speaker}: {text}", m, speaker=t.speaker,
                                confidence=0.5, filler=filler))
         out.extend(found)
+    return out
+
+
+def _joined_subjects(clauses: list[str]) -> list[str]:
+    """Clauses split at "and I" put back together where the first is only someone of
+    the speaker's ("My girlfriend and I broke up"): one subject, not two clauses."""
+    out: list[str] = []
+    for c in clauses:
+        if out and re.fullmatch(r"(?i)\s*(?:my|our) (?:\w+ ){0,2}\w+\s*", out[-1]) and re.match(r"I\b", c):
+            out[-1] = f"{out[-1].rstrip()} and {c}"
+        else:
+            out.append(c)
     return out
 
 

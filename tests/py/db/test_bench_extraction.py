@@ -20,7 +20,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 import extraction  # bench/extraction.py
 
 DATA = extraction.DATA
-FIELDS = {"recall", "precision", "memories_per_turn", "well_formed", "malformed_by_rule", "kinds",
+FIELDS = {"recall", "own_life_recall", "own_observations", "own_recalled", "precision", "memories_per_turn", "well_formed", "malformed_by_rule", "kinds",
           "observations", "recalled", "memories", "precise", "turns", "seconds"}
 
 
@@ -45,6 +45,8 @@ def test_offline_run_ends_with_the_json_line():
     assert 0 <= off["recall"] <= 1 and 0 <= off["precision"] <= 1 and 0 <= off["well_formed"] <= 1
     assert off["recall"] == round(off["recalled"] / off["observations"], 4)
     assert off["memories_per_turn"] == round(off["memories"] / off["turns"], 3)
+    assert 0 < off["own_observations"] <= off["observations"] and off["own_recalled"] <= off["recalled"]
+    assert off["own_life_recall"] == round(off["own_recalled"] / off["own_observations"], 4)
 
 
 def numbered_turns(body: dict) -> list[tuple[int, str]]:

@@ -149,6 +149,21 @@ def test_extract_job_is_queued_by_record_message_and_run_by_the_runner(db, tenan
                                       " WHERE tenant_id = %(t)s", t=tenant))
 
 
+def test_a_short_statement_about_oneself_forms_a_fact_and_an_agent_step_nothing(db, tenant):
+    """Issue 42: "I'm allergic to peanuts" formed no memory (too few words for a note);
+    "Let's use find_file to see where it is" formed a decision."""
+    s = db.start_session(tenant, context_window=8192)
+    now = datetime.now(UTC)
+    say(db, tenant, s, "user", "I'm allergic to peanuts.", now)
+    say(db, tenant, s, "assistant", "Let's use find_file to see where it is.", now + timedelta(seconds=1))
+    run_jobs(db, tenant)
+    got = rows(db, "SELECT m.kind, m.content_full, f.subject, f.predicate FROM mnemo.memories AS m"
+                   " LEFT JOIN mnemo.memory_facts AS f ON f.tenant_id = m.tenant_id AND f.memory_id = m.memory_id"
+                   " WHERE m.tenant_id = %(t)s AND m.is_active", t=tenant)
+    assert [(k, subj, pred) for k, _, subj, pred in got] == [("fact", "The user", "health")], got
+    assert got[0][1].startswith("The user is allergic to peanuts.")
+
+
 def test_admission_rejects_routine_output_and_acknowledgements_admits_decisions(db, tenant):
     s = db.start_session(tenant, context_window=8192)
     now = datetime.now(UTC)
