@@ -113,7 +113,8 @@ def _on_workers(admin, sql: str) -> None:
 
 def test_compile_and_the_write_path_run_on_the_workers(admin):
     """compile_context, record_message(s), tool results, remember and the job runner,
-    through the coordinator, again and again: with the workers told to prefer generic
+    through the coordinator, again and again (past the compiles after which one server
+    goes generic): with the workers told to prefer generic
     plans (which PostgreSQL may pick for a saved plan after 5 runs, and which Citus
     cannot plan with the tenant a parameter), the database's plan_cache_mode set by
     the deploy keeps every plan custom."""
@@ -132,6 +133,10 @@ def test_compile_and_the_write_path_run_on_the_workers(admin):
                 m.remember(tenant, f"The deploy target {i} is Fly.io", kind="fact")
                 messages = m.compile_context(tenant, sid, "where do I live?", budget=2000)
                 assert messages[0]["role"] == "system" and messages[-1] == {"role": "assistant", "content": f"Noted {i}."}
+            # past compiler.GENERIC_PLANS_AFTER compiles in the worker's backend, where a
+            # single node switches to generic plans
+            for i in range(14):
+                m.compile_context(tenant, sid, f"what happened in {2000 + i}?", budget=1000)
             drain_jobs(m, tenant, worker=45)
             assert m._call("SELECT count(*) FROM mnemo.jobs WHERE tenant_id = %(t)s AND status <> 'done'",
                            {"t": tenant}) == 0
