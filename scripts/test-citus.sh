@@ -24,7 +24,11 @@ if [ -n "$smoke" ]; then
 else
   psql "$DATABASE_URL" -Xqc 'SET client_min_messages = warning; CREATE EXTENSION IF NOT EXISTS pgtap'
   rc=0
-  pg_prove --dbname "$DATABASE_URL" --ext .sql -r tests/sql || rc=1
+  # the pgTAP files of tests/citus-skips.txt are left out, with their reason
+  skips=$(grep -E '^tests/sql/' tests/citus-skips.txt || true)
+  [ -z "$skips" ] || printf '%s\n' "$skips" | sed 's/^\([^ ]*\)  */[mnemo test-citus] skip \1: /'
+  mapfile -t files < <(ls tests/sql/*.sql | grep -vxF -f <(printf '%s\n' "$skips" | cut -d' ' -f1))
+  pg_prove --dbname "$DATABASE_URL" "${files[@]}" || rc=1
   .venv/bin/python -m pytest -q tests/py || rc=1
   exit $rc
 fi

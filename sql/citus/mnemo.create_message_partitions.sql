@@ -22,6 +22,8 @@ DECLARE
     v_end timestamptz;
     v_moved bigint;
     v_cols text;
+    v_storage text;
+    v_leaf regclass;
 BEGIN
     IF p_from IS NULL OR p_months IS NULL OR p_months < 1 OR p_months > 120 THEN
         RAISE EXCEPTION USING ERRCODE = 'MN001',
@@ -37,6 +39,13 @@ BEGIN
     ) SELECT * FROM d;
     GET DIAGNOSTICS v_moved = ROW_COUNT;
     PERFORM create_time_partitions('mnemo.messages', INTERVAL '1 month', v_end, v_start);
+    -- create_time_partitions gives the months no storage options: the leaves' own
+    -- (mnemo_internal.leaf_storage, as on one server), which Citus passes to the shards
+    v_storage := regexp_replace(mnemo_internal.leaf_storage('mnemo.messages'), '^WITH ', '');
+    FOR v_leaf IN SELECT i.inhrelid::regclass FROM pg_inherits AS i JOIN pg_class AS c ON c.oid = i.inhrelid
+        WHERE i.inhparent = 'mnemo.messages'::regclass AND c.reloptions IS NULL AND v_storage <> '' LOOP
+        EXECUTE format('ALTER TABLE %s SET %s', v_leaf, v_storage);
+    END LOOP;
     IF v_moved > 0 THEN
         v_cols := (SELECT string_agg(quote_ident(a.attname), ', ' ORDER BY a.attnum) FROM pg_attribute AS a
             WHERE a.attrelid = 'mnemo.messages'::regclass AND a.attnum > 0 AND NOT a.attisdropped

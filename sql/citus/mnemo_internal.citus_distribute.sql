@@ -63,6 +63,12 @@ BEGIN
     -- are local. Allowed for the database.
     PERFORM run_command_on_all_nodes(format(
         'ALTER DATABASE %I SET citus.allow_nested_distributed_execution = on', current_database()));
+    -- Custom plans only: a generic plan (which PostgreSQL may pick for a prepared
+    -- statement after 5 runs: PL/Python's and PL/pgSQL's saved plans) leaves the tenant
+    -- a parameter, and Citus then fails to plan many of them ("could not create
+    -- distributed plan"), on a worker running a delegated call too.
+    PERFORM run_command_on_all_nodes(format(
+        'ALTER DATABASE %I SET plan_cache_mode = force_custom_plan', current_database()));
     PERFORM mnemo_internal.citus_flatten_messages();
 
     FOR v_table IN

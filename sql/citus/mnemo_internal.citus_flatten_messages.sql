@@ -30,7 +30,9 @@ BEGIN
             pg_get_constraintdef(oid)) AS d
         FROM pg_constraint WHERE conrelid = 'mnemo.messages'::regclass AND contype IN ('p', 'u')
         UNION ALL
-        SELECT 2, pg_get_indexdef(i.indexrelid)
+        -- ON, not ON ONLY (as pg_get_indexdef gives it for a partitioned table): the
+        -- DEFAULT partition exists already and needs the index too
+        SELECT 2, regexp_replace(pg_get_indexdef(i.indexrelid), ' ON ONLY ', ' ON ')
         FROM pg_index AS i
         WHERE i.indrelid = 'mnemo.messages'::regclass
             AND NOT EXISTS (SELECT FROM pg_constraint AS c WHERE c.conindid = i.indexrelid)

@@ -95,11 +95,13 @@ BEGIN
         p_model => p_model, p_context_window => p_context_window,
         p_response_reserve => p_response_reserve, p_system_prompt => p_system_prompt,
         p_session_id => v_key_uuid, p_parent_session_id => v_parent, p_metadata => p_metadata);
+    -- updated_at = excluded.updated_at (its default, now()): Citus takes only IMMUTABLE
+    -- functions in ON CONFLICT DO UPDATE SET
     INSERT INTO mnemo.transcripts (tenant_id, session_key, session_id, prompt_hash)
     VALUES (p_tenant_id, p_session_key, v_session_id, v_prompt_hash)
     ON CONFLICT (tenant_id, session_key) DO UPDATE
     SET session_id = excluded.session_id, prompt_hash = excluded.prompt_hash,
-        wire_hashes = '{}', message_ids = '{}', updated_at = now();
+        wire_hashes = '{}', message_ids = '{}', updated_at = excluded.updated_at;
     RETURN v_session_id;
 END;
 $$;

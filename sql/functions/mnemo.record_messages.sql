@@ -55,6 +55,8 @@ DECLARE
     v_n integer;
     v_at text := '';  -- which message an error is about, in a batch of several
     v_ids bigint [] := '{}';
+    v_result_id bigint;
+    v_call_id text;
     v_prompt_tokens bigint := 0;
     v_completion_tokens bigint := 0;
     v_any_calls boolean := false;
@@ -352,9 +354,12 @@ BEGIN
     FOR i IN 1 .. v_n LOOP
         CONTINUE WHEN v_roles[i] <> 'tool';
         v_at := CASE WHEN v_n > 1 THEN format('message %s of %s: ', i, v_n) ELSE '' END;
-        UPDATE mnemo.tool_calls AS tc SET result_message_id = v_ids[i]
+        -- scalars, not v_ids[i]: Citus 13.2 crashes deparsing an array element in UPDATE SET
+        v_result_id := v_ids[i];
+        v_call_id := v_call_ids[i];
+        UPDATE mnemo.tool_calls AS tc SET result_message_id = v_result_id
         WHERE tc.tenant_id = p_tenant_id AND tc.session_id = p_session_id
-            AND tc.tool_call_id = v_call_ids[i] AND tc.message_id < v_ids[i] AND tc.result_message_id IS NULL;
+            AND tc.tool_call_id = v_call_id AND tc.message_id < v_result_id AND tc.result_message_id IS NULL;
         IF NOT FOUND THEN
             IF EXISTS (SELECT FROM mnemo.tool_calls AS tc WHERE tc.tenant_id = p_tenant_id
                 AND tc.session_id = p_session_id AND tc.tool_call_id = v_call_ids[i]

@@ -29,6 +29,7 @@ CREATE OR REPLACE PROCEDURE mnemo.run_sweep(
 LANGUAGE plpgsql
 AS $$
 DECLARE
+    v_finished timestamptz;
     v_python boolean;
     v_batch integer;
     v_run bigint;
@@ -61,7 +62,10 @@ BEGIN
         RETURN;
     END IF;
     -- We hold the lock: an earlier run still marked running died with its backend.
-    UPDATE mnemo_internal.lifecycle_runs SET status = 'aborted', finished_at = pg_catalog.clock_timestamp()
+    -- (The clock is read into a variable: Citus refuses a VOLATILE function in an
+    -- UPDATE of a distributed or reference table.)
+    v_finished := pg_catalog.clock_timestamp();
+    UPDATE mnemo_internal.lifecycle_runs SET status = 'aborted', finished_at = v_finished
     WHERE sweep = p_sweep AND status = 'running';
     INSERT INTO mnemo_internal.lifecycle_runs (sweep, tenant_id, clock)
     VALUES (p_sweep, p_tenant_id, p_now) RETURNING run_id INTO v_run;
@@ -98,9 +102,10 @@ BEGIN
             v_state := '{}';  -- the next pass starts over
         END IF;
     END LOOP;
+    v_finished := pg_catalog.clock_timestamp();
     UPDATE mnemo_internal.lifecycle_runs
     SET status = CASE WHEN v_error IS NULL THEN 'done' ELSE 'failed' END,
-        finished_at = pg_catalog.clock_timestamp(), error = v_error, sqlstate = v_sqlstate
+        finished_at = v_finished, error = v_error, sqlstate = v_sqlstate
     WHERE run_id = v_run;
     COMMIT;
     PERFORM pg_catalog.pg_advisory_unlock(pg_catalog.hashtext('mnemo.run_sweep'), pg_catalog.hashtext(p_sweep));

@@ -43,18 +43,21 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = 'MN001',
             MESSAGE = 'timeout_s must be in (0, 600], max_retries in 0..10, backoff_s in 0..60, options an object';
     END IF;
+    -- updated_at = excluded.updated_at (its default, now()): Citus takes only IMMUTABLE
+    -- functions in ON CONFLICT DO UPDATE SET
     INSERT INTO mnemo_internal.helper_llm AS h (name, base_url, model, timeout_s, max_retries, backoff_s,
         enabled, options)
     VALUES ('default', p_base_url, p_model, p_timeout_s, p_max_retries, p_backoff_s, p_enabled, p_options)
     ON CONFLICT (name) DO UPDATE
     SET base_url = excluded.base_url, model = excluded.model, timeout_s = excluded.timeout_s,
         max_retries = excluded.max_retries, backoff_s = excluded.backoff_s, enabled = excluded.enabled,
-        options = excluded.options, updated_at = now();
+        options = excluded.options, updated_at = excluded.updated_at;
     IF p_api_key = '' THEN
         DELETE FROM mnemo_internal.helper_llm_keys WHERE name = 'default';
     ELSIF p_api_key IS NOT NULL THEN
         INSERT INTO mnemo_internal.helper_llm_keys AS k (name, api_key) VALUES ('default', p_api_key)
-        ON CONFLICT (name) DO UPDATE SET api_key = excluded.api_key, updated_at = now();
+        ON CONFLICT (name) DO UPDATE
+        SET api_key = excluded.api_key, updated_at = excluded.updated_at;
     END IF;
 END;
 $$;

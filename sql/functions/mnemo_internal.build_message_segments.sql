@@ -76,6 +76,8 @@ BEGIN
         v_new := v_seg.n_messages - CASE WHEN v_no = v_last.segment_no THEN v_last.n_messages ELSE 0 END;
         EXIT WHEN v_new < p_min_messages;
         SELECT * INTO v_vectors FROM mnemo_internal.quantize_embeddings(v_seg.embeddings);
+        -- built_at = excluded.built_at (its default, now()): Citus takes only IMMUTABLE
+        -- functions in ON CONFLICT DO UPDATE SET
         INSERT INTO mnemo.message_segments AS s (
             tenant_id, segment_no, after_message_id, last_message_id, n_messages, message_ids,
             session_ids, session_pos, turn_index, created_epoch, token_count, stub_tokens, doc_length,
@@ -89,7 +91,8 @@ BEGIN
             v_seg.lexemes, v_seg.posting_offsets, v_seg.postings)
         ON CONFLICT (tenant_id, segment_no) DO UPDATE SET
             after_message_id = excluded.after_message_id, last_message_id = excluded.last_message_id,
-            built_at = now(), n_messages = excluded.n_messages, message_ids = excluded.message_ids,
+            built_at = excluded.built_at, n_messages = excluded.n_messages,
+            message_ids = excluded.message_ids,
             session_ids = excluded.session_ids, session_pos = excluded.session_pos,
             turn_index = excluded.turn_index, created_epoch = excluded.created_epoch,
             token_count = excluded.token_count, stub_tokens = excluded.stub_tokens,

@@ -4,13 +4,15 @@
 -- asks: docs/performance.md)
 -- or a memory's full content.
 -- NULL when the target no longer exists (the job then completes doing nothing).
+-- PL/pgSQL, not SQL: Citus plans no query on a distributed table from a SQL function's parameters
 CREATE OR REPLACE FUNCTION mnemo_internal.embed_target_text(p_tenant_id text, p_payload jsonb)
 RETURNS text
-LANGUAGE sql
+LANGUAGE plpgsql
 STABLE
 SET search_path = pg_catalog, public, pg_temp
 AS $$
-    SELECT CASE p_payload ->> 'target'
+BEGIN
+    RETURN CASE p_payload ->> 'target'
         WHEN 'message' THEN (
             SELECT coalesce(m.name || ': ', '') || m.content FROM mnemo.messages AS m
             WHERE m.tenant_id = p_tenant_id AND m.message_id = (p_payload ->> 'message_id')::bigint
@@ -18,7 +20,8 @@ AS $$
         WHEN 'memory' THEN (
             SELECT mem.content_full FROM mnemo.memories AS mem
             WHERE mem.tenant_id = p_tenant_id AND mem.memory_id = (p_payload ->> 'memory_id')::bigint)
-    END
+    END;
+END;
 $$;
 
 COMMENT ON FUNCTION mnemo_internal.embed_target_text(text, jsonb) IS

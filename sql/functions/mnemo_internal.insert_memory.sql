@@ -32,6 +32,8 @@ DECLARE
     v_red jsonb;
     v_meta jsonb := coalesce(p_options -> 'metadata', '{}');
     v_at timestamptz := coalesce((p_options ->> 'created_at')::timestamptz, now());
+    -- computed here, not in VALUES: Citus refuses subqueries in an INSERT ... VALUES
+    v_key_entities text [] := coalesce(ARRAY(SELECT jsonb_array_elements_text(p_options -> 'key_entities')), '{}');
 BEGIN
     v_red := mnemo_internal.redacted(p_tenant_id, to_jsonb(p_content));
     IF v_red IS NOT NULL THEN
@@ -53,7 +55,7 @@ BEGIN
         coalesce((p_options ->> 'valid_from')::timestamptz, v_at),
         (p_options ->> 'valid_to')::timestamptz, (p_options ->> 'expires_at')::timestamptz,
         p_options ->> 'source_key',
-        coalesce(ARRAY(SELECT jsonb_array_elements_text(p_options -> 'key_entities')), '{}'),
+        v_key_entities,
         v_meta, (p_options ->> 'superseded_by')::bigint, (p_options ->> 'embedding')::vector,
         coalesce((p_options ->> 'is_pinned')::boolean, false))
     RETURNING memory_id INTO v_memory_id;

@@ -17,9 +17,11 @@ DECLARE
 BEGIN
     CASE p_payload ->> 'target'
         WHEN 'message' THEN
+            -- the epoch as created_at - 'epoch' (IMMUTABLE; the same number): Citus takes
+            -- only IMMUTABLE functions in an UPDATE's coalesce
             UPDATE mnemo.messages AS m SET embedding = p_embedding,
                 levels = coalesce(m.levels, mnemo_internal.message_levels(
-                    m.content, m.role, m.token_count, extract(epoch FROM m.created_at)::float8))
+                    m.content, m.role, m.token_count, extract(epoch FROM m.created_at - 'epoch'::timestamptz)::float8))
             FROM (SELECT o.embedding IS NULL AS first FROM mnemo.messages AS o
                 WHERE o.tenant_id = p_tenant_id AND o.message_id = (p_payload ->> 'message_id')::bigint
                     AND o.created_at = (p_payload ->> 'created_at')::timestamptz) AS o

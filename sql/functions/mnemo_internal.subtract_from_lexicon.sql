@@ -5,12 +5,14 @@
 -- in no document are deleted, so nothing of an erased text survives in the
 -- statistics. One statement in (tenant, lexeme) order, like add_to_lexicon.
 -- Writes: lexicon.
+-- PL/pgSQL, not SQL: Citus plans no query on a distributed table from a SQL function's parameters
 CREATE OR REPLACE FUNCTION mnemo_internal.subtract_from_lexicon(p_tenant_ids text[], p_documents tsvector[])
 RETURNS void
-LANGUAGE sql
+LANGUAGE plpgsql
 VOLATILE
 SET search_path = pg_catalog, public, pg_temp
 AS $$
+BEGIN
     WITH d AS (
         SELECT x.tenant_id, x.lexeme, count(*) AS docs, sum(x.len) AS len
         FROM unnest(p_tenant_ids, p_documents) AS u (tenant_id, doc)
@@ -28,6 +30,7 @@ AS $$
     FROM d WHERE l.tenant_id = d.tenant_id AND l.lexeme = d.lexeme;
     DELETE FROM mnemo.lexicon AS l
     WHERE l.tenant_id = ANY(p_tenant_ids) AND l.lexeme <> '' AND l.doc_count = 0;
+END;
 $$;
 
 COMMENT ON FUNCTION mnemo_internal.subtract_from_lexicon(text[], tsvector[]) IS

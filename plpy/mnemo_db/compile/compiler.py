@@ -94,6 +94,10 @@ class Compiler:
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mnemo-embed")
         self.count_lines = functools.partial(count_lines_split, executor=self.pool)
         self.generic_plans = plpy.prepare("SELECT set_config('plan_cache_mode', 'force_generic_plan', true)")
+        # Not on Citus: there a generic plan leaves the tenant a parameter, and Citus
+        # cannot plan most of the statements so ("could not create distributed plan").
+        self.may_go_generic = not plpy.execute(
+            "SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'citus') AS citus")[0]["citus"]
         self.compiles = 0
         sys.setswitchinterval(SWITCH_INTERVAL_S)
         # Everything loaded so far (model, tokenizer, modules) lives as long as the
@@ -115,7 +119,7 @@ class Compiler:
         """The bundle as JSON text (the messages alone if messages_only)."""
         watch = Stopwatch()
         self.compiles += 1
-        if self.compiles > GENERIC_PLANS_AFTER:
+        if self.compiles > GENERIC_PLANS_AFTER and self.may_go_generic:
             self.db.plpy.execute(self.generic_plans)  # until this call returns (is_local)
         done = phases.run(self.db, tenant_id, session_id, query, options_json, self, self.count_lines,
                           watch.lap, watch.elapsed_ms)

@@ -35,12 +35,14 @@ SELECT coalesce((SELECT e.upto_turn FROM mnemo.extraction_state AS e
     (mnemo_internal.setting('extract_batch_messages') #>> '{}')::integer AS batch,
     (mnemo_internal.setting('extract_job_messages') #>> '{}')::integer AS per_run
 """
+# updated_at = excluded.updated_at (the column's default, now()): Citus takes only IMMUTABLE
+# functions in ON CONFLICT DO UPDATE SET; the same value on one server.
 SAVE_STATE = """
 INSERT INTO mnemo.extraction_state AS e (tenant_id, session_id, upto_turn, method, runs)
 VALUES ($1, $2, $3, $4, 1)
 ON CONFLICT (tenant_id, session_id) DO UPDATE
 SET upto_turn = greatest(e.upto_turn, excluded.upto_turn), method = excluded.method,
-    runs = e.runs + 1, updated_at = now()
+    runs = e.runs + 1, updated_at = excluded.updated_at
 """
 HASH = "SELECT mnemo_internal.content_hash($1) AS h"
 SEEN = """

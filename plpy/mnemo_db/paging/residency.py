@@ -116,6 +116,8 @@ STATEMENTS = {
             ON r.tenant_id = o.tenant_id AND r.session_id = o.session_id AND r.object_id = o.object_id
         WHERE o.tenant_id = $1 AND o.session_id = $2 AND (o.last_turn >= $3 OR o.memory_id IS NOT NULL)) AS o
     ) AS objects""", ["text", "uuid", "integer"]),
+    # paging_state's updated_at = excluded.updated_at (its default, now()): Citus takes only
+    # IMMUTABLE functions in ON CONFLICT DO UPDATE SET
     "paging_write": ("""WITH c AS (
     SELECT * FROM unnest($3::bigint[], $4::text[], $5::text[], $6::text[])
         AS c (object_id, from_fidelity, to_fidelity, zone)),
@@ -131,7 +133,7 @@ l AS (
     FROM c JOIN r ON r.object_id = c.object_id
     JOIN mnemo.semantic_objects AS o ON o.tenant_id = $1 AND o.object_id = c.object_id)
 INSERT INTO mnemo.paging_state AS s (tenant_id, session_id, zone) VALUES ($1, $2, $8)
-ON CONFLICT (tenant_id, session_id) DO UPDATE SET zone = $8, updated_at = now()""",
+ON CONFLICT (tenant_id, session_id) DO UPDATE SET zone = $8, updated_at = excluded.updated_at""",
                      ["text", "uuid", "bigint[]", "text[]", "text[]", "text[]", "integer", "text"]),
 }
 

@@ -139,10 +139,13 @@ FROM mnemo.semantic_objects AS o
 JOIN mnemo.messages AS m ON m.tenant_id = o.tenant_id AND m.message_id = ANY (o.message_ids)
 WHERE o.tenant_id = $1 AND o.session_id = $2 AND m.embedding IS NOT NULL
 GROUP BY o.object_id""", ["text", "uuid", "text"]),
+    # updated_at = excluded.updated_at (its default, now()): Citus takes only IMMUTABLE functions
+    # in ON CONFLICT DO UPDATE SET
     "state": ("""INSERT INTO mnemo.paging_state AS s (tenant_id, session_id, zone, goal_turn)
 VALUES ($1, $2, coalesce($3, 'normal'), coalesce($4, -1))
 ON CONFLICT (tenant_id, session_id) DO UPDATE SET zone = coalesce($3, s.zone),
-    goal_turn = coalesce($4, s.goal_turn), updated_at = now()""", ["text", "uuid", "text", "integer"]),
+    goal_turn = coalesce($4, s.goal_turn), updated_at = excluded.updated_at""",
+              ["text", "uuid", "text", "integer"]),
     "zone": ("SELECT s.zone FROM mnemo.paging_state AS s WHERE s.tenant_id = $1 AND s.session_id = $2",
              ["text", "uuid"]),
     "session": ("SELECT s.turn_count FROM mnemo.sessions AS s WHERE s.tenant_id = $1 AND s.session_id = $2",

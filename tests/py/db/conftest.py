@@ -75,6 +75,37 @@ def drain_jobs(db, tenant: str, worker: int, **run_args) -> None:
     raise AssertionError(f"jobs of {tenant} still queued")
 
 
+def citus_skips() -> dict[str, str]:
+    """tests/citus-skips.txt: the tests that cannot hold on Citus, with their reason
+    ('<file>[::<test>]  <reason>' a line)."""
+    path = Path(__file__).resolve().parents[2] / "citus-skips.txt"
+    entries = {}
+    for line in path.read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            test, _, reason = line.partition("  ")
+            entries[test.strip()] = reason.strip()
+    return entries
+
+
+def pytest_collection_modifyitems(config, items):
+    """On a database with the citus extension (make test-citus), the tests listed in
+    tests/citus-skips.txt skip with their reason; elsewhere nothing changes."""
+    skips = {k: v for k, v in citus_skips().items() if k.startswith("tests/py/")}
+    if not skips or not any(i.nodeid.split("::")[0] in {k.split("::")[0] for k in skips} for i in items):
+        return
+    try:
+        with psycopg.connect(DSN, autocommit=True, connect_timeout=10) as conn:
+            if not conn.execute("SELECT count(*) FROM pg_extension WHERE extname = 'citus'").fetchone()[0]:
+                return
+    except psycopg.OperationalError:
+        return  # no server: the tests say so themselves
+    for item in items:
+        nodeid = item.nodeid.split("[")[0]
+        for key, reason in skips.items():
+            if nodeid == key or ("::" not in key and nodeid.split("::")[0] == key):
+                item.add_marker(pytest.mark.skip(reason=f"on Citus: {reason}"))
+
+
 @pytest.fixture(scope="session", autouse=True)
 def paused_cron_runner():
     with psycopg.connect(DSN, autocommit=True) as conn:

@@ -4,11 +4,12 @@ Skipped on a server without the citus extension (the single-node suite)."""
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import psycopg
 import pytest
-from conftest import DSN
+from conftest import DSN, drain_jobs
 
 from mnemosyne import connect
 
@@ -101,6 +102,48 @@ def test_a_call_runs_on_the_one_worker_holding_its_tenant(admin):
                     if w.execute("SELECT to_regclass(%s::text)", [shard]).fetchone()[0] else 0
             assert on == (1 if port == home else 0), (port, home)
     assert seen == workers, "8 tenants all landed on one worker"
+
+
+def _on_workers(admin, sql: str) -> None:
+    for (port,) in admin.execute("SELECT nodeport FROM pg_dist_node WHERE groupid <> 0 AND noderole = 'primary'"):
+        with psycopg.connect(DSN.replace(DSN.rsplit(":", 1)[1].split("/")[0], str(port)), autocommit=True) as w:
+            w.execute(sql)
+            w.execute("SELECT pg_reload_conf()")
+
+
+def test_compile_and_the_write_path_run_on_the_workers(admin):
+    """compile_context, record_message(s), tool results, remember and the job runner,
+    through the coordinator, again and again (past the compiles after which one server
+    goes generic): with the workers told to prefer generic
+    plans (which PostgreSQL may pick for a saved plan after 5 runs, and which Citus
+    cannot plan with the tenant a parameter), the database's plan_cache_mode set by
+    the deploy keeps every plan custom."""
+    _on_workers(admin, "ALTER SYSTEM SET plan_cache_mode = force_generic_plan")
+    try:
+        with connect(DSN) as m:
+            tenant = "t_" + uuid.uuid4().hex[:12]
+            m.create_tenant(tenant)
+            sid = m.start_session(tenant, context_window=8192, system_prompt="You are terse.")
+            for i in range(8):
+                m.record_message(tenant, sid, {"role": "user", "content": f"I moved to Lisbon in year {2000 + i}"})
+                m.record_message(tenant, sid, {"role": "assistant", "content": "", "tool_calls": [
+                    {"id": f"c{i}", "type": "function", "function": {"name": "ls", "arguments": "{}"}}]})
+                m.record_messages(tenant, sid, [{"role": "tool", "tool_call_id": f"c{i}", "content": "a.txt"},
+                                                {"role": "assistant", "content": f"Noted {i}."}])
+                m.remember(tenant, f"The deploy target {i} is Fly.io", kind="fact")
+                messages = m.compile_context(tenant, sid, "where do I live?", budget=2000)
+                assert messages[0]["role"] == "system" and messages[-1] == {"role": "assistant", "content": f"Noted {i}."}
+            # past compiler.GENERIC_PLANS_AFTER compiles in the worker's backend, where a
+            # single node switches to generic plans
+            for i in range(14):
+                m.compile_context(tenant, sid, f"what happened in {2000 + i}?", budget=1000)
+            drain_jobs(m, tenant, worker=45)
+            assert m._call("SELECT count(*) FROM mnemo.jobs WHERE tenant_id = %(t)s AND status <> 'done'",
+                           {"t": tenant}) == 0
+            bundle = m.compile_context_bundle(tenant, sid, "which year did I move to Lisbon?", budget=2000)
+            assert "Lisbon" in json.dumps(bundle["messages"])
+    finally:
+        _on_workers(admin, "ALTER SYSTEM RESET plan_cache_mode")
 
 
 def test_isolation_holds_through_the_coordinator(admin):

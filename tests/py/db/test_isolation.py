@@ -28,7 +28,11 @@ def test_a_role_bound_to_a_tenant_neither_reads_nor_changes_another():
     # everything the role may execute, read from the catalog (the API and two helpers;
     # the exact set is the schema contract's, tests/sql/01_schema_contract.sql)
     assert f.routines >= 16
-    assert f.partitions > 100 and f.relations > f.partitions
+    # on Citus test-citus deploys 2 hash partitions a table, not the default's, and
+    # mnemo.messages has its month level only: fewer partitions to probe
+    with psycopg.connect(DSN) as conn:
+        citus = conn.execute("SELECT count(*) FROM pg_extension WHERE extname = 'citus'").fetchone()[0]
+    assert f.partitions > (50 if citus else 100) and f.relations > f.partitions
     assert f.leaks == 0, f.details
     assert f.writes == 0, f.details
 

@@ -219,7 +219,7 @@ def test_a_runner_that_dies_releases_its_claims(db, tenant):
     # while claimed, another runner skips it
     assert db._call("SELECT count(*) FROM mnemo.jobs WHERE tenant_id = %(t)s AND status = 'done'",
                     {"t": tenant}) == 0
-    db._call("SELECT pg_terminate_backend(%(p)s)", {"p": pid})
+    db._call("SELECT pg_terminate_backend(%(p)s::integer)", {"p": pid})
     victim.close()
     (job,) = _jobs(db, tenant)
     assert job[2] == "queued" and job[3] == 0

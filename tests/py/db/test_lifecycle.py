@@ -362,7 +362,7 @@ def test_sweep_killed_halfway_then_rerun_is_consistent(db, tenant):
     try:
         if not waits_for_a_lock(pid, th.is_alive):
             pytest.fail("the sweep never reached the locked session")
-        assert c.execute("SELECT pg_terminate_backend(%s)", (pid,)).fetchone()[0]
+        assert c.execute("SELECT pg_terminate_backend(%s::integer)", (pid,)).fetchone()[0]
         th.join(30)
     finally:
         blocker.rollback()
