@@ -159,6 +159,13 @@ def block_at_window(db, tenant: str, sid, question: str) -> tuple[int, int]:
     return report["tokens"]["memory"], memory_items(report)[0]
 
 
+def window_figures(probes: dict[str, list[tuple[int, int]]]) -> dict:
+    """block_at_window's (tokens, items) per probe as the benches report them."""
+    return {p: {"tokens": round(statistics.fmean([t for t, _ in xs] or [0]), 1),
+                "items": round(statistics.fmean([n for _, n in xs] or [0]), 2),
+                "max_tokens": max((t for t, _ in xs), default=0)} for p, xs in probes.items()}
+
+
 def ranked_keys(db, tenant: str, sid, question: str, ids: dict[int, str]) -> list[str | None]:
     """The turns of one compile with a large budget in the order packing values them
     (the report's rank), RANK_DEPTH items at most: the ranking behind recall@k."""

@@ -58,6 +58,7 @@ from conversations import (  # bench/conversations.py, shared with bench/longmem
     seal,
     shared_data,
     tenant_turns,
+    window_figures,
 )
 
 from mnemosyne import connect, importers
@@ -127,10 +128,7 @@ def main() -> int:
         for sample, tenant, ids in tenants:
             evaluate_memories(db, conn, sample, tenant, ids, scores, args.questions, window)
             print(f"evaluated {sample['sample_id']} with memories", flush=True)
-    formation["block_at_128k_window"] = {
-        p: {"tokens": round(statistics.fmean(t for t, _ in xs), 1), "items": round(statistics.fmean(n for _, n in xs), 2),
-            "max_tokens": max(t for t, _ in xs)} for p, xs in window.items() if xs}
-    return report(scores, latencies, formation, args.recall_index)
+    return report(scores, latencies, formation, args.recall_index, window_figures(window))
 
 
 def extract_memories(conn: psycopg.Connection, tenants: list[str]) -> dict:
@@ -180,7 +178,9 @@ def evaluate(db, conn, sample, tenant, ids, scores, latencies, limit) -> None:
 
 
 def report(scores: Scores, latencies: list[float], formation: dict | None = None,
-           recall_index: bool = False) -> int:
+           recall_index: bool = False, window: dict | None = None) -> int:
+    """The tables and the JSON line; window: the memory block a whole 128k window takes
+    (conversations.window_figures), with memories."""
     methods = ("mnemosyne", "last_n", "vector", "fts")
     settings = [str(b) for b in BUDGETS] + [f"@{k}" for k in KS]
     print("\nEvidence recall without category 5 (with category 5 in brackets)")
@@ -222,9 +222,10 @@ def report(scores: Scores, latencies: list[float], formation: dict | None = None
                   f" -> {scores.tokens_per_evidence('with_memories', str(b))}")
             wm[str(b)]["tokens_per_evidence_turn"] = {
                 m: scores.tokens_per_evidence(m, str(b)) for m in ("mnemosyne", "with_memories")}
-        for probe, w in formation.get("block_at_128k_window", {}).items():
+        for probe, w in (window or {}).items():
             print(f"memory block in the whole 128k window, no budget ({probe}): {w['tokens']:.0f} tokens,"
                   f" {w['items']:.2f} items, max {w['max_tokens']}")
+        wm["block_at_128k_window"] = window or {}
         wm["extraction"] = formation
         line["with_memories"] = wm
     line["recall_index"] = recall_index

@@ -110,8 +110,8 @@ class Bench:
         self.mem_items = defaultdict(list)    # budget -> [memory items in the context]
         self.mem_item_tokens = defaultdict(list)  # budget -> [their tokens]
         self.block_tokens = defaultdict(list)  # budget -> [the memory block's tokens, with memories]
-        self.window_block = defaultdict(list)  # probe -> [the block's tokens in a 128k window, no budget]
-        self.window_items = defaultdict(list)  # probe -> [its memory items]
+        # probe -> [(the block's tokens in a 128k window with no budget, its memory items)]
+        self.window = {"question": [], "short": []}
         self.types: Counter = Counter()
         self.memories: list[int] = []
         self.extraction = Counter()
@@ -154,9 +154,7 @@ class Bench:
         self.compiles(db, tenant, sid, question, qtype, evidence, ids, "with_memories",
                       conv.memory_sources(conn, tenant))
         for probe, q in (("question", question), ("short", conv.SHORT_QUESTION)):
-            tokens, items = conv.block_at_window(db, tenant, sid, q)
-            self.window_block[probe].append(tokens)
-            self.window_items[probe].append(items)
+            self.window[probe].append(conv.block_at_window(db, tenant, sid, q))
 
     def compiles(self, db, tenant, sid, question, qtype, evidence, ids, phase, sources) -> None:
         method = "mnemosyne" if phase == "turns" else phase
@@ -207,9 +205,7 @@ class Bench:
             "memory_block_tokens_per_compile": {str(b): mean(self.block_tokens[b]) for b in conv.BUDGETS},
             "tokens_per_evidence_turn": {m: {str(b): s.tokens_per_evidence(m, str(b)) for b in conv.BUDGETS}
                                          for m in ("mnemosyne", "with_memories")},
-            "block_at_128k_window": {p: {"tokens": mean(self.window_block[p]), "items": mean(self.window_items[p]),
-                                         "max_tokens": max(self.window_block[p], default=0)}
-                                     for p in ("question", "short")},
+            "block_at_128k_window": conv.window_figures(self.window),
             "memories_per_question": mean(self.memories),
             "extraction": dict(self.extraction) | {"seconds": round(self.extraction["seconds"], 1)},
             "latency_ms": {p: {"p50": round(conv.pct(xs, .5), 2), "p95": round(conv.pct(xs, .95), 2), "compiles": len(xs)}
