@@ -38,8 +38,9 @@ from mnemo_db.paging.store import PagingError
 a = json.loads(p_args) if p_args else {}
 try:
     if p_op == 'messages':
+        cfg = pager.cfg()  # the settings once for the batch
         for one in a['messages']:
-            pager.on_message(p_tenant_id, p_session_id, one['message'], one.get('tags'))
+            pager.on_message(p_tenant_id, p_session_id, one['message'], one.get('tags'), cfg)
         out = None
     elif p_op == 'embedded':
         pager.on_embedded(p_tenant_id, p_session_id, a['messages'])

@@ -88,10 +88,11 @@ class Pager:
                                  a.writes, label, tokens_, is_open, pinned_until])[0]["object_id"]
 
     # ------------------------------------------------------------------ record path
-    def on_message(self, t: str, s: str, m: dict, tag_list: list[dict] | None) -> None:
+    def on_message(self, t: str, s: str, m: dict, tag_list: list[dict] | None, cfg: dict | None = None) -> None:
         """Segments one recorded message (m: message_id, role, content, tool_calls,
-        tool_call_id, turn, tokens, metadata) and applies its cleanup tags."""
-        cfg = self.cfg()
+        tool_call_id, turn, tokens, metadata) and applies its cleanup tags. cfg: the
+        paging settings, when the caller read them for a batch."""
+        cfg = cfg or self.cfg()
         if m["role"] == "tool":
             self._on_result(t, s, m, cfg)
         elif m["role"] == "assistant" and m.get("tool_calls"):
