@@ -443,8 +443,12 @@ BEGIN
     ORDER BY k
     ON CONFLICT (tenant_id, kind, dedup_key) WHERE status = 'queued' DO NOTHING;
     v_any_text := FOUND;
-    IF v_any_text THEN
-        -- Memory formation, one queued job per session (mnemo_internal.extract).
+    -- Memory formation, one queued job per session (mnemo_internal.extract): usually
+    -- queued already by the turn before, which enqueue_job would find only after a
+    -- conflicting INSERT attempt.
+    IF v_any_text AND NOT EXISTS (
+        SELECT FROM mnemo.jobs AS j WHERE j.tenant_id = p_tenant_id AND j.kind = 'extract'
+            AND j.dedup_key = 'session:' || p_session_id AND j.status = 'queued') THEN
         PERFORM mnemo_internal.enqueue_job(p_tenant_id, 'extract', 'session:' || p_session_id,
             jsonb_build_object('session_id', p_session_id));
     END IF;

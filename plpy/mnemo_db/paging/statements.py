@@ -113,22 +113,23 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)""",
     # The session's tool objects with more than $3 newer ones (ladder.aging decides):
     # n, how many are newer (1: the newest); written_after, whether a write came after
     # it (to its source, for a read; to anything, for a command's output).
+    # (one scan of the session's objects: x carries every column the rows need)
     "aging": ("""WITH x AS (
-    SELECT o.object_id, o.first_turn, o.source_key,
+    SELECT o.object_id, o.first_turn, o.source_key, o.kind, o.writes_source,
         row_number() OVER (ORDER BY o.first_turn DESC, o.object_id DESC) AS n
     FROM mnemo.semantic_objects AS o
     WHERE o.tenant_id = $1 AND o.session_id = $2 AND o.kind <> 'conversation_phase' AND o.memory_id IS NULL),
 w AS (
     SELECT o.source_key, max(o.first_turn) AS last_write FROM mnemo.semantic_objects AS o
     WHERE o.tenant_id = $1 AND o.session_id = $2 AND o.writes_source GROUP BY o.source_key)
-SELECT o.object_id, x.n, o.kind, r.fidelity, o.writes_source, o.source_key IS NOT NULL AS has_source,
-    CASE WHEN o.source_key IS NULL THEN (SELECT max(w.last_write) FROM w) > o.first_turn
-        ELSE EXISTS (SELECT FROM w WHERE w.source_key = o.source_key AND w.last_write > o.first_turn)
+SELECT x.object_id, x.n, x.kind, r.fidelity, x.writes_source, x.source_key IS NOT NULL AS has_source,
+    CASE WHEN x.source_key IS NULL THEN (SELECT max(w.last_write) FROM w) > x.first_turn
+        ELSE EXISTS (SELECT FROM w WHERE w.source_key = x.source_key AND w.last_write > x.first_turn)
     END AS written_after
 FROM x
-JOIN mnemo.semantic_objects AS o ON o.tenant_id = $1 AND o.object_id = x.object_id
-JOIN mnemo.object_residency AS r ON r.tenant_id = $1 AND r.session_id = $2 AND r.object_id = o.object_id
-WHERE x.n > $3 AND r.fidelity <> 'evicted' AND r.pinned_until_turn <= $4 AND NOT r.anchored""",
+JOIN mnemo.object_residency AS r ON r.tenant_id = $1 AND r.session_id = $2 AND r.object_id = x.object_id
+WHERE x.n > $3 AND r.fidelity <> 'evicted' AND r.pinned_until_turn <= $4 AND NOT r.anchored
+ORDER BY x.object_id""",
               ["text", "uuid", "integer", "integer"]),
     # A user message just embedded (its embed job), with the cosine to the user message
     # before it (the topic and goal shift): the message's own vector as the text alone
