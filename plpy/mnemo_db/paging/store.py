@@ -147,7 +147,7 @@ class Pager:
                     calls[0]["function"]["name"])
         oid = self.insert(t, s, kind, [m["message_id"]], m["turn"], m["tokens"], main,
                           sources.label_of(kind, name, main, None), is_open=awaiting)
-        new = self.one("by_id", [t, s, oid])
+        new = {"object_id": oid}  # all _touch reads of it (no statement to read it back)
         phase = self.one("latest_phase", [t, s])
         if phase:
             self.run("link", [t, phase["object_id"], "parent_of", oid])
@@ -215,12 +215,14 @@ class Pager:
                 if LEVEL[o["fidelity"]] < LEVEL[cfg["superseded_to"]] and o["pinned_until_turn"] <= m["turn"]:
                     self.move(t, s, o, cfg["superseded_to"], "waste", m["turn"])
                 self.run("link", [t, obj["object_id"], "supersedes", o["object_id"]])
-        self._merge_small(t, s, obj["object_id"], m["turn"], cfg)
+        # the object as the append left it (the statement's own arithmetic; nothing else here changes it)
+        self._merge_small(t, s, dict(obj, kind=kind or obj["kind"], token_count=obj["token_count"] + m["tokens"]),
+                          m["turn"], cfg)
 
-    def _merge_small(self, t: str, s: str, object_id: int, turn: int, cfg: dict) -> None:
-        """A small tool_result object joins the small tool_result object just
-        before it, while the two stay under the minimum object size."""
-        obj = self.one("by_id", [t, s, object_id])
+    def _merge_small(self, t: str, s: str, obj: dict, turn: int, cfg: dict) -> None:
+        """A small tool_result object (obj, as stored) joins the small tool_result
+        object just before it, while the two stay under the minimum object size."""
+        object_id = obj["object_id"]
         if (obj["kind"] != "tool_result" or obj["source_key"] or obj["pinned_until_turn"] > turn
                 or obj["token_count"] >= cfg["min_object_tokens"]):
             return
