@@ -20,7 +20,8 @@
 --             memory_release, handle_tool_call, memory_objects, paging_metrics) reach
 --             them through mnemo_internal.call_python, so that their project errors
 --             reach clients without PL/Python's prefix.
--- The caller has entered the tenant (the job runner reads every tenant's rows). Raises MN001, MN003, MN010 (see the API functions).
+-- The caller has entered the tenant (the job runner reads every tenant's rows).
+-- Raises MN001, MN003, MN010 (see the API functions).
 -- Writes: semantic_objects, object_residency, object_links, fidelity_log, fault_log,
 -- paging_state.
 CREATE OR REPLACE FUNCTION mnemo_internal.paging_call(
