@@ -19,7 +19,7 @@ the longest a writer waited, acknowledged writes lost and duplicated (must be 0)
 jobs completed after the move; the worker is then drained and removed.
 
     .venv/bin/python bench/citus.py --single URL --citus URL [--conversations 4 --calls 100]
-        [--writers 4 --no-rebalance --cores-per-node N --coordinator-cores N]
+        [--writers 4 --transfer block_writes --no-rebalance --cores-per-node N --coordinator-cores N]
 
 The CPU of a node is the CPU its server used (node_cpu) between the start and the end
 of the compile phase, Mnemosyne's pg_cron jobs paused on both systems meanwhile.
@@ -105,7 +105,7 @@ def projection(coordinator_ms: float, worker_ms: float, single_ms: float, cores_
     }
 
 
-def rebalance(dsn: str, writers: int) -> dict | None:
+def rebalance(dsn: str, writers: int, transfer: str) -> dict | None:
     """The rebalance under write load on the local cluster (bench/citus_rebalance.py),
     with the time add-worker and remove-worker took."""
     if citus_rebalance.local_cluster(dsn) is None:
@@ -115,7 +115,7 @@ def rebalance(dsn: str, writers: int) -> dict | None:
     with citus_rebalance.added_worker(dsn) as new:
         add_s = time.perf_counter() - t
         r = citus_rebalance.rebalance_under_writes(
-            dsn, new, writers=writers, log=lambda s: print(s, file=sys.stderr, flush=True))
+            dsn, new, writers=writers, transfer=transfer, log=lambda s: print(s, file=sys.stderr, flush=True))
         t = time.perf_counter()
     r.update(add_worker_s=round(add_s, 1), remove_worker_s=round(time.perf_counter() - t, 1),
              tenants_moved=len(r["tenants_moved"]), on_new_worker=len(r["on_new_worker"]))
@@ -137,6 +137,9 @@ def main() -> int:
     ap.add_argument("--budget", type=int, default=2000)
     ap.add_argument("--writers", type=int, default=4, help="writers during the rebalance (one per shard group)")
     ap.add_argument("--no-rebalance", action="store_true", help="leave out the rebalance under writes")
+    ap.add_argument("--transfer", default=citus_rebalance.TRANSFER,
+                    help="the rebalance's shard_transfer_mode (auto needs a logged working memory:"
+                    " docs/operations.md, 'Growing the cluster')")
     ap.add_argument("--cores-per-node", type=int, default=os.cpu_count(),
                     help="cores of a worker (and of the single node) in the projection (default: this machine's)")
     ap.add_argument("--coordinator-cores", type=int, default=os.cpu_count(),
@@ -207,7 +210,7 @@ def bench(args: argparse.Namespace) -> int:
           + f" calls/s; the coordinator caps it at {p['coordinator_cap_calls_per_s']} from"
           f" {p['coordinator_bound_from']} workers")
     if not args.no_rebalance:
-        r = out["rebalance"] = rebalance(args.citus, args.writers)
+        r = out["rebalance"] = rebalance(args.citus, args.writers, args.transfer)
         if r:
             print(f"rebalance: a worker added in {r['add_worker_s']} s, a shard group moved in {r['rebalance_s']} s"
                   f" ({r['tenants_moved']} of {r['tenants']} tenants); writes/s before {r['writes_per_s_before']},"

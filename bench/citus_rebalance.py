@@ -15,11 +15,14 @@ logical replication, writes going on meanwhile, but a publication cannot hold an
 UNLOGGED table, and the working memory (mnemo.working_memory's partitions,
 mnemo_internal.working_memory_built) is UNLOGGED by design: the move fails ("cannot
 add relation ... to publication ... not supported for unlogged tables") and the
-background job retries it forever. block_writes copies the group with COPY while the
-group's writes wait (they are not refused); the other groups' writes go on. (Every
-distributed and reference table has a primary key, so a replica identity would not
-have been the obstacle.) Strategy: by_shard_count, which evens the shard groups; the
-default, by_disk_size, may keep a small test cluster's few groups where they are.
+background job retries it forever. block_writes copies the group with COPY while
+writes wait (they are not refused): the group's, and, as Citus also locks the
+reference tables the group's tables reference (mnemo.tenants), every other tenant's.
+(Every distributed and reference table has a primary key, so a replica identity is
+not the obstacle; with the working memory set LOGGED, 'auto' moves online:
+transfer=, docs/operations.md.) Strategy: by_shard_count, which evens the shard
+groups; the default, by_disk_size, may keep a small test cluster's few groups where
+they are.
 """
 
 from __future__ import annotations
@@ -188,7 +191,7 @@ class JobRunner(threading.Thread):
 
 def rebalance_under_writes(dsn: str, new_worker: int, *, writers: int = 4, per_group: int = 2,
                            before: float = 3.0, after: float = 3.0, pause: float = 0.02,
-                           timeout: int = 600, log=print) -> dict:
+                           timeout: int = 600, transfer: str = TRANSFER, log=print) -> dict:
     """With a worker just added (no shards yet): writers (one per shard group, at most
     `writers`) and a job runner run for `before` seconds, the shards are rebalanced
     (block_writes, by_shard_count) and waited for, they run `after` seconds more and
@@ -210,7 +213,7 @@ def rebalance_under_writes(dsn: str, new_worker: int, *, writers: int = 4, per_g
             time.sleep(before)
             t0 = time.monotonic()
             job = admin.execute("SELECT citus_rebalance_start(rebalance_strategy => %s, shard_transfer_mode => %s)",
-                                [STRATEGY, TRANSFER]).fetchone()[0]
+                                [STRATEGY, transfer]).fetchone()[0]
             admin.execute(f"SET statement_timeout = '{timeout}s'")
             try:
                 admin.execute("SELECT citus_rebalance_wait()")
@@ -261,7 +264,7 @@ def rebalance_under_writes(dsn: str, new_worker: int, *, writers: int = 4, per_g
     stall = longest_gap(sorted(at for *_, at in w.acked))
     moved = sorted(t for t in tenants if home_after[t] != home_before[t])
     return {
-        "job_state": state, "rebalance_s": round(t1 - t0, 1), "tasks": tasks,
+        "transfer": transfer, "job_state": state, "rebalance_s": round(t1 - t0, 1), "tasks": tasks,
         "writers": len(groups), "tenants": len(tenants),
         "writes_per_s_before": rate(t_start, t0), "writes_per_s_during": rate(t0, t1),
         "writes_per_s_after": rate(t1, t_end), "longest_write_wait_s": round(longest, 2),
