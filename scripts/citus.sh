@@ -81,11 +81,14 @@ add-worker)
   citus_settings "$name"
   node "$name" "$port" start | sed "s/^/[$name] /"
   psql_at "$port" "SET client_min_messages = warning; CREATE EXTENSION IF NOT EXISTS citus"
-  copy_database_settings "$port"
-  # citus_add_node activates the node: it creates the distributed objects there and
-  # syncs the metadata, so that it can take shards and delegated calls
-  psql_at "$BASE" "SELECT citus_add_node('127.0.0.1', $port) WHERE NOT EXISTS
-    (SELECT FROM pg_dist_node WHERE nodename = '127.0.0.1' AND nodeport = $port)" >/dev/null
+  if [ -z "$(psql_at "$BASE" "SELECT 1 FROM pg_dist_node WHERE nodename = '127.0.0.1' AND nodeport = $port")" ]; then
+    # before it is registered: a worker with Citus's metadata refuses ALTER DATABASE
+    # (the deploy's run_command_on_all_nodes reaches it from then on)
+    copy_database_settings "$port"
+    # citus_add_node activates the node: it creates the distributed objects there and
+    # syncs the metadata, so that it can take shards and delegated calls
+    psql_at "$BASE" "SELECT citus_add_node('127.0.0.1', $port)" >/dev/null
+  fi
   # the reference tables too, now and online (force_logical: all have a primary key
   # and are logged); else the rebalance's first step copies them with block_writes,
   # and every tenant's writes wait for it
