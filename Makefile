@@ -20,7 +20,8 @@ PY := $(VENV)/bin/python
 .PHONY: help up down psql test deploy setup system python cluster sample \
         test-sql test-py test-unit lint test-docker test-citus bench-embed bench-locomo bench-longmemeval \
         bench-extraction bench-self-statements \
-        bench-context bench-ab bench-trust bench-peers bench-replay bench-proxy bench-first-compile bench-ingest clean
+        bench-context bench-ab bench-trust bench-peers bench-replay bench-proxy bench-first-compile bench-ingest \
+        bench-citus clean
 
 help:
 	@echo "make up          install what is missing, start the local cluster, deploy, show a sample"
@@ -40,6 +41,7 @@ help:
 	@echo "make bench-peers Mnemosyne beside Mem0 and LangGraph on LoCoMo (own venv: .venv-peers)"
 	@echo "make bench-replay recorded agent sessions replayed at 32k/128k: reduction, faults, misses"
 	@echo "make bench-proxy the proxy before a model-like provider (0.5 s to first token, 50 tokens/s), 1/8/32 sessions x 20 turns: added TTFB, CPU per call, job lag (one JSON line)"
+	@echo "make bench-citus a single node against coordinator + 2 workers (scripts/citus.sh): compile p50/p95, CPU per call split, ingest, projection for N workers, a rebalance under writes (one JSON line)"
 	@echo "make bench-ingest record_message / record_messages vs a raw INSERT, 1 and 8 connections; mnemo import (ARGS=--profile 600: where the time goes)"
 	@echo "DATABASE_URL=... make up|test   use an existing server instead of the local cluster"
 
@@ -154,6 +156,10 @@ bench-proxy: deploy
 # ARGS: --messages N --workers 1,8 --batch TURNS --import-conversations N --profile N (see bench/ingest.py)
 bench-ingest: deploy
 	@$(PY) bench/ingest.py $(ARGS)
+
+# ARGS: --conversations N --calls N --writers N --no-rebalance (see bench/citus.py)
+bench-citus: deploy
+	@scripts/bench-citus.sh $(ARGS)
 
 clean: down
 	rm -rf "$(MNEMO_HOME)" $(VENV)

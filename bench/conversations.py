@@ -68,17 +68,18 @@ def run_jobs(conn: psycopg.Connection) -> None:
 
 
 @contextmanager
-def jobs_paused(conn: psycopg.Connection):
-    """pg_cron's job runner paused while the bench runs the jobs itself, then left as
-    it was: resumed only if it was active (the test suite pauses it for its whole run,
-    and a bench run from a test must not start it beside the tests)."""
-    was = conn.execute("SELECT bool_or(active) FROM cron.job WHERE jobname = 'mnemo-run-jobs'").fetchone()[0]
-    conn.execute("UPDATE cron.job SET active = false WHERE jobname = 'mnemo-run-jobs'")
+def jobs_paused(conn: psycopg.Connection, jobs: str = "mnemo-run-jobs"):
+    """pg_cron's job runner (or the jobs whose name is LIKE `jobs`) paused while the
+    bench runs the jobs itself, then left as it was: resumed only if it was active
+    (the test suite pauses it for its whole run, and a bench run from a test must not
+    start it beside the tests)."""
+    was = conn.execute("SELECT bool_or(active) FROM cron.job WHERE jobname LIKE %s", [jobs]).fetchone()[0]
+    conn.execute("UPDATE cron.job SET active = false WHERE jobname LIKE %s", [jobs])
     try:
         yield
     finally:
         if was:
-            conn.execute("UPDATE cron.job SET active = true WHERE jobname = 'mnemo-run-jobs'")
+            conn.execute("UPDATE cron.job SET active = true WHERE jobname LIKE %s", [jobs])
 
 
 def seal(conn: psycopg.Connection, tenants: list[str], recall_index: bool = False) -> None:

@@ -5,13 +5,18 @@ Skipped on a server without the citus extension (the single-node suite)."""
 from __future__ import annotations
 
 import json
+import sys
 import uuid
+from pathlib import Path
 
 import psycopg
 import pytest
 from conftest import DSN, drain_jobs
 
 from mnemosyne import connect
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))
+import citus_rebalance  # bench/citus_rebalance.py: the writers, the move, the figures
 
 
 def _citus(conn) -> bool:
@@ -188,3 +193,58 @@ def test_api_key_of_a_transaction_holds_through_the_coordinator(admin):
         with pytest.raises(psycopg.Error) as e:
             conn.execute("SELECT mnemo.start_session(%s)", [b])
         assert e.value.sqlstate == "MN008"
+
+
+def test_a_worker_added_and_rebalanced_under_writes_loses_nothing(admin):
+    """Growing the cluster (issue 45): a third worker added (scripts/citus.sh
+    add-worker) and the shard groups rebalanced onto it (citus_rebalance_start,
+    block_writes: bench/citus_rebalance.py says why) while writers record messages
+    through the API (retrying a failed call, as a client would) and the job runner
+    runs: every acknowledged write is there exactly once, none is given up, a shard
+    group moved to the new worker, its tenants' calls and rows are there, and every
+    job of the writers' tenants completes after the move.
+    The worker is drained and removed at the end (scripts/citus.sh remove-worker), so
+    the suite after it sees the node set it had, its groups spread evenly."""
+    if citus_rebalance.local_cluster(DSN) is None:
+        pytest.skip("adds and removes a worker: the local cluster of scripts/citus.sh only")
+    before = citus_rebalance.workers(admin)
+    with citus_rebalance.added_worker(DSN) as new:
+        assert citus_rebalance.workers(admin) == sorted([*before, new])
+        r = citus_rebalance.rebalance_under_writes(DSN, new, before=2, after=2, log=lambda s: None)
+        assert r["job_state"] == "finished", r
+        assert r["acknowledged"] >= 50, r
+        assert (r["lost"], r["duplicated"], r["gave_up"]) == (0, 0, 0), r
+        # a call delegated to the old worker just as its group moves away fails and
+        # rolls back (0A000, docs/operations.md "On Citus"); retried, it is there once
+        assert r["failed"] <= r["writers"], r
+        assert r["runner_errors"] == [], r
+        # writes went on while the job ran (the copy itself pauses them all)
+        assert r["writes_per_s_during"] > 0 and r["writes_per_s_after"] > 0, r
+        assert r["on_new_worker"] and r["moved_to"] == [new], r
+        groups = admin.execute(
+            "SELECT count(*) FROM pg_dist_placement AS p JOIN pg_dist_shard AS s USING (shardid)"
+            " JOIN pg_dist_node AS n USING (groupid)"
+            " WHERE s.logicalrelid = 'mnemo.sessions'::regclass AND n.nodeport = %s", [new]).fetchone()[0]
+        assert groups >= 1
+        # the jobs enqueued before, during and after the move all ran
+        assert set(r["jobs"]) <= {"embed:done", "extract:done"}, r["jobs"]
+        assert r["jobs"]["embed:done"] == r["acknowledged"], r
+        assert r["messages_embedded"][0] == r["messages_embedded"][1] == r["acknowledged"], r
+        # a moved tenant: its calls run on the new worker, its rows are in its shard there
+        tenant = r["on_new_worker"][0]
+        sid = admin.execute("SELECT session_id FROM mnemo.sessions WHERE tenant_id = %s", [tenant]).fetchone()[0]
+        plan = "\n".join(row[0] for row in admin.execute(
+            "EXPLAIN (COSTS OFF) SELECT mnemo.compile_context(%s::text, %s::uuid)", [tenant, sid]))
+        assert "Task Count: 1" in plan and f"port={new} " in plan, plan
+        shard = admin.execute("SELECT shard_name('mnemo.messages', get_shard_id_for_distribution_column("
+                              "'mnemo.messages', %s::text))", [tenant]).fetchone()[0]
+        n = admin.execute("SELECT count(*) FROM mnemo.messages WHERE tenant_id = %s", [tenant]).fetchone()[0]
+        with psycopg.connect(DSN.replace(DSN.rsplit(":", 1)[1].split("/")[0], str(new))) as w:
+            assert w.execute(f"SELECT count(*) FROM {shard} WHERE tenant_id = %s", [tenant]).fetchone()[0] == n > 0
+    # the node set restored, the groups even again
+    assert citus_rebalance.workers(admin) == before
+    per_worker = [r[0] for r in admin.execute(
+        "SELECT count(*) FROM pg_dist_placement AS p JOIN pg_dist_shard AS s USING (shardid)"
+        " JOIN pg_dist_node AS n USING (groupid) WHERE s.logicalrelid = 'mnemo.sessions'::regclass"
+        " GROUP BY n.nodeport")]
+    assert max(per_worker) - min(per_worker) <= 1, per_worker
