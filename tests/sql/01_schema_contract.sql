@@ -402,8 +402,9 @@ SELECT is_empty($$
     SELECT p.signature FROM tap_routines AS p
     WHERE (p.proname IN ('bind_role', 'set_setting', 'set_helper_llm', 'create_message_partitions',
                 'lifecycle_status', 'run_jobs', 'run_sweep', 'process_job_batch', 'run_job', 'fail_jobs',
-                'store_embedding', 'extract', 'build_message_segments', 'add_to_lexicon',
-                'create_hash_partitions', 'embed_target_text', 'memories_line_tokens', 'messages_line_tokens')
+                'process_job', 'claim_job', 'claim_embed_jobs', 'store_embedding', 'extract',
+                'build_message_segments', 'add_to_lexicon', 'create_hash_partitions', 'embed_target_text',
+                'memories_line_tokens', 'messages_line_tokens')
             OR p.proname LIKE 'sweep\_%' OR p.proname LIKE 'job\_%' OR p.prorettype = 'trigger'::regtype)
         AND (has_function_privilege('mnemo_app', p.oid, 'EXECUTE')
             OR has_function_privilege('mnemo_api_owner', p.oid, 'EXECUTE'))
