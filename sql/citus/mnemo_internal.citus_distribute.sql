@@ -4,8 +4,12 @@
 -- after the migrations and routines, and idempotent (what is distributed stays so).
 --   * mnemo.messages rebuilt with one partition level (citus_flatten_messages).
 --   * Row-level security: Citus refuses policies with a subquery, so the tenant
---     policies test tenant_id = mnemo_internal.current_tenant_id() directly (the
---     function is STABLE: evaluated per statement all the same).
+--     policies test tenant_id = ANY (ARRAY[mnemo_internal.current_tenant_id()])
+--     directly (the function is STABLE: evaluated per statement all the same). Not
+--     tenant_id = current_tenant_id(): with a query's own tenant_id = $1 the planner
+--     would derive the qual $1 = current_tenant_id(), which has no column, and Citus
+--     refuses any outer join beside such a qual on PG15 ("pseudoconstant quals").
+--     = ANY is no equality the planner derives from; the same rows.
 --   * Every table with a NOT NULL tenant_id (but the tenants and the key and role
 --     registries) is distributed by tenant_id, all co-located with mnemo.sessions: one
 --     tenant's rows of every table sit on one worker, in co-located shards, so a
@@ -78,12 +82,12 @@ BEGIN
         SELECT p.polrelid::regclass FROM pg_policy AS p
         JOIN pg_class AS c ON c.oid = p.polrelid
         WHERE p.polname = 'tenant_isolation' AND NOT c.relispartition
-            AND pg_get_expr(p.polqual, p.polrelid) LIKE '%SELECT%'
+            AND pg_get_expr(p.polqual, p.polrelid) NOT LIKE '%= ANY (ARRAY[mnemo_internal.current_tenant_id()])%'
     LOOP
         EXECUTE format('DROP POLICY tenant_isolation ON %s', v_table);
         EXECUTE format('CREATE POLICY tenant_isolation ON %s
-            USING (tenant_id = mnemo_internal.current_tenant_id())
-            WITH CHECK (tenant_id = mnemo_internal.current_tenant_id())', v_table);
+            USING (tenant_id = ANY (ARRAY[mnemo_internal.current_tenant_id()]))
+            WITH CHECK (tenant_id = ANY (ARRAY[mnemo_internal.current_tenant_id()]))', v_table);
     END LOOP;
 
     SELECT array_agg(c.oid::regclass ORDER BY c.oid) INTO v_pending

@@ -12,6 +12,7 @@ CREATE OR REPLACE FUNCTION mnemo_internal.citus_no_tenant()
 RETURNS text
 LANGUAGE plpgsql
 STABLE
+SET search_path = pg_catalog, public, pg_temp
 AS $$
 BEGIN
     RETURN NULL;
