@@ -80,6 +80,36 @@ BEGIN
 END
 $$;
 
+-- On Citus (mnemo_internal.citus_distribute), schema mnemo_citus holds the API routines
+-- distributed on their tenant, which the wrappers of the same name in mnemo call (the
+-- callers need EXECUTE on both): each gets its wrapper's owner and EXECUTE grants, and
+-- the callers EXECUTE on what a wrapper passes for a NULL tenant. No USAGE on the
+-- schema on the coordinator (citus_distribute).
+DO $$
+DECLARE
+    v_fn regprocedure;
+    v_wrapper regprocedure;
+BEGIN
+    IF to_regnamespace('mnemo_citus') IS NULL THEN
+        RETURN;
+    END IF;
+    REVOKE ALL ON ALL ROUTINES IN SCHEMA mnemo_citus FROM public, mnemo_app, mnemo_api_owner;
+    FOR v_fn, v_wrapper IN
+        SELECT p.oid, w.oid FROM pg_proc AS p
+        JOIN pg_proc AS w ON w.pronamespace = 'mnemo'::regnamespace AND w.proname = p.proname
+            AND w.proargtypes = p.proargtypes
+        WHERE p.pronamespace = 'mnemo_citus'::regnamespace
+    LOOP
+        EXECUTE format('ALTER ROUTINE %s OWNER TO %I', v_fn,
+            (SELECT r.rolname FROM pg_proc AS w JOIN pg_roles AS r ON r.oid = w.proowner WHERE w.oid = v_wrapper));
+        IF has_function_privilege('mnemo_app', v_wrapper, 'EXECUTE') THEN
+            EXECUTE format('GRANT EXECUTE ON ROUTINE %s TO mnemo_app, mnemo_api_owner', v_fn);
+        END IF;
+    END LOOP;
+    GRANT EXECUTE ON FUNCTION mnemo_internal.citus_no_tenant() TO mnemo_app, mnemo_api_owner;
+END
+$$;
+
 -- Tables: the parents only, never the partitions, so no one reads around the policies.
 DO $$
 DECLARE

@@ -4,8 +4,12 @@
 -- after the migrations and routines, and idempotent (what is distributed stays so).
 --   * mnemo.messages rebuilt with one partition level (citus_flatten_messages).
 --   * Row-level security: Citus refuses policies with a subquery, so the tenant
---     policies test tenant_id = mnemo_internal.current_tenant_id() directly (the
---     function is STABLE: evaluated per statement all the same).
+--     policies test tenant_id = ANY (ARRAY[mnemo_internal.current_tenant_id()])
+--     directly (the function is STABLE: evaluated per statement all the same). Not
+--     tenant_id = current_tenant_id(): with a query's own tenant_id = $1 the planner
+--     would derive the qual $1 = current_tenant_id(), which has no column, and Citus
+--     refuses any outer join beside such a qual on PG15 ("pseudoconstant quals").
+--     = ANY is no equality the planner derives from; the same rows.
 --   * Every table with a NOT NULL tenant_id (but the tenants and the key and role
 --     registries) is distributed by tenant_id, all co-located with mnemo.sessions: one
 --     tenant's rows of every table sit on one worker, in co-located shards, so a
@@ -14,8 +18,10 @@
 --   * The other tables are reference tables, copied to every node: the tenants, the
 --     role bindings and API keys (looked up before a tenant is known), settings,
 --     error codes, the migration ledger, the helper LLM, the sweep ledgers.
---   * The API functions whose first argument is the tenant are distributed on it
---     (create_distributed_function, co-located with mnemo.sessions): a call made outside
+--   * The API functions whose first argument is the tenant and that return one row are
+--     distributed on it (mnemo_internal.citus_delegate: in schema mnemo_citus, behind
+--     wrappers in mnemo that keep a NULL tenant from crashing a node; co-located with
+--     mnemo.sessions): a call made outside
 --     a transaction block is delegated whole to the worker that holds the tenant, its
 --     PL/Python and its indexes local there. In a transaction block Citus runs the
 --     function on the coordinator (there is no force_delegation), so the
@@ -32,6 +38,7 @@ DECLARE
     v_keys text[];
     v_drops text[];
     v_sql text;
+    v_comment text;
     -- admin routines and those that write the reference tables run on the coordinator
     v_not_delegated text[] := ARRAY[
         'create_tenant', 'bind_role', 'create_api_key', 'list_api_keys', 'revoke_api_key',
@@ -75,12 +82,12 @@ BEGIN
         SELECT p.polrelid::regclass FROM pg_policy AS p
         JOIN pg_class AS c ON c.oid = p.polrelid
         WHERE p.polname = 'tenant_isolation' AND NOT c.relispartition
-            AND pg_get_expr(p.polqual, p.polrelid) LIKE '%SELECT%'
+            AND pg_get_expr(p.polqual, p.polrelid) NOT LIKE '%= ANY (ARRAY[mnemo_internal.current_tenant_id()])%'
     LOOP
         EXECUTE format('DROP POLICY tenant_isolation ON %s', v_table);
         EXECUTE format('CREATE POLICY tenant_isolation ON %s
-            USING (tenant_id = mnemo_internal.current_tenant_id())
-            WITH CHECK (tenant_id = mnemo_internal.current_tenant_id())', v_table);
+            USING (tenant_id = ANY (ARRAY[mnemo_internal.current_tenant_id()]))
+            WITH CHECK (tenant_id = ANY (ARRAY[mnemo_internal.current_tenant_id()]))', v_table);
     END LOOP;
 
     SELECT array_agg(c.oid::regclass ORDER BY c.oid) INTO v_pending
@@ -119,15 +126,54 @@ BEGIN
         EXECUTE v_sql;
     END LOOP;
 
+    -- The API on its tenant, behind wrappers that keep a NULL tenant from crashing a
+    -- node (mnemo_internal.citus_delegate). Not the set-returning routines: Citus
+    -- delegates the inlined wrapper of one and then crashes deparsing it, so they are
+    -- not distributed; they run on the coordinator, each statement routed to the
+    -- tenant's worker. Those an earlier deploy distributed in mnemo are recreated plain.
+    FOR v_fn IN
+        SELECT o.objid::regprocedure FROM pg_dist_object AS o JOIN pg_proc AS p ON p.oid = o.objid
+        WHERE o.classid = 'pg_proc'::regclass AND p.pronamespace = 'mnemo'::regnamespace
+            AND o.distribution_argument_index IS NOT NULL AND p.proretset
+    LOOP
+        v_sql := pg_get_functiondef(v_fn);
+        v_comment := obj_description(v_fn, 'pg_proc');
+        EXECUTE format('DROP FUNCTION %s', v_fn);
+        EXECUTE v_sql;
+        EXECUTE format('COMMENT ON FUNCTION %s IS %L', v_fn, v_comment);
+    END LOOP;
+    CREATE SCHEMA IF NOT EXISTS mnemo_citus;
+    COMMENT ON SCHEMA mnemo_citus IS
+        'Citus only: the API routines distributed on their tenant, called through the wrappers in mnemo.';
     FOR v_fn IN
         SELECT p.oid::regprocedure FROM pg_proc AS p
-        WHERE p.pronamespace = 'mnemo'::regnamespace AND p.prokind = 'f'
+        WHERE p.pronamespace = 'mnemo'::regnamespace AND p.prokind = 'f' AND NOT p.proretset
             AND (p.proargnames)[1] = 'p_tenant_id' AND p.proargtypes[0] = 'text'::regtype
             AND p.proname <> ALL (v_not_delegated)
-            AND NOT EXISTS (SELECT FROM pg_dist_object AS o
-                WHERE o.classid = 'pg_proc'::regclass AND o.objid = p.oid AND o.distribution_argument_index = 0)
+            AND p.prosqlbody IS NULL  -- not a wrapper already
     LOOP
-        PERFORM create_distributed_function(v_fn, 'p_tenant_id', colocate_with => 'mnemo.sessions');
+        PERFORM mnemo_internal.citus_delegate(v_fn);
+    END LOOP;
+    -- The workers parse a delegated call (SELECT mnemo_citus.NAME(...)) as the caller,
+    -- who needs USAGE there; on the coordinator no API role has it, so none can call
+    -- a distributed routine with a NULL tenant of its own (the wrappers need no lookup).
+    -- GRANT reaches every node; the REVOKE, with propagation off, the coordinator only.
+    -- A worker added later gets the coordinator's grants: deploy again after it.
+    GRANT USAGE ON SCHEMA mnemo_citus TO mnemo_app, mnemo_api_owner;
+    PERFORM set_config('citus.enable_ddl_propagation', 'off', true);
+    REVOKE USAGE ON SCHEMA mnemo_citus FROM mnemo_app, mnemo_api_owner;
+    PERFORM set_config('citus.enable_ddl_propagation', 'on', true);
+    -- The run_command_on_* functions send any SQL to the workers as the caller, where
+    -- it could name a distributed routine with a NULL tenant: admins only. (Direct
+    -- connections to the workers: pg_hba.conf admits the API roles from the nodes only.)
+    FOR v_fn IN
+        SELECT p.oid::regprocedure FROM pg_proc AS p
+        WHERE p.pronamespace = 'pg_catalog'::regnamespace
+            AND p.proname IN ('run_command_on_workers', 'run_command_on_all_nodes', 'run_command_on_coordinator',
+                'run_command_on_shards', 'run_command_on_placements', 'run_command_on_colocated_placements',
+                'master_run_on_worker')
+    LOOP
+        EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', v_fn);
     END LOOP;
 END;
 $$;

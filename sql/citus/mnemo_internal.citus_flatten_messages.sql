@@ -63,8 +63,8 @@ BEGIN
     DROP TABLE mnemo.messages_by_hash;
     ALTER TABLE mnemo.messages ENABLE ROW LEVEL SECURITY;
     CREATE POLICY tenant_isolation ON mnemo.messages
-    USING (tenant_id = mnemo_internal.current_tenant_id())
-    WITH CHECK (tenant_id = mnemo_internal.current_tenant_id());
+    USING (tenant_id = ANY (ARRAY[mnemo_internal.current_tenant_id()]))
+    WITH CHECK (tenant_id = ANY (ARRAY[mnemo_internal.current_tenant_id()]));
     RETURN true;
 END;
 $$;

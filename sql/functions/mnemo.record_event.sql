@@ -38,6 +38,10 @@ DECLARE
     v_red jsonb;
     v_bytes bytea;
     v_kinds text[];
+    v_rationale text[];
+    v_alternatives text[];
+    v_constraints text[];
+    v_consequences text[];
 BEGIN
     PERFORM mnemo_internal.enter_tenant(p_tenant_id);
     IF p_content IS NULL OR jsonb_typeof(p_content) <> 'object' THEN
@@ -123,14 +127,17 @@ BEGIN
             SELECT string_agg(a, '; ') FROM jsonb_array_elements_text(p_content -> 'alternatives') AS a), '');
         v_memory_id := mnemo_internal.insert_memory(p_tenant_id, p_session_id, 'decision', v_text,
             'user_stated', v_meta, '{}', p_sensitivity, p_tags);
+        -- INSERT ... VALUES, the lists computed first: Citus does an INSERT ... SELECT
+        -- (of no table) as COPY, which row-level security refuses, and refuses a
+        -- subquery in VALUES
+        v_rationale := ARRAY(SELECT jsonb_array_elements_text(coalesce(p_content -> 'rationale', '[]')));
+        v_alternatives := ARRAY(SELECT jsonb_array_elements_text(coalesce(p_content -> 'alternatives', '[]')));
+        v_constraints := ARRAY(SELECT jsonb_array_elements_text(coalesce(p_content -> 'constraints', '[]')));
+        v_consequences := ARRAY(SELECT jsonb_array_elements_text(coalesce(p_content -> 'consequences', '[]')));
         INSERT INTO mnemo.memory_decisions (tenant_id, memory_id, decision, rationale, alternatives,
             constraints, consequences, refs)
-        SELECT p_tenant_id, v_memory_id, p_content ->> 'decision',
-            ARRAY(SELECT jsonb_array_elements_text(coalesce(p_content -> 'rationale', '[]'))),
-            ARRAY(SELECT jsonb_array_elements_text(coalesce(p_content -> 'alternatives', '[]'))),
-            ARRAY(SELECT jsonb_array_elements_text(coalesce(p_content -> 'constraints', '[]'))),
-            ARRAY(SELECT jsonb_array_elements_text(coalesce(p_content -> 'consequences', '[]'))),
-            coalesce(p_refs, '{}');
+        VALUES (p_tenant_id, v_memory_id, p_content ->> 'decision', v_rationale, v_alternatives, v_constraints,
+            v_consequences, coalesce(p_refs, '{}'));
         RETURN jsonb_build_object('event_id', 'mem_' || v_memory_id, 'memory_id', v_memory_id);
     WHEN 'task_update' THEN
         IF jsonb_typeof(p_content -> 'title') IS DISTINCT FROM 'string'

@@ -74,6 +74,8 @@ DECLARE
     v_tool_calls jsonb;
     v_tool_call_id text;
     v_call jsonb;
+    v_tags text[];
+    v_created timestamptz;
     v_bytes integer;
     v_bad_key text;
     v_cleanup jsonb;
@@ -339,10 +341,17 @@ BEGIN
     -- The batch's tool calls, before its tool results look for them.
     IF v_any_calls THEN
         BEGIN
-            INSERT INTO mnemo.tool_calls (tenant_id, session_id, tool_call_id, message_id, turn_index, name)
-            SELECT p_tenant_id, p_session_id, c ->> 'id', v_ids[k], v_first_turn + k - 1, c #>> '{function,name}'
-            FROM generate_series(1, v_n) AS k, jsonb_array_elements(v_calls_of[k]) AS c
-            WHERE v_calls_of[k] IS NOT NULL;
+            -- row by row, INSERT ... VALUES: on a Citus coordinator (a call in a
+            -- transaction block) an INSERT ... SELECT from no table goes to the shard as
+            -- COPY, which row-level security refuses
+            FOR k IN 1 .. v_n LOOP
+                CONTINUE WHEN v_calls_of[k] IS NULL;
+                FOR v_call IN SELECT c FROM jsonb_array_elements(v_calls_of[k]) AS c LOOP
+                    INSERT INTO mnemo.tool_calls (tenant_id, session_id, tool_call_id, message_id, turn_index, name)
+                    VALUES (p_tenant_id, p_session_id, v_call ->> 'id', v_ids[k], v_first_turn + k - 1,
+                        v_call #>> '{function,name}');
+                END LOOP;
+            END LOOP;
         EXCEPTION WHEN unique_violation THEN
             RAISE EXCEPTION USING ERRCODE = 'MN012',
                 MESSAGE = CASE WHEN v_n = 1 THEN 'a tool_call id in this message was already used in this session'
@@ -404,21 +413,26 @@ BEGIN
     SELECT t.tokens, t.line_tokens INTO v_tokens, v_line_tokens
     FROM mnemo_internal.message_tokens(v_stored, v_texts) AS t;
 
-    INSERT INTO mnemo.messages (
-        tenant_id, message_id, session_id, turn_index, role, content, content_parts, name,
-        tool_calls, tool_call_id, token_count, line_tokens, content_hash, sensitivity, tags, artifact_id,
-        model, finish_reason, prompt_tokens, completion_tokens, latency_ms, metadata, created_at)
-    SELECT
-        p_tenant_id, v_ids[k], p_session_id, v_first_turn + k - 1, v_roles[k], v_texts[k], v_parts_of[k],
-        v_names[k], v_calls_of[k], v_call_ids[k], v_tokens[k], v_line_tokens[k],
-        sha256(convert_to(v_stored[k]::text, 'UTF8')), p_sensitivity,
-        ARRAY(SELECT jsonb_array_elements_text(v_tag_lists[k])), v_artifacts[k],
-        v_metas[k] ->> 'model', v_metas[k] ->> 'finish_reason',
-        (v_metas[k] ->> 'prompt_tokens')::integer, (v_metas[k] ->> 'completion_tokens')::integer,
-        (v_metas[k] ->> 'latency_ms')::integer,
-        v_metas[k] || jsonb_strip_nulls(jsonb_build_object('refusal', v_refusals[k])),
-        coalesce(p_created_at[k], now())
-    FROM generate_series(1, v_n) AS k;
+    -- Row by row, INSERT ... VALUES, the tags and the time computed first: on a Citus
+    -- coordinator (a call in a transaction block) an INSERT ... SELECT from no table
+    -- goes to the shard as COPY, which row-level security refuses, and Citus refuses a
+    -- subquery in VALUES. The same rows on one server.
+    FOR k IN 1 .. v_n LOOP
+        v_tags := ARRAY(SELECT jsonb_array_elements_text(v_tag_lists[k]));
+        v_created := coalesce(p_created_at[k], now());
+        INSERT INTO mnemo.messages (
+            tenant_id, message_id, session_id, turn_index, role, content, content_parts, name,
+            tool_calls, tool_call_id, token_count, line_tokens, content_hash, sensitivity, tags, artifact_id,
+            model, finish_reason, prompt_tokens, completion_tokens, latency_ms, metadata, created_at)
+        VALUES (
+            p_tenant_id, v_ids[k], p_session_id, v_first_turn + k - 1, v_roles[k], v_texts[k], v_parts_of[k],
+            v_names[k], v_calls_of[k], v_call_ids[k], v_tokens[k], v_line_tokens[k],
+            sha256(convert_to(v_stored[k]::text, 'UTF8')), p_sensitivity, v_tags, v_artifacts[k],
+            v_metas[k] ->> 'model', v_metas[k] ->> 'finish_reason',
+            (v_metas[k] ->> 'prompt_tokens')::integer, (v_metas[k] ->> 'completion_tokens')::integer,
+            (v_metas[k] ->> 'latency_ms')::integer,
+            v_metas[k] || jsonb_strip_nulls(jsonb_build_object('refusal', v_refusals[k])), v_created);
+    END LOOP;
 
     -- Paging, message by message in order, in one call.
     FOR i IN 1 .. v_n LOOP
@@ -431,18 +445,20 @@ BEGIN
     PERFORM mnemo_internal.paging_call('messages', p_tenant_id, p_session_id,
         jsonb_build_object('messages', v_paging));
 
-    -- An 'embed' job per message with text, in one statement (what enqueue_job does for
-    -- one: the ids are new, so no queued job has their dedup keys; the jobs policy
-    -- checks the tenant), in message order.
-    INSERT INTO mnemo.jobs (tenant_id, kind, dedup_key, payload, run_after)
-    SELECT p_tenant_id, 'embed', 'message:' || v_ids[k],
-        jsonb_build_object('target', 'message', 'message_id', v_ids[k],
-            'created_at', coalesce(p_created_at[k], now())), now()
-    FROM generate_series(1, v_n) AS k
-    WHERE coalesce(v_texts[k], '') <> ''
-    ORDER BY k
-    ON CONFLICT (tenant_id, kind, dedup_key) WHERE status = 'queued' DO NOTHING;
-    v_any_text := FOUND;
+    -- An 'embed' job per message with text, in message order (what enqueue_job does for
+    -- one, without its call: the ids are new, so no queued job has their dedup keys; the
+    -- jobs policy checks the tenant). Row by row, INSERT ... VALUES, as the messages above:
+    -- Citus refuses an INSERT ... SELECT from no table under row-level security.
+    v_any_text := false;
+    FOR k IN 1 .. v_n LOOP
+        CONTINUE WHEN coalesce(v_texts[k], '') = '';
+        INSERT INTO mnemo.jobs (tenant_id, kind, dedup_key, payload, run_after)
+        VALUES (p_tenant_id, 'embed', 'message:' || v_ids[k],
+            jsonb_build_object('target', 'message', 'message_id', v_ids[k],
+                'created_at', coalesce(p_created_at[k], now())), now())
+        ON CONFLICT (tenant_id, kind, dedup_key) WHERE status = 'queued' DO NOTHING;
+        v_any_text := true;
+    END LOOP;
     -- Memory formation, one queued job per session (mnemo_internal.extract): usually
     -- queued already by the turn before, which enqueue_job would find only after a
     -- conflicting INSERT attempt.

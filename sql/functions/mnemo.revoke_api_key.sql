@@ -13,12 +13,15 @@ SET search_path = pg_catalog, public, pg_temp
 AS $$
 DECLARE
     v_revoked timestamptz;
+    v_now timestamptz;
 BEGIN
     PERFORM mnemo_internal.enter_tenant(p_tenant_id);
     IF p_key_id IS NULL OR p_key_id = '' THEN
         RAISE EXCEPTION USING ERRCODE = 'MN001', MESSAGE = 'key_id is required';
     END IF;
-    UPDATE mnemo_internal.api_keys AS k SET revoked_at = coalesce(k.revoked_at, now())
+    -- now() read first: Citus refuses a STABLE function inside the COALESCE of an UPDATE
+    v_now := now();
+    UPDATE mnemo_internal.api_keys AS k SET revoked_at = coalesce(k.revoked_at, v_now)
     WHERE k.tenant_id = p_tenant_id AND k.key_id = p_key_id
     RETURNING k.revoked_at INTO v_revoked;
     IF NOT FOUND THEN

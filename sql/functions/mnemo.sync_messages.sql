@@ -51,6 +51,7 @@ DECLARE
     v_at integer;
     v_superseded bigint [];
     v_rewound jsonb;
+    v_rewind jsonb;
     v_new_ids bigint [] := '{}';
     v_message jsonb;
     v_batch jsonb [] := '{}';
@@ -144,10 +145,12 @@ BEGIN
     END IF;
 
     IF v_rewound IS NOT NULL OR cardinality(v_new_ids) > 0 THEN
+        -- the rewind's entry built first: Citus refuses a STABLE function (now(),
+        -- jsonb_build_object) inside the CASE of an UPDATE
+        v_rewind := jsonb_build_array(v_rewound || jsonb_build_object('at', now()));
         UPDATE mnemo.transcripts AS t
         SET wire_hashes = v_hashes, message_ids = v_ids, updated_at = now(),
-            rewinds = CASE WHEN v_rewound IS NULL THEN t.rewinds
-                ELSE t.rewinds || jsonb_build_array(v_rewound || jsonb_build_object('at', now())) END
+            rewinds = CASE WHEN v_rewound IS NULL THEN t.rewinds ELSE t.rewinds || v_rewind END
         WHERE t.tenant_id = p_tenant_id AND t.session_id = p_session_id;
     END IF;
     -- the client's history ends at p_offset + v_n: its next message (the reply) goes there,

@@ -1,5 +1,6 @@
 -- mnemo_internal.process_job() -> integer
--- Claims the next due job of a kind other than 'embed' (FOR UPDATE SKIP LOCKED) and
+-- Claims the next due job of a kind other than 'embed' (mnemo_internal.claim_job: FOR
+-- UPDATE SKIP LOCKED; on Citus its own claim, one tenant's shard at a time) and
 -- runs it (run_job) in a subtransaction: done, or a failed attempt (fail_jobs). One
 -- such job per transaction: an extract job takes its tenant's formation lock before
 -- any row (the lock order of mnemo.run_jobs), and its work is bounded per run (a job
@@ -16,13 +17,8 @@ DECLARE
     v_job record;
     v_result jsonb;
 BEGIN
-    SELECT j.tenant_id, j.job_id, j.kind, j.payload INTO v_job
-    FROM mnemo.jobs AS j
-    WHERE j.status = 'queued' AND j.kind <> 'embed' AND j.run_after <= now()
-    ORDER BY j.run_after
-    LIMIT 1
-    FOR UPDATE SKIP LOCKED;
-    IF NOT FOUND THEN
+    SELECT c.tenant_id, c.job_id, c.kind, c.payload INTO v_job FROM mnemo_internal.claim_job() AS c;
+    IF v_job.job_id IS NULL THEN
         RETURN 0;
     END IF;
     BEGIN

@@ -1,7 +1,8 @@
 -- mnemo_internal.process_job_batch(p_batch_size) -> integer
--- Claims up to p_batch_size due 'embed' jobs with FOR UPDATE SKIP LOCKED (concurrent
--- runners never take the same job; a runner that dies releases its claims with its
--- transaction) and runs them together (run_embed_jobs: one model call). When the
+-- Claims up to p_batch_size due 'embed' jobs (mnemo_internal.claim_embed_jobs: FOR
+-- UPDATE SKIP LOCKED, so concurrent runners never take the same job and a runner that
+-- dies releases its claims with its transaction; on Citus its own claim, one tenant's
+-- jobs per batch) and runs them together (run_embed_jobs: one model call). When the
 -- batch fails, each job is run again alone in its own subtransaction, and only the
 -- jobs that fail alone are charged a try (fail_jobs): a job never fails because of
 -- another job's (another tenant's) row. Other kinds run one per transaction, beside
@@ -19,14 +20,7 @@ DECLARE
     v_ids bigint [];
     v_error text;
 BEGIN
-    SELECT array_agg(c.tenant_id), array_agg(c.job_id) INTO v_tenants, v_ids
-    FROM (
-        SELECT j.tenant_id, j.job_id FROM mnemo.jobs AS j
-        WHERE j.status = 'queued' AND j.kind = 'embed' AND j.run_after <= now()
-        ORDER BY j.run_after
-        LIMIT p_batch_size
-        FOR UPDATE SKIP LOCKED
-    ) AS c;
+    SELECT c.tenants, c.job_ids INTO v_tenants, v_ids FROM mnemo_internal.claim_embed_jobs(p_batch_size) AS c;
     IF v_ids IS NULL THEN
         RETURN 0;
     END IF;

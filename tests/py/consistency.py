@@ -126,8 +126,10 @@ CHECKS = {
                     WHERE s.tenant_id = m.tenant_id AND s.session_id = m.session_id))
                 OR (m.superseded_by IS NOT NULL AND NOT EXISTS (SELECT FROM mnemo.memories AS n
                     WHERE n.tenant_id = m.tenant_id AND n.memory_id = m.superseded_by))
-                OR EXISTS (SELECT FROM unnest(m.source_message_ids) AS x (id) WHERE NOT EXISTS (
-                    SELECT FROM mnemo.messages AS g WHERE g.tenant_id = m.tenant_id AND g.message_id = x.id)))
+                -- every source id among the tenant's messages (not an EXISTS over unnest:
+                -- Citus refuses a correlated subquery whose FROM has a set-returning function)
+                OR NOT m.source_message_ids <@ ARRAY(SELECT g.message_id FROM mnemo.messages AS g
+                    WHERE g.tenant_id = m.tenant_id AND g.message_id = ANY (m.source_message_ids)))
     """,
     # a decision has its decision row, a task or open loop its task row
     "memories_without_payload": """

@@ -205,6 +205,13 @@ SELECT p.oid, p.oid::regprocedure::text AS signature, p.pronamespace, p.proname,
     p.prorettype
 FROM pg_proc AS p
 WHERE p.pronamespace::regnamespace::text IN ('mnemo', 'mnemo_internal', 'mnemo_archive');
+-- On Citus only (none on one server): the API wrappers of mnemo_internal.citus_delegate,
+-- SQL calls of the routine of the same signature in mnemo_citus, inlined into the
+-- caller's query (so neither SECURITY DEFINER nor SET: both would stop the inlining).
+CREATE TEMP VIEW tap_citus_wrappers AS
+SELECT p.oid FROM pg_proc AS p JOIN pg_proc AS r ON r.proname = p.proname AND r.proargtypes = p.proargtypes
+WHERE p.pronamespace = 'mnemo'::regnamespace AND r.pronamespace::regnamespace::text = 'mnemo_citus'
+    AND p.prosqlbody IS NOT NULL AND NOT p.prosecdef AND p.proconfig IS NULL;
 -- The parent tables of mnemo with a tenant_id column, read from the catalog.
 CREATE TEMP VIEW tap_tenant_parents AS
 SELECT c.oid, c.oid::regclass::text AS name, c.relrowsecurity
@@ -331,13 +338,17 @@ $$, $$
         'list_api_keys', 'revoke_api_key']) AS f
     UNION ALL
     SELECT 'mnemo_internal.' || f FROM unnest(ARRAY['current_tenant_id', 'bound_tenant_id', 'api_key_tenant']) AS f
+    UNION ALL  -- what the API wrappers pass for a NULL tenant (Citus only)
+    SELECT 'mnemo_internal.citus_no_tenant' WHERE EXISTS (SELECT FROM pg_extension WHERE extname = 'citus')
 $$, 'mnemo_app can execute exactly the API (the policies'' two functions, the API key check)');
 -- Each API routine runs as mnemo_api_owner, and only they do: no routine runs as a
 -- superuser on behalf of its caller.
 SELECT is_empty($$
     SELECT p.oid::regprocedure::text FROM pg_proc AS p
-    WHERE p.pronamespace = 'mnemo'::regnamespace AND has_function_privilege('mnemo_app', p.oid, 'EXECUTE')
+    WHERE p.pronamespace::regnamespace::text IN ('mnemo', 'mnemo_citus')
+        AND has_function_privilege('mnemo_app', p.oid, 'EXECUTE')
         AND NOT (p.prosecdef AND p.proowner = 'mnemo_api_owner'::regrole)
+        AND p.oid NOT IN (SELECT oid FROM tap_citus_wrappers)
 $$, 'every API routine is SECURITY DEFINER, owned by mnemo_api_owner');
 SELECT is_empty($$
     SELECT p.signature FROM tap_routines AS p
@@ -402,8 +413,9 @@ SELECT is_empty($$
     SELECT p.signature FROM tap_routines AS p
     WHERE (p.proname IN ('bind_role', 'set_setting', 'set_helper_llm', 'create_message_partitions',
                 'lifecycle_status', 'run_jobs', 'run_sweep', 'process_job_batch', 'run_job', 'fail_jobs',
-                'store_embedding', 'extract', 'build_message_segments', 'add_to_lexicon',
-                'create_hash_partitions', 'embed_target_text', 'memories_line_tokens', 'messages_line_tokens')
+                'process_job', 'claim_job', 'claim_embed_jobs', 'store_embedding', 'extract',
+                'build_message_segments', 'add_to_lexicon', 'create_hash_partitions', 'embed_target_text',
+                'memories_line_tokens', 'messages_line_tokens')
             OR p.proname LIKE 'sweep\_%' OR p.proname LIKE 'job\_%' OR p.prorettype = 'trigger'::regtype)
         AND (has_function_privilege('mnemo_app', p.oid, 'EXECUTE')
             OR has_function_privilege('mnemo_api_owner', p.oid, 'EXECUTE'))
@@ -527,6 +539,7 @@ SELECT is_empty($$
         AND p.oid NOT IN ('mnemo.run_jobs(integer, integer, integer, numeric)'::regprocedure,
             'mnemo.run_sweep(text, timestamptz, text, integer, integer, integer)'::regprocedure)
         AND NOT EXISTS (SELECT FROM unnest(p.proconfig) AS c WHERE c LIKE 'search\_path=%')
+        AND p.oid NOT IN (SELECT oid FROM tap_citus_wrappers)  -- their bodies are parsed already
 $$, 'every routine (but the procedures that commit) pins its search_path');
 -- run_jobs and run_sweep COMMIT, so they must not have a SET clause at all.
 SELECT is((SELECT proconfig FROM pg_proc WHERE oid = 'mnemo.run_jobs(integer, integer, integer, numeric)'::regprocedure),

@@ -70,15 +70,77 @@ def test_tenant_tables_distributed_and_colocated(admin):
 
 
 def test_api_functions_distributed_on_their_tenant(admin):
+    """The API routines run distributed in mnemo_citus, each behind a wrapper of the same
+    name and signature in mnemo (mnemo_internal.citus_delegate)."""
     rows = dict(admin.execute("""
         SELECT p.proname, o.distribution_argument_index
         FROM pg_dist_object AS o JOIN pg_proc AS p ON p.oid = o.objid
-        WHERE o.classid = 'pg_proc'::regclass AND p.pronamespace = 'mnemo'::regnamespace
+        WHERE o.classid = 'pg_proc'::regclass AND p.pronamespace = 'mnemo_citus'::regnamespace
           AND o.colocationid = (SELECT colocationid FROM pg_dist_partition
                                 WHERE logicalrelid = 'mnemo.sessions'::regclass)""").fetchall())
     for name in ("compile_context", "record_message", "record_messages", "start_session", "remember",
-                 "search", "memory_query", "build_acb"):
+                 "memory_query", "build_acb"):
         assert rows.get(name) == 0, name
+        wrapper = admin.execute("SELECT p.prosqlbody IS NOT NULL AND NOT p.prosecdef FROM pg_proc AS p"
+                                " WHERE p.pronamespace = 'mnemo'::regnamespace AND p.proname = %s", [name]).fetchall()
+        assert wrapper == [(True,)], name
+    # nothing distributed is left in mnemo itself (a caller could name it with a NULL tenant)
+    assert admin.execute("""
+        SELECT count(*) FROM pg_dist_object AS o JOIN pg_proc AS p ON p.oid = o.objid
+        WHERE o.classid = 'pg_proc'::regclass AND p.pronamespace = 'mnemo'::regnamespace
+          AND o.distribution_argument_index IS NOT NULL""").fetchone()[0] == 0
+
+
+def _start_times(admin) -> dict[int, object]:
+    times = {}
+    for (port,) in admin.execute("SELECT nodeport FROM pg_dist_node WHERE noderole = 'primary'").fetchall():
+        with psycopg.connect(DSN.replace(DSN.rsplit(":", 1)[1].split("/")[0], str(port))) as n:
+            times[port] = n.execute("SELECT pg_postmaster_start_time()").fetchone()[0]
+    return times
+
+
+def test_a_null_tenant_crashes_no_node(admin):
+    """Citus 13.2 segfaults a node that delegates a distributed function whose distribution
+    argument is a NULL constant (FindShardInterval on a NULL datum). Every API function
+    with a tenant, called by an API role with a NULL tenant through the coordinator (a
+    literal and a bound parameter, in the select list and in FROM), must end in a
+    project error as on one server, and no node may restart. Nor may the role reach a
+    distributed routine by name or send SQL to the workers through Citus."""
+    role = "r_" + uuid.uuid4().hex[:12]
+    before = _start_times(admin)
+    functions = admin.execute("""
+        SELECT p.proname, p.proretset, array_agg(format_type(t.type, NULL) ORDER BY t.n)
+        FROM pg_proc AS p, unnest(p.proargtypes) WITH ORDINALITY AS t (type, n)
+        WHERE p.pronamespace = 'mnemo'::regnamespace AND (p.proargnames)[1] = 'p_tenant_id'
+          AND has_function_privilege('mnemo_app', p.oid, 'EXECUTE')
+        GROUP BY p.oid, p.proname, p.proretset ORDER BY 1""").fetchall()
+    assert len(functions) >= 20
+    admin.execute(f"CREATE ROLE {role} LOGIN IN ROLE mnemo_app")
+    outcomes = {}
+    try:
+        with psycopg.connect(DSN.replace("postgres@", f"{role}@"), autocommit=True) as conn:
+            for name, retset, types in functions:
+                rest = "".join(f", NULL::{t}" for t in types[1:])
+                for form in (f"SELECT mnemo.{name}(NULL::text{rest})", f"SELECT mnemo.{name}(%s::text{rest})",
+                             f"SELECT * FROM mnemo.{name}(%s::text{rest})"):
+                    try:
+                        conn.execute(form, [None] if "%s" in form else None)
+                        outcomes[form] = "ok"
+                    except psycopg.OperationalError as e:  # the connection is gone
+                        outcomes[form] = f"crash {e}"
+                        raise
+                    except psycopg.Error as e:
+                        outcomes[form] = e.sqlstate
+            assert {f: s for f, s in outcomes.items() if not (s or "").startswith("MN")} == {}
+            # the distributed routines cannot be named on the coordinator
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                conn.execute("SELECT mnemo_citus.compile_context(NULL, NULL)")
+            # nor reached on the workers through Citus's run_command_on_*
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                conn.execute("SELECT run_command_on_workers('SELECT mnemo_citus.compile_context(NULL, NULL)')")
+    finally:
+        admin.execute(f"DROP ROLE {role}")
+    assert _start_times(admin) == before, "a node restarted"
 
 
 def test_a_call_runs_on_the_one_worker_holding_its_tenant(admin):
