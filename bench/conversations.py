@@ -151,19 +151,33 @@ def memory_items(report: dict) -> tuple[int, int]:
 SHORT_QUESTION = "Any suggestions?"
 
 
-def block_at_window(db, tenant: str, sid, question: str) -> tuple[int, int]:
+def block_at_window(db, tenant: str, sid, question: str, ids: dict[int, str] | None = None,
+                    sources: dict[int, list[int]] | None = None, evidence: set[str] | None = None
+                    ) -> tuple[int, int, float | None]:
     """The memory block's tokens and items when a question is compiled with no budget
     of its own, in the session's whole window (as the proxy compiles for a large
-    model): the budget is a cap, and a block this size is what the memories ask for."""
+    model): the budget is a cap, and a block this size is what the memories ask for.
+    With ids, sources and evidence: the share of the evidence turns the context holds
+    (context_keys), else None."""
     report = db.compile_context_bundle(tenant, sid, question, log=False)["report"]
-    return report["tokens"]["memory"], memory_items(report)[0]
+    share = None
+    if evidence:
+        share = len(evidence & context_keys(report, ids or {}, sources)) / len(evidence)
+    return report["tokens"]["memory"], memory_items(report)[0], share
 
 
-def window_figures(probes: dict[str, list[tuple[int, int]]]) -> dict:
-    """block_at_window's (tokens, items) per probe as the benches report them."""
-    return {p: {"tokens": round(statistics.fmean([t for t, _ in xs] or [0]), 1),
-                "items": round(statistics.fmean([n for _, n in xs] or [0]), 2),
-                "max_tokens": max((t for t, _ in xs), default=0)} for p, xs in probes.items()}
+def window_figures(probes: dict[str, list[tuple[int, int, float | None]]]) -> dict:
+    """block_at_window's (tokens, items, evidence share) per probe as the benches
+    report them (evidence: the mean share where measured, else absent)."""
+    out = {}
+    for p, xs in probes.items():
+        out[p] = {"tokens": round(statistics.fmean([t for t, _, _ in xs] or [0]), 1),
+                  "items": round(statistics.fmean([n for _, n, _ in xs] or [0]), 2),
+                  "max_tokens": max((t for t, _, _ in xs), default=0)}
+        shares = [e for _, _, e in xs if e is not None]
+        if shares:
+            out[p]["evidence"] = round(statistics.fmean(shares), 4)
+    return out
 
 
 def ranked_keys(db, tenant: str, sid, question: str, ids: dict[int, str]) -> list[str | None]:

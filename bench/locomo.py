@@ -145,7 +145,7 @@ def scorable(sample: dict, known: set[str], limit: int) -> list[tuple[dict, set[
 def evaluate_memories(db, conn, sample, tenant, ids, scores, limit, window: dict) -> None:
     """compile_context at 1k / 2k with the extracted memories present; and the memory
     block a whole 128k window takes, for each question and once for SHORT_QUESTION
-    (window: probe -> [(tokens, items)])."""
+    (window: probe -> [(tokens, items, evidence share: questions of categories 1-4)])."""
     sources = memory_sources(conn, tenant)
     for q, evidence in scorable(sample, set(ids.values()), limit):
         sid = db.start_session(tenant, agent_id="locomo", context_window=128000)
@@ -153,7 +153,8 @@ def evaluate_memories(db, conn, sample, tenant, ids, scores, limit, window: dict
             bundle = db.compile_context_bundle(tenant, sid, q["question"], budget=b, log=False)
             scores.add("with_memories", str(b), q["category"], evidence,
                        context_keys(bundle["report"], ids, sources), bundle["report"]["tokens"]["total"])
-        window["question"].append(block_at_window(db, tenant, sid, q["question"]))
+        window["question"].append(block_at_window(db, tenant, sid, q["question"], ids, sources,
+                                                  evidence if q["category"] != 5 else None))
     sid = db.start_session(tenant, agent_id="locomo", context_window=128000)
     window["short"].append(block_at_window(db, tenant, sid, SHORT_QUESTION))
 
@@ -224,7 +225,8 @@ def report(scores: Scores, latencies: list[float], formation: dict | None = None
                 m: scores.tokens_per_evidence(m, str(b)) for m in ("mnemosyne", "with_memories")}
         for probe, w in (window or {}).items():
             print(f"memory block in the whole 128k window, no budget ({probe}): {w['tokens']:.0f} tokens,"
-                  f" {w['items']:.2f} items, max {w['max_tokens']}")
+                  f" {w['items']:.2f} items, max {w['max_tokens']}"
+                  + (f", evidence {w['evidence']:.3f}" if "evidence" in w else ""))
         wm["block_at_128k_window"] = window or {}
         wm["extraction"] = formation
         line["with_memories"] = wm

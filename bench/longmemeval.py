@@ -110,7 +110,8 @@ class Bench:
         self.mem_items = defaultdict(list)    # budget -> [memory items in the context]
         self.mem_item_tokens = defaultdict(list)  # budget -> [their tokens]
         self.block_tokens = defaultdict(list)  # budget -> [the memory block's tokens, with memories]
-        # probe -> [(the block's tokens in a 128k window with no budget, its memory items)]
+        # probe -> [(the block's tokens in a 128k window with no budget, its memory items,
+        # the share of the evidence turns in that context: the question's only)]
         self.window = {"question": [], "short": []}
         self.types: Counter = Counter()
         self.memories: list[int] = []
@@ -151,10 +152,10 @@ class Bench:
         self.extraction.update({k: formed[k] for k in ("messages", "candidates", "memories", "failed_jobs")})
         self.extraction["seconds"] += formed["seconds"]
         sid = db.start_session(tenant, agent_id=AGENT, context_window=128000, started_at=asked)
-        self.compiles(db, tenant, sid, question, qtype, evidence, ids, "with_memories",
-                      conv.memory_sources(conn, tenant))
-        for probe, q in (("question", question), ("short", conv.SHORT_QUESTION)):
-            self.window[probe].append(conv.block_at_window(db, tenant, sid, q))
+        sources = conv.memory_sources(conn, tenant)
+        self.compiles(db, tenant, sid, question, qtype, evidence, ids, "with_memories", sources)
+        self.window["question"].append(conv.block_at_window(db, tenant, sid, question, ids, sources, evidence))
+        self.window["short"].append(conv.block_at_window(db, tenant, sid, conv.SHORT_QUESTION))
 
     def compiles(self, db, tenant, sid, question, qtype, evidence, ids, phase, sources) -> None:
         method = "mnemosyne" if phase == "turns" else phase
@@ -246,7 +247,8 @@ def print_tables(f: dict) -> None:
         f"{b} {tpe['mnemosyne'][b]} / {tpe['with_memories'][b]}" for b in map(str, conv.BUDGETS)))
     w = f["block_at_128k_window"]
     print(f"Memory block in the whole 128k window, no budget: the question {w['question']['tokens']:.0f} tokens"
-          f" ({w['question']['items']:.2f} items, max {w['question']['max_tokens']}); "
+          f" ({w['question']['items']:.2f} items, max {w['question']['max_tokens']},"
+          f" evidence {w['question'].get('evidence', 0):.3f}); "
           f"{conv.SHORT_QUESTION!r} {w['short']['tokens']:.0f} tokens ({w['short']['items']:.2f} items,"
           f" max {w['short']['max_tokens']})")
     lat, ing = f["latency_ms"], f["ingest"]

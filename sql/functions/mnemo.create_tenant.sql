@@ -31,11 +31,15 @@ BEGIN
         OR coalesce(jsonb_typeof(p_config -> 'formation'), 'object') <> 'object'
         OR coalesce(p_config #>> '{formation,method}', 'auto') NOT IN ('auto', 'offline', 'helper_llm', 'off')
         OR coalesce(jsonb_typeof(p_config -> 'recall_scope'), 'string') <> 'string'
-        OR coalesce(p_config ->> 'recall_scope', 'tenant') NOT IN ('tenant', 'agent') THEN
+        OR coalesce(p_config ->> 'recall_scope', 'tenant') NOT IN ('tenant', 'agent')
+        -- the memory block's cap without a budget: tokens, or null for none
+        OR coalesce(jsonb_typeof(p_config -> 'memory_cap'), 'null') NOT IN ('number', 'null')
+        OR (jsonb_typeof(p_config -> 'memory_cap') = 'number'
+            AND (p_config ->> 'memory_cap') !~ '^[0-9]{1,8}$') THEN
         RAISE EXCEPTION USING ERRCODE = 'MN001', MESSAGE = 'invalid tenant config',
             HINT = 'redaction: {"enabled": boolean}, scoring: {name: number}, '
                 'formation: {"method": "auto" | "offline" | "helper_llm" | "off"}, '
-                'recall_scope: "tenant" | "agent"';
+                'recall_scope: "tenant" | "agent", memory_cap: tokens (0-99999999) | null';
     END IF;
     IF mnemo_internal.bound_tenant_id() IS NOT NULL THEN
         RAISE EXCEPTION USING ERRCODE = 'MN008',

@@ -431,15 +431,24 @@ BEGIN
     PERFORM mnemo_internal.paging_call('messages', p_tenant_id, p_session_id,
         jsonb_build_object('messages', v_paging));
 
-    FOR i IN 1 .. v_n LOOP
-        CONTINUE WHEN coalesce(v_texts[i], '') = '';
-        v_any_text := true;
-        PERFORM mnemo_internal.enqueue_job(p_tenant_id, 'embed', 'message:' || v_ids[i],
-            jsonb_build_object('target', 'message', 'message_id', v_ids[i],
-                'created_at', coalesce(p_created_at[i], now())));
-    END LOOP;
-    IF v_any_text THEN
-        -- Memory formation, one queued job per session (mnemo_internal.extract).
+    -- An 'embed' job per message with text, in one statement (what enqueue_job does for
+    -- one: the ids are new, so no queued job has their dedup keys; the jobs policy
+    -- checks the tenant), in message order.
+    INSERT INTO mnemo.jobs (tenant_id, kind, dedup_key, payload, run_after)
+    SELECT p_tenant_id, 'embed', 'message:' || v_ids[k],
+        jsonb_build_object('target', 'message', 'message_id', v_ids[k],
+            'created_at', coalesce(p_created_at[k], now())), now()
+    FROM generate_series(1, v_n) AS k
+    WHERE coalesce(v_texts[k], '') <> ''
+    ORDER BY k
+    ON CONFLICT (tenant_id, kind, dedup_key) WHERE status = 'queued' DO NOTHING;
+    v_any_text := FOUND;
+    -- Memory formation, one queued job per session (mnemo_internal.extract): usually
+    -- queued already by the turn before, which enqueue_job would find only after a
+    -- conflicting INSERT attempt.
+    IF v_any_text AND NOT EXISTS (
+        SELECT FROM mnemo.jobs AS j WHERE j.tenant_id = p_tenant_id AND j.kind = 'extract'
+            AND j.dedup_key = 'session:' || p_session_id AND j.status = 'queued') THEN
         PERFORM mnemo_internal.enqueue_job(p_tenant_id, 'extract', 'session:' || p_session_id,
             jsonb_build_object('session_id', p_session_id));
     END IF;

@@ -7,17 +7,20 @@
 --             the cleanup tags from mnemo_internal.paging_tags}, ...]}): a message joins or starts a
 --             semantic object (a tool call with its results, a conversation phase), a
 --             re-read of a source whose object is below full is a fault, superseded
---             reads, stale and duplicated outputs are degraded, a goal shift re-ranks,
---             and the tags are applied. It runs in the write's transaction, because
---             faults are what the model asked for at that turn, and the next compile
---             must see the objects: a few statements, and an embedding for a user
---             message (the topic and goal shift cosines). Returns null.
+--             reads, stale and duplicated outputs are degraded, and the tags are
+--             applied. It runs in the write's transaction, because faults are what the
+--             model asked for at that turn, and the next compile must see the objects:
+--             a few statements, no embedding. Returns null.
+--   embedded  a user message's topic and goal shift, from its embed job once its vector
+--             is stored (mnemo_internal.run_embed_jobs; Pager.on_embedded; p_args
+--             {"messages": [message_id, ...]}, user messages of the session): a goal
+--             shift re-ranks, a topic shift splits the message's phase. Returns null.
 --   query | restore | release | handle | objects | metrics: the phantom tools and the
 --             metrics. The API functions (mnemo.memory_query, memory_restore,
 --             memory_release, handle_tool_call, memory_objects, paging_metrics) reach
 --             them through mnemo_internal.call_python, so that their project errors
 --             reach clients without PL/Python's prefix.
--- The caller has entered the tenant. Raises MN001, MN003, MN010 (see the API functions).
+-- The caller has entered the tenant (the job runner reads every tenant's rows). Raises MN001, MN003, MN010 (see the API functions).
 -- Writes: semantic_objects, object_residency, object_links, fidelity_log, fault_log,
 -- paging_state.
 CREATE OR REPLACE FUNCTION mnemo_internal.paging_call(
@@ -35,8 +38,12 @@ from mnemo_db.paging.store import PagingError
 a = json.loads(p_args) if p_args else {}
 try:
     if p_op == 'messages':
+        cfg = pager.cfg()  # the settings once for the batch
         for one in a['messages']:
-            pager.on_message(p_tenant_id, p_session_id, one['message'], one.get('tags'))
+            pager.on_message(p_tenant_id, p_session_id, one['message'], one.get('tags'), cfg)
+        out = None
+    elif p_op == 'embedded':
+        pager.on_embedded(p_tenant_id, p_session_id, a['messages'])
         out = None
     elif p_op == 'query':
         out = pager.query(p_tenant_id, p_session_id, a.get('question'), a.get('scope'), a.get('max_tokens'))

@@ -1,13 +1,17 @@
 -- mnemo_internal.run_embed_jobs(p_tenants, p_job_ids) -> void
 -- Runs the given claimed 'embed' jobs together: their texts (embed_target_text) go
 -- through the model in batches (several times the throughput of one call per text),
--- the vectors are stored (store_embedding), first embeddings are counted
--- into the BM25 statistics in one statement in (tenant, lexeme) order (lexicon rows
--- are the last locks a transaction takes: see mnemo.run_jobs), and the jobs are
--- marked done. All or nothing: process_job_batch calls it on the whole batch, and
+-- the vectors are stored (store_embedding), the user messages embedded for the first
+-- time get their topic and goal shift (paging_call 'embedded', session by session in
+-- (tenant, session) order, each session's row locked first as record_messages locks
+-- it, so a writer of the session and this never wait for each other's paging rows),
+-- first embeddings are counted into the BM25 statistics in one statement in (tenant,
+-- lexeme) order (lexicon rows are the last locks a transaction takes: see
+-- mnemo.run_jobs), and the jobs are marked done. All or nothing: process_job_batch calls it on the whole batch, and
 -- after a failure on each job alone, so a bad row fails only its own job. Raises
 -- 57P02 when the postmaster died (stop_if_postmaster_died): no job's fault.
--- Writes: messages/memories embeddings and levels, lexicon, jobs.
+-- Writes: messages/memories embeddings and levels, lexicon, jobs, and paging's
+-- semantic_objects, object_residency, object_links, fidelity_log, paging_state.
 CREATE OR REPLACE FUNCTION mnemo_internal.run_embed_jobs(p_tenants text[], p_job_ids bigint[])
 RETURNS void
 LANGUAGE plpgsql
@@ -21,6 +25,8 @@ DECLARE
     v_vectors vector [];
     v_lex_tenants text[];
     v_lex_docs tsvector [];
+    v_first_jobs bigint [];
+    v_shift record;
 BEGIN
     SELECT array_agg(e.tenant_id ORDER BY e.ord), array_agg(e.job_id ORDER BY e.ord),
         array_agg(mnemo_internal.embed_target_text(j.tenant_id, j.payload) ORDER BY e.ord)
@@ -36,13 +42,31 @@ BEGIN
         v_vectors := v_vectors || mnemo.embed_batch(v_texts[i:i + 15]);
         PERFORM mnemo_internal.stop_if_postmaster_died();
     END LOOP;
-    SELECT array_agg(s.tenant_id), array_agg(s.doc) INTO v_lex_tenants, v_lex_docs
+    SELECT array_agg(s.tenant_id), array_agg(s.doc), array_agg(s.job_id) FILTER (WHERE s.doc IS NOT NULL)
+    INTO v_lex_tenants, v_lex_docs, v_first_jobs
     FROM (
-        SELECT j.tenant_id, mnemo_internal.store_embedding(j.tenant_id, j.payload, v.vec) AS doc
+        SELECT j.tenant_id, j.job_id, mnemo_internal.store_embedding(j.tenant_id, j.payload, v.vec) AS doc
         FROM unnest(v_tenants, v_ids, v_vectors) AS v (tenant_id, job_id, vec)
         JOIN mnemo.jobs AS j ON j.tenant_id = v.tenant_id AND j.job_id = v.job_id
         WHERE v.vec IS NOT NULL
     ) AS s;
+    -- (a job id is unique across tenants: one sequence)
+    FOR v_shift IN
+        SELECT m.tenant_id, m.session_id, array_agg(m.message_id ORDER BY m.turn_index) AS ids
+        FROM mnemo.jobs AS j
+        JOIN mnemo.messages AS m ON m.tenant_id = j.tenant_id
+            AND m.message_id = (j.payload ->> 'message_id')::bigint
+            AND m.created_at = (j.payload ->> 'created_at')::timestamptz
+        WHERE (j.tenant_id, j.job_id) IN (SELECT * FROM unnest(v_tenants, v_ids))
+            AND j.job_id = ANY (v_first_jobs) AND j.payload ->> 'target' = 'message' AND m.role = 'user'
+        GROUP BY m.tenant_id, m.session_id
+        ORDER BY m.tenant_id, m.session_id
+    LOOP
+        PERFORM FROM mnemo.sessions AS s
+        WHERE s.tenant_id = v_shift.tenant_id AND s.session_id = v_shift.session_id FOR NO KEY UPDATE;
+        PERFORM mnemo_internal.paging_call('embedded', v_shift.tenant_id, v_shift.session_id,
+            jsonb_build_object('messages', to_jsonb(v_shift.ids)));
+    END LOOP;
     PERFORM mnemo_internal.add_to_lexicon(v_lex_tenants, v_lex_docs);
     UPDATE mnemo.jobs AS j
     SET status = 'done', tries = j.tries + 1, updated_at = now(), finished_at = now()

@@ -641,7 +641,7 @@ def serve(host: Annotated[str, typer.Option(help="address to listen on")] = "127
               help="context window for every model (default: by model name)")] = None,
           memory_tokens: Annotated[int | None, typer.Option(
               envvar="MNEMO_MEMORY_TOKENS", help="at most this many tokens of memories per call "
-              "(default: the compile's share of the window)")] = None,
+              "(default: the tenant's memory_cap, 2,048 unless its config says otherwise)")] = None,
           db_pool: Annotated[int, typer.Option(help="database connections at most")] = 8) -> None:
     """The transparent proxy: OpenAI chat completions and Anthropic messages with
     Mnemosyne's memory, every other path passed through. Point OPENAI_BASE_URL at

@@ -2,7 +2,7 @@
 -- hashes, artifacts, embed jobs) and every validation error by SQLSTATE, each failure
 -- followed (singly, or once per group of calls) by a check that nothing was written.
 BEGIN;
-SELECT plan(176);
+SELECT plan(179);
 
 -- Fixtures -----------------------------------------------------------------------
 -- Tenant tap_val with four sessions: S1 active, S2 closed, S3 expired, S4 active.
@@ -345,6 +345,12 @@ SELECT throws_ok($$SELECT mnemo.create_tenant('tap_val_' || repeat('x', 121))$$,
     'create_tenant: id of 129 characters -> MN001');
 SELECT throws_ok($$SELECT mnemo.create_tenant('tap_val_cfg', NULL, '[]')$$, 'MN001', NULL,
     'create_tenant: config not an object -> MN001');
+SELECT throws_ok($$SELECT mnemo.create_tenant('tap_val_cfg', NULL, '{"memory_cap": -1}')$$, 'MN001', NULL,
+    'create_tenant: negative memory_cap -> MN001');
+SELECT throws_ok($$SELECT mnemo.create_tenant('tap_val_cfg', NULL, '{"memory_cap": 4096.5}')$$, 'MN001', NULL,
+    'create_tenant: fractional memory_cap -> MN001');
+SELECT throws_ok($$SELECT mnemo.create_tenant('tap_val_cfg', NULL, '{"memory_cap": "4k"}')$$, 'MN001', NULL,
+    'create_tenant: memory_cap of another JSON type -> MN001');
 SELECT pg_temp.unchanged('create_tenant bad arguments: no tenant written');
 SELECT throws_ok($$SELECT mnemo.set_setting('tap_no_such_setting', '1')$$, 'MN001', NULL,
     'set_setting: unknown key -> MN001');

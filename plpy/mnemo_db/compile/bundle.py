@@ -143,6 +143,22 @@ def pinned_reserve(items: list[Item]) -> int:
     return MEMORY_HEADER_TOKENS + sum(i.options[-1].tokens + DAY_LINE_TOKENS for i in pinned)
 
 
+def pinned_block(items: list[Item]) -> int:
+    """Tokens of a block of the pinned items alone at full fidelity: the block header
+    and a day line each at most."""
+    pinned = [i for i in items if i.pinned]
+    return MEMORY_HEADER_TOKENS + sum(i.options[0].tokens + DAY_LINE_TOKENS for i in pinned) if pinned else 0
+
+
+def memory_limit(plan: Plan, items: list[Item], available: int) -> int:
+    """The memory block's limit: the plan's; a default cap (the call named no budget)
+    raised, within B, to what the pinned items take at full fidelity: it bounds what
+    ranking adds, not what a user pinned."""
+    if not plan.default_cap:
+        return plan.memory_limit
+    return max(plan.memory_limit, min(pinned_block(items), available))
+
+
 def history_pick(prepared: PreparedHistory, budget: int, summary_text: str | None
                  ) -> tuple[HistoryPick, list[dict], int]:
     """The history packed within a budget, and the session summary (messages, tokens)
@@ -316,7 +332,8 @@ def decide(session: Session, history: list[dict], plan: Plan, candidates: list[d
     # Memories within B - history, greedy knapsack over fidelities; an evicted turn of
     # this session is not recalled either (paging: memory_query and memory_restore reach it)
     items = memory_candidates(all_items, in_history | evicted_sources(plan.prepared), opts["max_items"])
-    mem_budget = min(available - pick.tokens - summary_tokens, plan.memory_limit)
+    limit = memory_limit(plan, all_items, available)
+    mem_budget = min(available - pick.tokens - summary_tokens, limit)
     order = block_order(previous)
     items, chosen, repeated_in_block = pack_block(items, mem_budget, order, derived)
 
@@ -333,7 +350,7 @@ def decide(session: Session, history: list[dict], plan: Plan, candidates: list[d
             in_history = history_sources(pick) | repeated
             chosen = [i for i in chosen if i.source not in in_history]
 
-    chosen, mem_tokens = drop_to_fit(chosen, available - pick.tokens - summary_tokens, plan.memory_limit)
+    chosen, mem_tokens = drop_to_fit(chosen, available - pick.tokens - summary_tokens, limit)
 
     # Assemble
     used = mem_tokens + summary_tokens + pick.tokens
@@ -351,6 +368,7 @@ def decide(session: Session, history: list[dict], plan: Plan, candidates: list[d
                 "tool_definitions": budget.tool_tokens,
                 "available": available,
                 "memory_share": plan.memory_share,
+                "memory_limit": limit,
                 "history_share": b_hist,
             },
             "tokens": {

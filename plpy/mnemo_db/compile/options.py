@@ -8,6 +8,7 @@ import json
 from .policy import (
     BUDGET_SPLIT,
     CHANNEL_SENSITIVITY,
+    DEFAULT_MEMORY_CAP,
     DEFAULT_RECALL_SCOPE,
     RECALL_SCOPES,
     TASK_TYPES,
@@ -61,10 +62,28 @@ def _int_option(opts: dict, key: str, lo: int, hi: int) -> int | None:
     return v
 
 
-def parse_options(opts: dict, session_channel: str, tenant_scope: str | None = None) -> dict:
+def tenant_memory_cap(config_value: str | None) -> int | None:
+    """The memory block's cap without a budget (policy.DEFAULT_MEMORY_CAP) under a
+    tenant's config->'memory_cap' as JSON text: absent, the default; null, none; a
+    non-negative integer, that. Any other value (written to the table directly:
+    create_tenant refuses it) is ignored, as weights_for ignores a bad weight."""
+    if config_value is None:
+        return DEFAULT_MEMORY_CAP
+    try:
+        v = json.loads(config_value)
+    except ValueError:
+        return DEFAULT_MEMORY_CAP
+    if v is None:
+        return None
+    return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else DEFAULT_MEMORY_CAP
+
+
+def parse_options(opts: dict, session_channel: str, tenant_scope: str | None = None,
+                  memory_cap: int | None = DEFAULT_MEMORY_CAP) -> dict:
     """An options_object's values, checked, with their defaults (the channel: the
-    session's; the recall scope: the tenant's, tenant_scope, if it names one).
-    as_of is checked apart (as_of_text, then by the database)."""
+    session's; the recall scope: the tenant's, tenant_scope, if it names one; the
+    memory block's cap when the call names no budget: the tenant's, memory_cap,
+    tenant_memory_cap). as_of is checked apart (as_of_text, then by the database)."""
     unknown = sorted(set(opts) - OPTION_KEYS)
     if unknown:
         raise OptionError(f"unknown option {_shown(unknown[0])}; known: {', '.join(sorted(OPTION_KEYS))}")
@@ -100,4 +119,5 @@ def parse_options(opts: dict, session_channel: str, tenant_scope: str | None = N
         "tool_tokens": _int_option(opts, "tool_tokens", 0, 10_000_000) or 0,
         "log": log,
         "recall_scope": scope,
+        "default_memory_cap": memory_cap,
     }

@@ -41,7 +41,7 @@ from ..paging import residency
 from . import rows, statements
 from .bundle import decide
 from .history import PreparedHistory, pack_history, verbatim_message_ids
-from .options import OptionError, as_of_text, options_object, parse_options
+from .options import OptionError, as_of_text, options_object, parse_options, tenant_memory_cap
 from .packing import count_lines
 from .policy import (
     CHANNEL_SENSITIVITY,
@@ -49,6 +49,7 @@ from .policy import (
     budget_for,
     classify_task,
     history_share,
+    memory_limit,
     memory_share,
     weights_for,
 )
@@ -117,7 +118,10 @@ class Plan:
     task: str
     memory_share: int
     history_share: int  # before the pinned items' reserve (decide)
-    memory_limit: int  # the memory block's tokens at most: the memory cap, else B
+    memory_limit: int  # the memory block's tokens at most: policy.memory_limit
+    # memory_limit is the tenant's default cap, not one the call named: it bounds what
+    # ranking adds, never the pinned items (bundle.decide)
+    default_cap: bool
     exclude: list[int]  # messages surely in the verbatim history: not candidates
     prepared: PreparedHistory
     room: int  # tokens the memory block can get at most: what the pool must fill
@@ -172,7 +176,7 @@ def read_session(db: Database, tenant_id: str, session_id: str, options_json: st
         fail(db, f"unknown session {session_id}", "MN003")
     s = found[0]
     try:
-        opts = parse_options(raw, s["channel"], s["recall_scope"])
+        opts = parse_options(raw, s["channel"], s["recall_scope"], tenant_memory_cap(s["memory_cap"]))
     except OptionError as e:
         fail(db, str(e), hint=e.hint)
     window = {"context_window": s["context_window"], "response_reserve": s["response_reserve"],
@@ -234,10 +238,11 @@ def plan(session: Session, history: list[dict], query: str | None, db: Database 
                 # history share must not degrade it again by age (prefix stability)
                 b_hist = min(max(b_hist, paging.tokens), available)
     # memories get B minus what the history uses, within their limit
-    limit = available if opts["cap_memory"] is None else opts["cap_memory"]
+    limit, default_cap = memory_limit(available, opts)
     room = min(available - pack_history(prepared, b_hist).tokens, limit)
     return Plan(task=task, memory_share=memory_share(available, task, opts["cap_memory"]),
-                history_share=b_hist, memory_limit=limit, exclude=verbatim_message_ids(history, b_hist),
+                history_share=b_hist, memory_limit=limit, default_cap=default_cap,
+                exclude=verbatim_message_ids(history, b_hist),
                 prepared=prepared, room=room, paging=paging, asks_when=temporal_intent(query),
                 date_ranges=tuple(date_ranges(query, session.now)))
 

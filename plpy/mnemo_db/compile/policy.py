@@ -94,6 +94,17 @@ DEFAULT_RECALL_SCOPE = "tenant"
 # Share of the history budget for each fidelity zone, newest zone first; what a zone
 # leaves unused flows to the next one. Degrade before dropping (docs/design.md §Budget).
 HISTORY_ZONES = (("full", 0.60), ("detail", 0.20), ("compact", 0.12), ("stub", 0.08))
+# The memory block's tokens at most when a compile names no budget (no `budget`
+# option, no caps.memory), whatever the window (memory_limit). Without it the block
+# took whatever the history left of the window: in a 128k window a question and a
+# 16-character "Any suggestions?" alike carried a LongMemEval user's whole haystack
+# (~104k tokens), LoCoMo's whole conversation (~17k). Evidence in context levels off
+# by 2k tokens (LongMemEval: every evidence turn in by 2k; LoCoMo: 0.94 at 2k, 0.95
+# at 4k for twice the tokens). A relevance price or floor did not tell a pointed
+# question from an idle one (the idle one matches the users' own "Any suggestions?"
+# turns), so the cap is a fixed size. A tenant sets its own in config->'memory_cap'
+# (null: none), a call in caps.memory; a budget the caller names is theirs to fill.
+DEFAULT_MEMORY_CAP = 2048
 # Recalled messages shorter than this enter the memory block verbatim or not at all.
 MESSAGE_SUMMARY_MIN_TOKENS = 200
 # A lower fidelity of a memory-block item is offered only when its line costs at most
@@ -202,6 +213,19 @@ def memory_share(available: int, task_type: str, cap_memory: int | None) -> int:
     """The memories' share of B for a task type, within its cap."""
     b_mem = split_budget(available, task_type)[0]
     return b_mem if cap_memory is None else min(b_mem, cap_memory)
+
+
+def memory_limit(available: int, opts: dict) -> tuple[int, bool]:
+    """The memory block's tokens at most, and whether that is the tenant's default
+    cap: caps.memory when the call gives it; else, when the call names no budget, the
+    tenant's default cap (DEFAULT_MEMORY_CAP, options.tenant_memory_cap; None: none)
+    within B; else B. A budget the caller names is theirs to fill; a window is not a
+    request for memory."""
+    if opts["cap_memory"] is not None:
+        return opts["cap_memory"], False
+    if opts["budget"] is None and opts["default_memory_cap"] is not None:
+        return min(available, opts["default_memory_cap"]), True
+    return available, False
 
 
 def history_share(available: int, task_type: str, cap_history: int | None) -> int:

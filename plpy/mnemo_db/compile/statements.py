@@ -17,7 +17,7 @@ ENTER = "SELECT mnemo_internal.enter_tenant($1)"
 SESSION = """
 SELECT s.channel, s.agent_id, s.status, s.context_window, s.response_reserve, s.summary_text,
     sp.content AS system_prompt, sp.token_count AS system_prompt_tokens, t.config -> 'scoring' AS scoring,
-    t.config ->> 'recall_scope' AS recall_scope,
+    t.config ->> 'recall_scope' AS recall_scope, (t.config -> 'memory_cap')::text AS memory_cap,
     extract(epoch FROM coalesce($3, CASE WHEN s.started_at IS NULL THEN now() ELSE greatest(s.started_at, (
         SELECT m.created_at FROM mnemo.messages AS m WHERE m.tenant_id = $1 AND m.session_id = $2
         ORDER BY m.turn_index DESC LIMIT 1)) END))::float8 AS now_epoch,

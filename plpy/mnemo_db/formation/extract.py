@@ -192,7 +192,6 @@ _ASKING = re.compile(r"(?i)^(?:could|can|would|will|do|did|does|should|shall|may
 _THANKS = re.compile(r"(?i)^(?:thanks|thank you|thx|ty)\b")
 _SINGULAR = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|I’m|I’ve|I’d|I’ll|my|me|myself|mine)\b(?!-)", re.IGNORECASE)
 _PLURAL = re.compile(r"(?i)\b(?:we|we're|we've|we'd|we'll|our|us)\b")
-_SECOND = re.compile(r"(?i)\b(?:you|your|yours|yourself|you're|you've|you'll|you'd)\b")
 # A first person reacting to the other speaker ("I'm so proud of you", "I hope you ..."):
 # about the addressee, not a note about the speaker.
 _REACTION = re.compile(
@@ -485,7 +484,7 @@ def _sentence_candidates(s: str, t: Turn) -> list[dict]:
             or _WELL_WISH.match(s)
             or not (singular or _PLURAL.search(s))):
         return []
-    if (_SECOND.search(s) or len(s.split()) < 8) and (_REACTION.search(s) or not singular):
+    if (personal.SECOND_PERSON.search(s) or len(s.split()) < 8) and (_REACTION.search(s) or not singular):
         return []
     if not singular and not _PAST_OR_PLAN.search(s):
         return []

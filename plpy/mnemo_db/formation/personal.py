@@ -83,7 +83,9 @@ _MY_RELATION = re.compile(
     rf"|\d+-year-old|two|three|late) )*(?P<rel>{_RELATIONS})\b(?:['’]s?)?(?-i:(?: [A-Z][a-z]+)?(?:,? [A-Z][a-z]+,?)?)")
 # A personal statement says something of the speaker; a sentence about the listener
 # ("I'm so happy for you", "I love your painting") or a reaction does not.
-_SECOND = re.compile(r"(?i)\b(?:you|your|yours|yourself|you're|you've|you'll|you'd|u)\b")
+# The listener, for extract.py too. Chat's "u" only in lower case and not as an
+# initial: "The Hate U Give" and "the U.S." are not addressed to anyone.
+SECOND_PERSON = re.compile(r"(?i)\b(?:you|your|yours|yourself|you're|you've|you'll|you'd|(?-i:u)(?![.’']\w))\b")
 _REACTION = re.compile(
     r"(?i)^I(?:['’]m|['’]ve| am| have)? (?:(?:so|really|very|just|totally|also|too) )*(?:know|understand|agree|hope|bet"
     r"|wish|see|get it|can tell|can imagine|feel you|mean|appreciate|wonder|was wondering|am wondering)\b"
@@ -171,7 +173,7 @@ def statement_of(s: str) -> str:
 def read(s: str) -> Personal | None:
     """What a statement tells about its speaker's own life, or None (see the module)."""
     core, hedged = unhedge(statement_of(s))
-    if core.endswith("?") or _SECOND.search(core) or _REACTION.match(core) or _TALK.search(core):
+    if core.endswith("?") or SECOND_PERSON.search(core) or _REACTION.match(core) or _TALK.search(core):
         return None
     body = _ADVERBIAL.sub("", core)
     rel = _MY_RELATION.match(body)

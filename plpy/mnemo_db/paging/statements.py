@@ -113,28 +113,63 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)""",
     # The session's tool objects with more than $3 newer ones (ladder.aging decides):
     # n, how many are newer (1: the newest); written_after, whether a write came after
     # it (to its source, for a read; to anything, for a command's output).
+    # (one scan of the session's objects: x carries every column the rows need)
     "aging": ("""WITH x AS (
-    SELECT o.object_id, o.first_turn, o.source_key,
-        row_number() OVER (ORDER BY o.first_turn DESC, o.object_id DESC) AS n
+    SELECT o.object_id, o.first_turn, o.source_key, o.kind, o.writes_source, o.result_class, o.message_ids,
+        o.last_turn, row_number() OVER (ORDER BY o.first_turn DESC, o.object_id DESC) AS n
     FROM mnemo.semantic_objects AS o
     WHERE o.tenant_id = $1 AND o.session_id = $2 AND o.kind <> 'conversation_phase' AND o.memory_id IS NULL),
 w AS (
     SELECT o.source_key, max(o.first_turn) AS last_write FROM mnemo.semantic_objects AS o
     WHERE o.tenant_id = $1 AND o.session_id = $2 AND o.writes_source GROUP BY o.source_key)
-SELECT o.object_id, x.n, o.kind, r.fidelity, o.writes_source, o.source_key IS NOT NULL AS has_source,
-    o.result_class, o.message_ids, o.last_turn,
-    CASE WHEN o.source_key IS NULL THEN (SELECT max(w.last_write) FROM w) > o.first_turn
-        ELSE EXISTS (SELECT FROM w WHERE w.source_key = o.source_key AND w.last_write > o.first_turn)
+SELECT x.object_id, x.n, x.kind, r.fidelity, x.writes_source, x.source_key IS NOT NULL AS has_source,
+    x.result_class, x.message_ids, x.last_turn,
+    CASE WHEN x.source_key IS NULL THEN (SELECT max(w.last_write) FROM w) > x.first_turn
+        ELSE EXISTS (SELECT FROM w WHERE w.source_key = x.source_key AND w.last_write > x.first_turn)
     END AS written_after
 FROM x
-JOIN mnemo.semantic_objects AS o ON o.tenant_id = $1 AND o.object_id = x.object_id
-JOIN mnemo.object_residency AS r ON r.tenant_id = $1 AND r.session_id = $2 AND r.object_id = o.object_id
-WHERE x.n > $3 AND r.fidelity <> 'evicted' AND r.pinned_until_turn <= $4 AND NOT r.anchored""",
+JOIN mnemo.object_residency AS r ON r.tenant_id = $1 AND r.session_id = $2 AND r.object_id = x.object_id
+WHERE x.n > $3 AND r.fidelity <> 'evicted' AND r.pinned_until_turn <= $4 AND NOT r.anchored
+ORDER BY x.object_id""",
               ["text", "uuid", "integer", "integer"]),
-    "previous_user": ("""SELECT 1 - (mnemo.embed($4) <=> coalesce(m.embedding, mnemo.embed(m.content))) AS cosine
-FROM mnemo.messages AS m WHERE m.tenant_id = $1 AND m.session_id = $2 AND m.role = 'user'
-    AND m.turn_index < $3 AND coalesce(m.content, '') <> ''
-ORDER BY m.turn_index DESC LIMIT 1""", ["text", "uuid", "integer", "text"]),
+    # A user message just embedded (its embed job), with the cosine to the user message
+    # before it (the topic and goal shift): the message's own vector as the text alone
+    # (its stored one, unless a name was prefixed to it), the previous one's stored
+    # vector, else its text's. The phase it is in (see Pager.on_embedded).
+    "embedded_user": ("""SELECT m.message_id, m.turn_index AS turn, m.content,
+    1 - (CASE WHEN m.name IS NULL THEN m.embedding ELSE mnemo.embed(m.content) END
+        <=> coalesce(p.embedding, mnemo.embed(p.content))) AS cosine
+FROM mnemo.messages AS m
+CROSS JOIN LATERAL (
+    SELECT p.embedding, p.content FROM mnemo.messages AS p
+    WHERE p.tenant_id = $1 AND p.session_id = $2 AND p.role = 'user' AND p.turn_index < m.turn_index
+        AND coalesce(p.content, '') <> ''
+    ORDER BY p.turn_index DESC LIMIT 1) AS p
+WHERE m.tenant_id = $1 AND m.session_id = $2 AND m.message_id = ANY ($3) AND m.role = 'user'
+    AND m.embedding IS NOT NULL
+ORDER BY m.turn_index""", ["text", "uuid", "bigint[]"]),
+    # A phase's messages before and from a turn: where a topic shift splits it.
+    "split_point": ("""SELECT coalesce(array_agg(m.message_id ORDER BY m.turn_index) FILTER (WHERE m.turn_index < $4),
+        '{}') AS before_ids,
+    coalesce(sum(m.token_count) FILTER (WHERE m.turn_index < $4), 0)::integer AS before_tokens,
+    max(m.turn_index) FILTER (WHERE m.turn_index < $4) AS before_last,
+    coalesce(array_agg(m.message_id ORDER BY m.turn_index) FILTER (WHERE m.turn_index >= $4), '{}') AS after_ids,
+    coalesce(sum(m.token_count) FILTER (WHERE m.turn_index >= $4), 0)::integer AS after_tokens
+FROM mnemo.messages AS m
+WHERE m.tenant_id = $1 AND m.session_id = $2 AND m.message_id = ANY ($3)""",
+                    ["text", "uuid", "bigint[]", "integer"]),
+    "split": ("""UPDATE mnemo.semantic_objects AS o SET message_ids = $4, last_turn = $5, token_count = $6,
+    is_open = false
+WHERE o.tenant_id = $1 AND o.session_id = $2 AND o.object_id = $3""",
+              ["text", "uuid", "bigint", "bigint[]", "integer", "integer"]),
+    "last_turn": (("UPDATE mnemo.semantic_objects AS o SET last_turn = $4 WHERE o.tenant_id = $1 "
+                   "AND o.session_id = $2 AND o.object_id = $3"), ["text", "uuid", "bigint", "integer"]),
+    # the objects started from a turn on that a phase was the parent of: the new phase's
+    "reparent": ("""UPDATE mnemo.object_links AS l SET src_object_id = $4
+WHERE l.tenant_id = $1 AND l.src_object_id = $3 AND l.relation = 'parent_of' AND l.dst_object_id IN (
+    SELECT o.object_id FROM mnemo.semantic_objects AS o
+    WHERE o.tenant_id = $1 AND o.session_id = $2 AND o.first_turn >= $5)""",
+                 ["text", "uuid", "bigint", "bigint", "integer"]),
     "goal_matches": ("""SELECT o.object_id, max(1 - (m.embedding <=> mnemo.embed($3))) AS cosine
 FROM mnemo.semantic_objects AS o
 JOIN mnemo.messages AS m ON m.tenant_id = o.tenant_id AND m.message_id = ANY (o.message_ids)

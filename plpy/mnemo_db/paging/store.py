@@ -6,7 +6,9 @@
   call or a topic shift, small objects merge with their neighbour of the same kind),
   faults (a re-read of a source whose object is below full, with no write between),
   structural waste (superseded and stale reads, duplicated outputs, stale tool
-  results), goal shifts, and the assistant's cleanup tags;
+  results), and the assistant's cleanup tags;
+- on_embedded, from a user message's embed job: its topic shift (a phase splits)
+  and goal shift;
 - the phantom tools (query, restore, release) and handle_tool_call;
 - metrics.
 Every residency change goes through change(): the residency row and its
@@ -86,10 +88,11 @@ class Pager:
                                  a.writes, label, tokens_, is_open, pinned_until, result_class])[0]["object_id"]
 
     # ------------------------------------------------------------------ record path
-    def on_message(self, t: str, s: str, m: dict, tag_list: list[dict] | None) -> None:
+    def on_message(self, t: str, s: str, m: dict, tag_list: list[dict] | None, cfg: dict | None = None) -> None:
         """Segments one recorded message (m: message_id, role, content, tool_calls,
-        tool_call_id, turn, tokens, metadata) and applies its cleanup tags."""
-        cfg = self.cfg()
+        tool_call_id, turn, tokens, metadata) and applies its cleanup tags. cfg: the
+        paging settings, when the caller read them for a batch."""
+        cfg = cfg or self.cfg()
         if m["role"] == "tool":
             self._on_result(t, s, m, cfg)
         elif m["role"] == "assistant" and m.get("tool_calls"):
@@ -113,16 +116,10 @@ class Pager:
             self._attach_result(t, s, last, m, cfg, last["label"].split(" ", 1)[0].rstrip(":"))
             self.run("close", [t, s, last["object_id"]])
             return
-        shift = False
-        if m["role"] == "user" and (m.get("content") or "").strip():
-            row = self.one("previous_user", [t, s, m["turn"], m["content"]])
-            cosine = row["cosine"] if row else None
-            if cosine is not None and cosine < cfg["goal_shift"]:
-                self.goal_shift(t, s, m, cfg)
-            shift = cosine is not None and cosine < cfg["topic_shift"]
+        # A user message's topic and goal shift wait for its embedding (on_embedded, from
+        # its embed job): the write path encodes nothing. Until then it continues the phase.
         phase = last if last and last["kind"] == "conversation_phase" and last["is_open"] else None
-        # a phase shorter than the minimum object size takes the next turn whatever its topic
-        if phase and (not shift or phase["token_count"] < cfg["min_object_tokens"]):
+        if phase:
             self.run("append", [t, s, phase["object_id"], [m["message_id"]], m["turn"], m["tokens"],
                               None, None, None])
             return
@@ -154,7 +151,7 @@ class Pager:
             sources.command_class(name, calls[0]["function"].get("arguments"))
         oid = self.insert(t, s, kind, [m["message_id"]], m["turn"], m["tokens"], main,
                           sources.label_of(kind, name, main, None), is_open=awaiting, result_class=result_class)
-        new = self.one("by_id", [t, s, oid])
+        new = {"object_id": oid}  # all _touch reads of it (no statement to read it back)
         phase = self.one("latest_phase", [t, s])
         if phase:
             self.run("link", [t, phase["object_id"], "parent_of", oid])
@@ -245,12 +242,14 @@ class Pager:
                 if LEVEL[o["fidelity"]] < LEVEL[cfg["superseded_to"]] and o["pinned_until_turn"] <= m["turn"]:
                     self.move(t, s, o, cfg["superseded_to"], "waste", m["turn"])
                 self.run("link", [t, obj["object_id"], "supersedes", o["object_id"]])
-        self._merge_small(t, s, obj["object_id"], m["turn"], cfg)
+        # the object as the append left it (the statement's own arithmetic; nothing else here changes it)
+        self._merge_small(t, s, dict(obj, kind=kind or obj["kind"], token_count=obj["token_count"] + m["tokens"]),
+                          m["turn"], cfg)
 
-    def _merge_small(self, t: str, s: str, object_id: int, turn: int, cfg: dict) -> None:
-        """A small tool_result object joins the small tool_result object just
-        before it, while the two stay under the minimum object size."""
-        obj = self.one("by_id", [t, s, object_id])
+    def _merge_small(self, t: str, s: str, obj: dict, turn: int, cfg: dict) -> None:
+        """A small tool_result object (obj, as stored) joins the small tool_result
+        object just before it, while the two stay under the minimum object size."""
+        object_id = obj["object_id"]
         if (obj["kind"] != "tool_result" or obj["source_key"] or obj["pinned_until_turn"] > turn
                 or obj["token_count"] >= cfg["min_object_tokens"]):
             return
@@ -262,11 +261,50 @@ class Pager:
                 and prev["token_count"] + obj["token_count"] < cfg["min_object_tokens"]):
             self.run("merge", [t, s, prev["object_id"], object_id])
 
+    def on_embedded(self, t: str, s: str, message_ids: list[int]) -> None:
+        """User messages of this session just embedded (their embed job, in turn order):
+        the topic and goal shift their text makes, decided with the vector the job
+        stored, so that a message is encoded once, off the write path. A message that
+        went into a conversation phase when it was recorded (not one answering an
+        action written in text) and that moves away from the user message before it:
+        below goal_shift, a goal shift (as of its turn); below topic_shift, the phase
+        splits there, unless the part before it is shorter than the minimum object size
+        (it takes the turn whatever its topic), so the message and what followed it in
+        the phase start a new phase, which becomes the parent of the objects started
+        since."""
+        cfg = None
+        for m in self.run("embedded_user", [t, s, message_ids]):
+            if m["cosine"] is None or not (m["content"] or "").strip():
+                continue
+            cfg = cfg or self.cfg()
+            if m["cosine"] >= cfg["topic_shift"] and m["cosine"] >= cfg["goal_shift"]:
+                continue
+            phase = self.one("by_message", [t, s, m["message_id"]])
+            if phase is None or phase["kind"] != "conversation_phase":
+                continue
+            if m["cosine"] < cfg["goal_shift"]:
+                self.goal_shift(t, s, dict(m), cfg)
+            if m["cosine"] >= cfg["topic_shift"]:
+                continue
+            cut = self.one("split_point", [t, s, list(phase["message_ids"]), m["turn"]])
+            if not cut["before_ids"] or cut["before_tokens"] < cfg["min_object_tokens"]:
+                continue
+            self.run("split", [t, s, phase["object_id"], cut["before_ids"], cut["before_last"],
+                               cut["before_tokens"]])
+            first = next((ln.strip() for ln in (m["content"] or "").splitlines() if ln.strip()), "")
+            oid = self.insert(t, s, "conversation_phase", list(cut["after_ids"]), m["turn"], cut["after_tokens"],
+                              label=f"user: {first[:120]}", is_open=phase["is_open"])
+            if phase["last_turn"] > m["turn"]:
+                self.run("last_turn", [t, s, oid, phase["last_turn"]])
+            self.run("reparent", [t, s, phase["object_id"], oid, m["turn"]])
+
     def goal_shift(self, t: str, s: str, m: dict, cfg: dict) -> None:
-        """The user's goal moved. Objects whose messages match the new message
-        come back to full, the others go down a level, not below compact."""
+        """The user's goal moved (m: a user message, its content and turn). Objects
+        from before it whose messages match the new message come back to full, the
+        others go down a level, not below compact."""
         cos = {r["object_id"]: r["cosine"] for r in self.run("goal_matches", [t, s, m["content"]])}
-        objects = [dict(o) for o in self.run("all_objects", [t, s]) if o["object_id"] in cos]
+        objects = [dict(o) for o in self.run("all_objects", [t, s])
+                   if o["object_id"] in cos and o["first_turn"] < m["turn"]]
         # the newest objects served the old goal: they are not protected here (a
         # demotion stops at compact, and the next turns bring back what they need)
         residents = [ladder.Resident(o["object_id"], o["kind"], o["fidelity"], o["last_turn"],

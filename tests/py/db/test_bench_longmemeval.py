@@ -94,6 +94,10 @@ def test_the_bench_core_on_tiny_instances(db):
     assert f["evidence_share"]["last_n"]["512"] == (1.0 + 0.5) / 2
     assert f["evidence_share"]["last_n"]["8192"] == 1.0
     assert f["all_evidence"]["turns"]["8192"] == 1.0
+    # the whole window holds every evidence turn of so small a history; the short
+    # probe has no evidence to hold
+    window = f["block_at_128k_window"]
+    assert window["question"]["evidence"] == 1.0 and "evidence" not in window["short"]
 
     assert f["extraction"]["failed_jobs"] == 0
     assert f["memories_per_question"] == f["extraction"]["memories"] / 2

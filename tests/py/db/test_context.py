@@ -26,6 +26,7 @@ from helpers import (
     tool_result,
 )
 from mnemo_db import tokens
+from mnemo_db.compile import policy
 from mnemo_db.compile.levels import message_levels
 from openai.types.chat import ChatCompletionMessageParam, ChatCompletionToolParam
 from pydantic import TypeAdapter
@@ -367,6 +368,44 @@ def test_memory_cap_bounds_the_memory_block(db, tenant, memories_session):
         if t["memory"] > cap:
             over.append((cap, t["memory"]))
     assert not over
+
+
+DISHES = ("risotto", "ramen", "paella", "curry", "tacos", "pho", "lasagna", "gumbo", "falafel", "bibimbap")
+PLACES = ("Lisbon", "Kyoto", "Oaxaca", "Hanoi", "Tbilisi", "Bergen", "Cusco", "Zanzibar", "Quebec", "Porto")
+
+
+def test_a_short_question_in_a_long_history_gets_a_small_memory_block(db, tenant):
+    """Issue 42: with no budget the memory block took whatever the window left: a
+    16-character question carried ~11k tokens of memory upstream (the proxy, gpt-4o),
+    a LongMemEval user's whole haystack in a 128k window. Without a budget the block
+    is capped whatever the window; the cap is what bounds it (caps.memory lifts it), a
+    tenant sets its own, and a budget the caller names is still filled."""
+    old = db.start_session(tenant, context_window=128000)
+    for i in range(160):
+        dish, place = DISHES[i % 10], PLACES[(i * 3) % 10]
+        say(db, tenant, old, "user" if i % 2 == 0 else "assistant",
+            f"Day {i}: we talked about cooking {dish} the way they do in {place}, which spices "
+            f"to buy ({i * 7 % 13} of them), how long to simmer it ({i % 9 + 1} hours) and what "
+            f"to serve beside it; any suggestions for a {dish} night with {i % 6 + 2} guests?")
+    run_jobs(db, tenant)
+    s = db.start_session(tenant, context_window=128000)
+
+    def block(**opts) -> dict:
+        return db.compile_context_bundle(tenant, s, "Any suggestions?", log=False, **opts)["report"]
+
+    cap = policy.DEFAULT_MEMORY_CAP
+    r = block()
+    assert r["budget"]["available"] > 100_000 and r["budget"]["memory_limit"] == cap
+    assert 0 < r["tokens"]["memory"] <= cap
+    lifted = block(caps={"memory": 1_000_000})["tokens"]["memory"]
+    assert lifted > 3 * cap  # the history would have filled it
+    assert block(budget=6000)["tokens"]["memory"] > cap  # an explicit budget is filled
+    db._call("UPDATE mnemo.tenants SET config = config || '{\"memory_cap\": 500}' WHERE tenant_id = %(t)s",
+             {"t": tenant})
+    assert 0 < block()["tokens"]["memory"] <= 500
+    db._call("UPDATE mnemo.tenants SET config = config || '{\"memory_cap\": null}' WHERE tenant_id = %(t)s",
+             {"t": tenant})
+    assert block()["tokens"]["memory"] == lifted
 
 
 def test_history_and_item_caps(db, tenant, memories_session):

@@ -560,7 +560,10 @@ def test_topic_and_goal_shifts(db, tenant):
     drain_jobs(db, tenant, worker=17)  # the messages' embeddings (the goal is matched against them)
     s.say("user", "Write a short poem about autumn leaves falling in a quiet forest.")
     phases = [o for o, r in s.residency().items() if r["kind"] == "conversation_phase"]
-    assert len(phases) == 2  # a new topic: a new phase
+    assert len(phases) == 2  # after a tool call: a new phase
+    # the shift is decided with the message's embedding, by its job: the write encodes nothing
+    assert not [r for r in s.log() if r["trigger"] == "goal_shift"]
+    drain_jobs(db, tenant, worker=17)
     shift = [r for r in s.log() if r["trigger"] == "goal_shift"]
     assert {(r["object_id"], r["from_fidelity"], r["to_fidelity"]) for r in shift} >= {(read, "full", "detail")}
     assert all(r["to_fidelity"] in ("detail", "compact") for r in shift)
@@ -568,7 +571,37 @@ def test_topic_and_goal_shifts(db, tenant):
     # another shift later never takes an object below compact
     s.say("user", "Now explain how photosynthesis works in deciduous trees.")
     s.say("user", "Which football team won the 1998 world cup final?")
+    drain_jobs(db, tenant, worker=17)
     assert {r["to_fidelity"] for r in s.log() if r["trigger"] == "goal_shift"} <= {"detail", "compact"}
+
+
+def test_a_topic_shift_splits_the_phase_once_the_message_is_embedded(db, tenant):
+    """Conversation without tool calls: the phase takes every message when they are
+    recorded; the embed job of the message that changes topic splits it there, and
+    the assistant's reply that followed goes with it."""
+    from conftest import drain_jobs
+    s = Session(db, tenant)
+    s.say("user", "Fix the SQL migration that adds the invoice_total column to the invoices table.")
+    s.say("assistant", "The migration " + "alters the invoices table and backfills invoice totals. " * 60)
+    poem = s.say("user", "Write a short poem about autumn leaves falling in a quiet forest.")
+    reply = s.say("assistant", "Leaves drift down, amber and red, over the quiet forest floor.")
+    phases = {o: r for o, r in s.residency().items() if r["kind"] == "conversation_phase"}
+    assert len(phases) == 1
+    drain_jobs(db, tenant, worker=17)
+    rows = db._rows("SELECT o.message_ids, o.first_turn, o.last_turn, o.token_count, o.is_open"
+                    " FROM mnemo.semantic_objects AS o WHERE o.tenant_id = %(t)s AND o.kind = 'conversation_phase'"
+                    " ORDER BY o.first_turn", {"t": tenant})
+    assert len(rows) == 2
+    tokens = {r["message_id"]: r["token_count"] for r in db._rows(
+        "SELECT message_id, token_count FROM mnemo.messages WHERE tenant_id = %(t)s", {"t": tenant})}
+    first, second = rows
+    assert list(second["message_ids"]) == [poem, reply] and second["first_turn"] == 2 and second["last_turn"] == 3
+    assert first["last_turn"] == 1 and not first["is_open"] and second["is_open"]
+    assert first["token_count"] == sum(tokens[m] for m in first["message_ids"])
+    assert second["token_count"] == tokens[poem] + tokens[reply]
+    # a second run of the jobs changes nothing
+    drain_jobs(db, tenant, worker=17)
+    assert len(db._rows("SELECT 1 FROM mnemo.semantic_objects WHERE tenant_id = %(t)s", {"t": tenant})) == 2
 
 
 def test_agents_acting_in_text_are_segmented_like_tool_calls(db, tenant):

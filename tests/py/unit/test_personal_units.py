@@ -39,6 +39,9 @@ def formed(text: str, role: str = "user") -> list[tuple[str, str | None, str]]:
     ("Coffee is my favourite drink.", "preference", None, False, False),
     ("I usually go to bed around 11.", "habit", None, False, False),
     ("Yesterday, I went to a concert with Bo.", "experience", None, False, False),
+    # a capital U is not chat's "u": an initial or a title addresses no one
+    ("I moved to the U.S. last year.", "biography", None, False, False),
+    ("I finished The Hate U Give.", "experience", None, False, False),
 ])
 def test_personal_statements_are_read_with_what_they_are_about(text, category, relation, negated, hedged):
     got = personal.read(text)
@@ -50,7 +53,7 @@ def test_personal_statements_are_read_with_what_they_are_about(text, category, r
     "I have a question about Python decorators.", "I'm back.", "I'm just curious how this works.",
     "What's the capital of Australia?", "I wonder why the sky is blue.", "Kindness matters so much.",
     "Do you have any pets?", "I'm so proud of my own work.", "My own journey of self-discovery.",
-    "I'm glad to hear that nobody was hurt.", "I always feel so peaceful there.",
+    "I'm glad to hear that nobody was hurt.", "I always feel so peaceful there.", "I miss u so much.",
 ])
 def test_what_is_not_about_the_speaker_is_not_personal(text):
     assert personal.read(text) is None

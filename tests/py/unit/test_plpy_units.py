@@ -583,3 +583,78 @@ def test_a_notes_said_day_is_written_once_on_its_day_line(created, kept):
     assert ("(said 2 March 2026)" in line.text) is kept
     if not kept:  # counted again, not the stored count of the text with the day
         assert line.tokens == packing.line_tokens(line.text)
+
+
+def _planned(raw: dict, tenant_cap=policy.DEFAULT_MEMORY_CAP, window: int = 128_000) -> phases.Plan:
+    """plan() of a new session (no history) in a window, under options raw and a
+    tenant's memory cap (options.tenant_memory_cap)."""
+    from mnemo_db.compile import options
+    opts = options.parse_options(raw, "private", None, tenant_cap)
+    budget = policy.budget_for({"context_window": window, "response_reserve": 4096}, opts)
+    session = phases.Session(
+        tenant_id="t", session_id="s", agent_id=None, context_window=window, response_reserve=4096,
+        summary_text=None, options=opts, as_of=None, now=datetime(2026, 1, 1, tzinfo=UTC), now_epoch=0.0,
+        redacting=False, weights=dict(policy.DEFAULT_WEIGHTS), budget=budget)
+    return phases.plan(session, [], "Any suggestions?")
+
+
+def test_the_memory_block_is_capped_when_the_call_names_no_budget():
+    """Issue 42: with no budget the memory block took whatever the window left (a
+    LongMemEval user's whole haystack, ~104k tokens, for "Any suggestions?"). Without
+    a budget it gets the tenant's cap, whatever the window; a budget or caps.memory the
+    caller names is theirs; a tenant's null cap restores the window."""
+    cap = policy.DEFAULT_MEMORY_CAP
+    for window in (32_000, 128_000, 1_000_000):
+        p = _planned({}, window=window)
+        assert p.memory_limit == cap and p.room <= cap
+    assert _planned({}, window=cap + 4096).memory_limit < cap  # within B: a small window's
+    assert _planned({}, tenant_cap=1000).memory_limit == 1000
+    assert _planned({}, tenant_cap=None).memory_limit > 100_000  # the tenant chose no cap
+    assert _planned({"budget": 8000}).memory_limit == 8000  # an explicit budget is filled
+    assert _planned({"caps": {"memory": 20_000}}).memory_limit == 20_000
+    assert _planned({"budget": 8000, "caps": {"memory": 300}}).memory_limit == 300
+
+
+def test_a_tenant_memory_cap_is_read_from_its_config_text():
+    from mnemo_db.compile.options import tenant_memory_cap
+    assert tenant_memory_cap(None) == policy.DEFAULT_MEMORY_CAP  # not set
+    assert tenant_memory_cap("null") is None  # set to none
+    assert tenant_memory_cap("1500") == 1500 and tenant_memory_cap("0") == 0
+    for bad in ("-1", "2.5", '"4k"', "true", "{", "[]"):  # written by hand: ignored
+        assert tenant_memory_cap(bad) == policy.DEFAULT_MEMORY_CAP
+
+
+def test_the_default_memory_cap_bounds_what_ranking_adds_not_what_is_pinned():
+    """decide under the default cap: a block of unpinned candidates stays within it;
+    pinned memories worth more than the cap are all sent (a user pinned them), and
+    caps.memory, which the caller names, still bounds them."""
+    from mnemo_db.compile import bundle
+    now = datetime(2026, 3, 2, tzinfo=UTC)
+
+    def cand(n, pinned):
+        text = f"Note {n}: " + " ".join(f"the {w} of project {n}" for w in ("scope", "plan", "budget", "risk") * 6)
+        return {"source": f"mem:{n}", "kind": "fact", "text": text, "relevance": 0.9 - n / 1000, "created_at": now,
+                "confidence": 1.0, "provenance_type": "fact", "access_count": 0, "last_accessed_at": None,
+                "is_pinned": pinned, "levels": None, "role": None, "name": None, "text_tokens": None,
+                "derived_from": frozenset(), "sensitivity": "none"}
+
+    def block(raw, candidates):
+        p = _planned(raw)
+        opts = phases.parse_options(raw, "private", None, policy.DEFAULT_MEMORY_CAP)
+        session = phases.Session(
+            tenant_id="t", session_id="s", agent_id=None, context_window=128_000, response_reserve=4096,
+            summary_text=None, options=opts, as_of=None, now=now, now_epoch=0.0, redacting=False,
+            weights=dict(policy.DEFAULT_WEIGHTS),
+            budget=policy.budget_for({"context_window": 128_000, "response_reserve": 4096}, opts))
+        report = bundle.decide(session, [], p, candidates, [], "Any suggestions?")["report"]
+        return report["tokens"]["memory"], {i["source"] for i in report["items"] if i["section"] == "memory"}
+
+    cap = policy.DEFAULT_MEMORY_CAP
+    loose = [cand(n, False) for n in range(200)]
+    used, _ = block({}, loose)
+    assert cap - 200 < used <= cap
+    pinned = [cand(n, True) for n in range(200, 240)]
+    used, sent = block({}, loose + pinned)
+    assert used > cap and {c["source"] for c in pinned} <= sent
+    used, _ = block({"caps": {"memory": 1000}}, loose + pinned)
+    assert used <= 1000

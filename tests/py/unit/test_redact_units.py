@@ -112,3 +112,49 @@ def test_base64_of_words_is_kept_and_a_lone_encoded_credential_is_not():
     assert redact.redact(f"blob {lone}")[1] == ["high_entropy"]
     named = base64.b64encode(b"the password is hunter2-prod-9x").decode()
     assert redact.redact(f"blob {named}")[1] == ["base64_password"]
+
+
+def _planted_texts() -> list[str]:
+    """Secrets of every kind bench-trust plants, bare, glued and in prose/code/JSON."""
+    import random
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+    from bench.trust import secrets as planted
+
+    texts = []
+    for seed in range(5):
+        rng = random.Random(seed)
+        for make in planted.TOKENS.values():
+            tok = make(rng)
+            texts += [tok, "x_" + tok, f"my key is {tok} ok", f'{{"password": "{tok}"}}', f"token = {tok}",
+                      f"AWS secret {tok}", f"PASSWORD: {tok}", f"https://u:{tok}@h/x?api_key={tok}"]
+        texts += [p[0] for p in planted.prose(rng)]
+    a = "Zt9xQ2mV7rL4pK8wB3nF6hJ1sD5gA0cE9xQ2mV7rL4pK8wB3nF6hJ1sD5gA0cE9xQ2mV7rL4pK8wB3n"
+    low = a.lower()
+    texts += [  # the formats bench-trust does not plant
+        "-----BEGIN RSA PRIVATE KEY-----\nMIIabc\n-----END RSA PRIVATE KEY-----",
+        "PuTTY-User-Key-File-2: ssh-rsa\nPrivate-MAC: 0a1b", f"https://hooks.slack.com/services/T{a[:8]}/B{a[:8]}/{a[:24]}",
+        f"ya29.{a[:30]}", f"npm_{a[:36]}", f"//registry.npmjs.org/:_authToken={a[:20]}", f"pypi-AgE{a[:72]}",
+        f"sq0csp-{a[:43]}", f"AC{low[:32]}", f"{low[:32]}-us12", f"123456789:{a[:35]}",
+        f"M{a[:23]}.{a[:6]}.{a[:27]}", f"AccountKey={a[:64]}", f"AKC{a[:12]} ", f"Authorization: Bearer {a[:30]}",
+        f"Basic {a[:24]}", f"the password for prod is Xy7!{a[:8]}"]
+    return texts
+
+
+def test_each_pattern_is_skipped_only_where_it_cannot_match():
+    """The words each pattern needs (redact._NEEDS) are in every text it matches, and
+    the fast pre-checks say what the regexes they replace say: skipping is free."""
+    texts = _planted_texts()
+    matched = set()
+    for text in texts:
+        assert redact._quick(text) == (redact._QUICK.search(text) is not None), text
+        doc = json.dumps({"m": {"role": "user", "content": text}})
+        assert redact._quick_json(doc) == (redact._QUICK_JSON.search(doc) is not None), doc
+        low = text.lower()
+        for i, ((kind, pattern, *_), needs) in enumerate(zip(redact._PATTERNS, redact._NEEDS, strict=True)):
+            if pattern.search(text):
+                matched.add(i)
+                assert needs is None or any(w in low for w in needs), (kind, text)
+    assert matched == set(range(len(redact._PATTERNS)))  # the samples reach every pattern
