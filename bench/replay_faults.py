@@ -20,13 +20,10 @@ from replay_actions import Action
 KINDS = ("test output", "ls", "grep", "file read", "error", "other")
 FIDELITIES = ("detail", "compact", "stub", "summarised", "evicted", "redacted", "other")
 ZONES = ("normal", "caution", "warning", "critical", "emergency", "-")
-# a command that runs tests (its output: which pass, which fail and why)
-TEST_RE = re.compile(
-    r"\b(?:pytest|py\.test|tox|nox|unittest|runtests?\.py|manage\.py test|test_\w+\.py|\w+_test\.py"
-    r"|go test|cargo test|(?:npm|yarn|pnpm)(?: run)? test|mvn\b[^|;&]*\btest|gradlew?\b[^|;&]*\btest"
-    r"|make (?:test|check))\b")
-LISTERS = {"ls", "find", "tree", "du", "find_file"}
-SEARCHERS = shell.SEARCHERS | {"search_dir", "search_file"}
+# what runs tests, lists and searches: paging's own reading (sources.command_class)
+TEST_RE = sources.TEST_RE
+LISTERS = sources.LISTERS | {"find_file"}
+SEARCHERS = sources.SEARCHERS | {"search_dir", "search_file"}
 # what a degraded message of the compile says it is (compile/history.py's markers)
 _LEVEL_RE = r"\[(detail|compact|stub) of msg:{id};"
 

@@ -234,6 +234,17 @@ def _decoded(run: str) -> str | None:
     return text if text and printable >= 0.95 * len(text) else None
 
 
+def _encodes_words(token: str) -> bool:
+    """Whether a high-entropy token is base64 of words (printable text with a space
+    or a line break in it): a test's sample, a fixture, an encoded message, not a key.
+    Its decoded text was searched for secrets already (the base64 pass); a random key
+    does not decode to text, and a lone encoded password has no space. Without this,
+    `"SGVsbG8gV29ybGQhIFRoaXMgaXMgYmFzZTY0"` in a test file was stored as
+    [REDACTED:high_entropy], and an agent re-reading the file saw a line not in it."""
+    inner = _decoded(token)
+    return inner is not None and any(c in inner for c in " \n")
+
+
 def _shapes(text: str, found: dict[str, str], depth: int) -> str:
     """Layer 3: base64-encoded secrets, then high-entropy tokens."""
     def encoded(m: re.Match) -> str:
@@ -262,7 +273,8 @@ def _shapes(text: str, found: dict[str, str], depth: int) -> str:
     blocks = [b.span() for b in _BLOCK.finditer(text)] if "\n" in text else []
 
     def token(m: re.Match) -> str:
-        if not _high_entropy(m.group(0)) or any(a <= m.start() < b for a, b in blocks):
+        if (not _high_entropy(m.group(0)) or any(a <= m.start() < b for a, b in blocks)
+                or _encodes_words(m.group(0))):
             return m.group(0)
         found[m.group(0)] = "high_entropy"
         return MARK.format("high_entropy")

@@ -18,6 +18,12 @@ def _kind(m: dict) -> str:
     return "tool_result" if m["role"] == "tool" else "message"
 
 
+def _when(m: dict) -> str | None:
+    """The time a message's levels show: none for a tool's output, which its call
+    places in the session (a stub of one was a third date)."""
+    return None if m.get("role") == "tool" else when(m.get("created_at"))
+
+
 def message_levels(m: dict) -> dict | None:
     """A stored message's extractive levels ({level: {text, tokens, losses}}), or None
     when its text is too short to abbreviate. Each message's embed job stores them
@@ -30,7 +36,7 @@ def message_levels(m: dict) -> dict | None:
     if ((stored is not None and stored < summarize.MIN_TOKENS_FOR_SUMMARY)
             or tokens.count(text) < summarize.MIN_TOKENS_FOR_SUMMARY):
         return None
-    return summarize.summarize_json(text, _kind(m), when(m.get("created_at")))
+    return summarize.summarize_json(text, _kind(m), _when(m))
 
 
 def pending_levels(m: dict) -> dict | None:
@@ -49,4 +55,4 @@ def pending_levels(m: dict) -> dict | None:
     n = tokens.count(text) if n is None else n
     if n < summarize.MIN_TOKENS_FOR_SUMMARY:
         return None
-    return summarize.stub_json(text, _kind(m), when(m.get("created_at")), n)
+    return summarize.stub_json(text, _kind(m), _when(m), n)

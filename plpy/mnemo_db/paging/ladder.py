@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 LADDER = ("full", "detail", "compact", "stub", "evicted")
 LEVEL = {f: i for i, f in enumerate(LADDER)}
 ZONES = ("normal", "caution", "warning", "critical", "emergency")
+# the outputs the quiet rule takes: a plain command's and a fetched page's (sources.command_class)
+QUIET_CLASSES = ("command", "fetch")
 
 DEFAULTS = {
     # ratio thresholds of the zones (docs/design.md §Semantic objects and paging)
@@ -61,12 +63,22 @@ DEFAULTS = {
     # a file read superseded by a later read of the same lines, or made stale by a
     # write to the file, and a duplicated output, go to this fidelity
     "superseded_to": "stub",
-    # outdated once this many tool calls are newer: a command's output that a later
-    # write has made stale (the state it showed is gone: running it again is not a
-    # re-read), and an edit's own output (the agent knows what it wrote, a read shows
-    # the file now); the newest calls stay whole while the agent works on them
-    "outdated_after_calls": 3,
-    "outdated_to": "compact",
+    # outdated once it is not among this many newest tool calls: a read of a file written since, a
+    # command's output that a later write has made stale (the state it showed is
+    # gone: running it again is not a re-read), and an edit's own output (the agent
+    # knows what it wrote, a read shows the file now). None of them can be read
+    # again, so they go as the oracle's do: once a newer call stands between (1;
+    # it was 3, to compact, when the agent's own words went down with them and the
+    # next turns missed what they named: docs/replay.md, issue 44)
+    "outdated_after_calls": 1,
+    "outdated_to": "stub",
+    # the output of a plain command (command_class 'command': a script run, an
+    # install; not a test run, a listing or a search, which agents run again) and a
+    # fetched page, once it is not among this many newest tool calls, with nothing
+    # written since (else it is outdated): the shared SWE-agent sessions ran none of
+    # their 67 such commands again, the generated ones none of theirs
+    "quiet_after_calls": 1,
+    "quiet_to": "stub",
     # a stub older than this many tool calls is evicted: a long session's stubs (its
     # call and a line each) otherwise grow with it, and a re-read faults on a stub as
     # on an evicted object; memory_query and memory_restore still reach it
@@ -181,7 +193,9 @@ def aging(objects: list[dict], cfg: dict) -> list[Change]:
     what a write outdated (a read of the file written: superseded_to; an edit's own
     output and a command's output with a write after it: outdated_to) once n exceeds
     outdated_after_calls; a command's output (tool_result) past stale_after_calls:
-    stale_to; a stub past evict_stubs_after_calls: evicted. The lowest applicable
+    stale_to; a plain command's output or a fetched page past
+    quiet_after_calls (QUIET_CLASSES): quiet_to, unless the assistant named one of its names since
+    (in_use: store.Pager._in_use); a stub past evict_stubs_after_calls: evicted. The lowest applicable
     fidelity wins; nothing moves up."""
     changes = []
     for o in objects:
@@ -192,6 +206,8 @@ def aging(objects: list[dict], cfg: dict) -> list[Change]:
             targets.append(cfg["superseded_to"] if read else cfg["outdated_to"])
         if o["n"] > cfg["stale_after_calls"] and o["kind"] == "tool_result":
             targets.append(cfg["stale_to"])
+        if o["n"] > cfg["quiet_after_calls"] and o.get("result_class") in QUIET_CLASSES and not o.get("in_use"):
+            targets.append(cfg["quiet_to"])
         if o["n"] > cfg["evict_stubs_after_calls"] and o["fidelity"] == "stub":
             targets.append("evicted")
         to = max(targets, key=LEVEL.__getitem__, default=None)

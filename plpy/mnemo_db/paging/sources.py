@@ -131,6 +131,52 @@ def tool_access(name: str, arguments: str | dict | None, open_file: str | None =
     return Access()
 
 
+# What a command's output is, for how soon it leaves (ladder.aging's quiet rule): a
+# test run (its output: which tests pass; run again and again until they do), a
+# listing and a search (small, and looked up again), or any other command (running a
+# script, installing, a tool of no known kind), whose output an agent seldom asks for
+# again before something changes. Shared with bench/replay_faults.py's fault kinds.
+TEST_RE = re.compile(
+    r"\b(?:pytest|py\.test|tox|nox|unittest|runtests?\.py|manage\.py test|test_\w+\.py|\w+_test\.py"
+    r"|go test|cargo test|(?:npm|yarn|pnpm)(?: run)? test|mvn\b[^|;&]*\btest|gradlew?\b[^|;&]*\btest"
+    r"|make (?:test|check))\b")
+LISTERS = {"ls", "find", "tree", "du", "findfile", "glob", "listdir", "listfiles", "listdirectory"}
+SEARCHERS = shell.SEARCHERS | {"searchdir", "searchfile", "search", "codesearch", "websearch"}
+COMMAND_CLASSES = ("test", "listing", "search", "command")
+
+
+# A name in code or in a tool's output: a word joined with _ . / :: or -, one with a
+# digit and a letter, or camelCase (FUN_004016ba, flag.append, local_48, TimeDelta).
+NAME_RE = re.compile(r"[A-Za-z_][\w]*(?:(?:\.|::|/|-)[A-Za-z_\d][\w]*)*")
+
+
+def names(text: str | None) -> set[str]:
+    """The names a text uses (NAME_RE, 4 characters or more): plain words are left out,
+    so that two texts sharing names share what they are about, not their English."""
+    out = set()
+    for w in NAME_RE.findall(text or ""):
+        if len(w) >= 4 and (not w.isalpha() or not (w.islower() or w.istitle() or w.isupper())):
+            out.add(w)
+    return out
+
+
+def command_class(name: str, arguments: str | dict | None) -> str:
+    """A tool call that reads and writes no source: 'test', 'listing', 'search' or
+    'command' (COMMAND_CLASSES), by its shell command's programs, else its tool's name."""
+    tool, a = tool_key(name), _args(arguments)
+    command = next((a[k] for k in ("command", "cmd", "script") if isinstance(a.get(k), str)), "")
+    if command and TEST_RE.search(command):
+        return "test"
+    programs = {tool_key(p) for p in shell.effects(command).programs} if command else set()
+    programs |= {tool_key(command.split()[0])} if command.split() else set()
+    programs.add(tool)
+    if programs & SEARCHERS:
+        return "search"
+    if programs & LISTERS:
+        return "listing"
+    return "command"
+
+
 def overlaps(a: tuple[int, int | None] | None, b: tuple[int, int | None] | None) -> bool:
     """Whether two line ranges share a line (None: the whole source)."""
     if a is None or b is None:
@@ -171,20 +217,26 @@ def label_of(kind: str, name: str, access: Access, text: str | None) -> str:
 
 # Agents that act in text (SWE-agent, mini-swe-agent): the assistant's message ends
 # with one shell block, and the environment answers in the next (user) message.
-ACTION_RE = re.compile(r"```(?P<lang>[A-Za-z]*)[ \t]*\n(?P<body>.*?)```\s*$", re.DOTALL)
+# a fenced shell block, or SWE-agent's XML form (<command>...</command>): without the
+# latter, the environment's answers to such an agent were user turns to paging, each
+# a goal shift that demoted the task (bench-replay: the issue text at detail from the
+# second call, 12 of the SWE-agent sessions' 16 information misses)
+ACTION_RE = re.compile(r"(?:```(?P<lang>[A-Za-z]*)[ \t]*\n(?P<body>.*?)```"
+                       r"|<command>(?P<xml>.*?)</command>)\s*$", re.DOTALL)
 ACTION_LANGS = ("", "bash", "sh", "shell", "console")
 SWE_COMMANDS = {"goto", "scroll_up", "scroll_down", "search_file", "search_dir", "find_file", "submit"}
 
 
 def text_action(text: str | None) -> tuple[str, dict] | None:
     """The action an assistant's text ends with, as a tool call's (name, arguments),
-    or None: a shell block of its own at the very end (a code answer in a chat has
+    or None: a shell block (or a <command> element) of its own at the very end (a code answer in a chat has
     a language, or text after it). SWE-agent's open/create/edit name (or act on) a
     file; anything else is a shell command (all of the block: it may span lines)."""
     m = ACTION_RE.search(text or "")
-    if not m or m.group("lang").lower() not in ACTION_LANGS or not m.group("body").strip():
+    body = (m.group("body") if m.group("xml") is None else m.group("xml")) if m else None
+    if not m or (m.group("lang") or "").lower() not in ACTION_LANGS or not body.strip():
         return None
-    first = m.group("body").strip().splitlines()[0].strip()
+    first = body.strip().splitlines()[0].strip()
     words = first.split()
     name = words[0]
     if name in ("open", "create") and len(words) >= 2:
@@ -193,4 +245,4 @@ def text_action(text: str | None) -> tuple[str, dict] | None:
         return "edit", {}
     if name in SWE_COMMANDS:
         return name, {"command": first}
-    return "bash", {"command": m.group("body").strip()}  # a command may span lines
+    return "bash", {"command": body.strip()}  # a command may span lines

@@ -5,7 +5,7 @@ are residency.STATEMENTS.)"""
 OBJECT_COLUMNS = """o.object_id, o.kind, o.message_ids, o.first_turn, o.last_turn, o.source_key,
     lower(o.source_lines) AS line_first, upper(o.source_lines) - 1 AS line_last,
     o.source_lines IS NOT NULL AND upper_inf(o.source_lines) AS line_open,
-    o.writes_source, o.label, o.token_count, o.is_open, o.memory_id,
+    o.writes_source, o.label, o.token_count, o.is_open, o.memory_id, o.result_class,
     r.fidelity, r.pinned_until_turn, r.anchored"""
 FROM_OBJECTS = """FROM mnemo.semantic_objects AS o
 JOIN mnemo.object_residency AS r
@@ -60,14 +60,14 @@ WHERE o.tenant_id = $1 AND o.session_id = $2 AND l.src_object_id = $3
                         "ORDER BY o.first_turn"), ["text", "uuid", "integer"]),
     "insert": ("""WITH o AS (
     INSERT INTO mnemo.semantic_objects (tenant_id, session_id, kind, message_ids, memory_id, first_turn,
-        last_turn, source_key, source_lines, writes_source, label, token_count, is_open)
+        last_turn, source_key, source_lines, writes_source, label, token_count, is_open, result_class)
     VALUES ($1, $2, $3, $4, $5, $6, $6, $7,
-        CASE WHEN $8::integer IS NULL THEN NULL ELSE int4range($8, $9, '[]') END, $10, $11, $12, $13)
+        CASE WHEN $8::integer IS NULL THEN NULL ELSE int4range($8, $9, '[]') END, $10, $11, $12, $13, $15)
     RETURNING object_id)
 INSERT INTO mnemo.object_residency (tenant_id, session_id, object_id, fidelity, pinned_until_turn, changed_turn)
 SELECT $1, $2, o.object_id, 'full', $14, $6 FROM o RETURNING object_id""",
                ["text", "uuid", "text", "bigint[]", "bigint", "integer", "text", "integer", "integer",
-                "boolean", "text", "integer", "boolean", "integer"]),
+                "boolean", "text", "integer", "boolean", "integer", "text"]),
     "append": ("""UPDATE mnemo.semantic_objects AS o SET message_ids = o.message_ids || $4, last_turn = $5,
     token_count = o.token_count + $6, kind = coalesce($7, o.kind), label = coalesce($8, o.label),
     output_hash = coalesce($9, o.output_hash)
@@ -115,14 +115,15 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)""",
     # it (to its source, for a read; to anything, for a command's output).
     # (one scan of the session's objects: x carries every column the rows need)
     "aging": ("""WITH x AS (
-    SELECT o.object_id, o.first_turn, o.source_key, o.kind, o.writes_source,
-        row_number() OVER (ORDER BY o.first_turn DESC, o.object_id DESC) AS n
+    SELECT o.object_id, o.first_turn, o.source_key, o.kind, o.writes_source, o.result_class, o.message_ids,
+        o.last_turn, row_number() OVER (ORDER BY o.first_turn DESC, o.object_id DESC) AS n
     FROM mnemo.semantic_objects AS o
     WHERE o.tenant_id = $1 AND o.session_id = $2 AND o.kind <> 'conversation_phase' AND o.memory_id IS NULL),
 w AS (
     SELECT o.source_key, max(o.first_turn) AS last_write FROM mnemo.semantic_objects AS o
     WHERE o.tenant_id = $1 AND o.session_id = $2 AND o.writes_source GROUP BY o.source_key)
 SELECT x.object_id, x.n, x.kind, r.fidelity, x.writes_source, x.source_key IS NOT NULL AS has_source,
+    x.result_class, x.message_ids, x.last_turn,
     CASE WHEN x.source_key IS NULL THEN (SELECT max(w.last_write) FROM w) > x.first_turn
         ELSE EXISTS (SELECT FROM w WHERE w.source_key = x.source_key AND w.last_write > x.first_turn)
     END AS written_after
@@ -191,6 +192,12 @@ FROM mnemo.messages AS m
 LEFT JOIN mnemo.artifacts AS a ON a.tenant_id = m.tenant_id AND a.artifact_id = m.artifact_id
 WHERE m.tenant_id = $1 AND m.session_id = $2 AND m.message_id = ANY ($3) AND m.sensitivity <> 'secret'
 ORDER BY m.turn_index""", ["text", "uuid", "bigint[]"]),
+    # what the assistant wrote after a turn (its text and its calls): the names it uses
+    "said_since": ("""SELECT m.turn_index, coalesce(m.content, '') || ' ' || coalesce(m.tool_calls::text, '') AS text
+FROM mnemo.messages AS m
+WHERE m.tenant_id = $1 AND m.session_id = $2 AND m.role = 'assistant' AND m.turn_index > $3
+    AND m.sensitivity <> 'secret'
+ORDER BY m.turn_index""", ["text", "uuid", "integer"]),
     "memory": (("SELECT m.memory_id, m.kind, m.content_full, m.tokens_full FROM mnemo.memories AS m "
                "WHERE m.tenant_id = $1 AND m.memory_id = $2 AND m.sensitivity <> 'secret'"), ["text", "bigint"]),
     "previous": ((f"SELECT {OBJECT_COLUMNS} {FROM_OBJECTS} WHERE o.tenant_id = $1 AND o.session_id = $2 "

@@ -81,11 +81,11 @@ class Pager:
 
     def insert(self, t: str, s: str, kind: str, message_ids: list[int], turn: int, tokens_: int,
                access: sources.Access | None = None, label: str = "", is_open: bool = False,
-               memory_id: int | None = None, pinned_until: int = 0) -> int:
+               memory_id: int | None = None, pinned_until: int = 0, result_class: str | None = None) -> int:
         a = access or sources.Access()
         first, last = (a.lines if a.lines else (None, None))
         return self.run("insert", [t, s, kind, message_ids, memory_id, turn, a.source, first, last,
-                                 a.writes, label, tokens_, is_open, pinned_until])[0]["object_id"]
+                                 a.writes, label, tokens_, is_open, pinned_until, result_class])[0]["object_id"]
 
     # ------------------------------------------------------------------ record path
     def on_message(self, t: str, s: str, m: dict, tag_list: list[dict] | None, cfg: dict | None = None) -> None:
@@ -145,8 +145,12 @@ class Pager:
         kind = "external_reference" if main.fetch else ("file_context" if main.reads else "tool_result")
         name = next((c["function"]["name"] for c, got in zip(calls, per_call) if main in got),
                     calls[0]["function"]["name"])
+        # a call that touches no source: what kind of command it is; a fetch: a page
+        # (the quiet rule)
+        result_class = ("fetch" if main.fetch else None) if accesses else \
+            sources.command_class(name, calls[0]["function"].get("arguments"))
         oid = self.insert(t, s, kind, [m["message_id"]], m["turn"], m["tokens"], main,
-                          sources.label_of(kind, name, main, None), is_open=awaiting)
+                          sources.label_of(kind, name, main, None), is_open=awaiting, result_class=result_class)
         new = {"object_id": oid}  # all _touch reads of it (no statement to read it back)
         phase = self.one("latest_phase", [t, s])
         if phase:
@@ -154,8 +158,31 @@ class Pager:
         for a in accesses:
             if a.source:
                 self._touch(t, s, new, a, m["turn"], cfg)
-        newest = min(cfg["outdated_after_calls"], cfg["stale_after_calls"], cfg["evict_stubs_after_calls"])
-        self.change(t, s, ladder.aging(self.run("aging", [t, s, newest, m["turn"]]), cfg), m["turn"])
+        newest = min(cfg["outdated_after_calls"], cfg["stale_after_calls"], cfg["quiet_after_calls"],
+                     cfg["evict_stubs_after_calls"])
+        aging = self._in_use(t, s, [dict(o) for o in self.run("aging", [t, s, newest, m["turn"]])], m, cfg)
+        self.change(t, s, ladder.aging(aging, cfg), m["turn"])
+
+    def _in_use(self, t: str, s: str, objects: list[dict], m: dict, cfg: dict) -> list[dict]:
+        """The aging rows, a plain command's output that the quiet rule would take
+        marked in_use when the assistant named one of its names since (a function of
+        a decompiled listing, a variable a script printed): the agent is working
+        with it. Only the few outputs about to go are read."""
+        going = [o for o in objects if o.get("result_class") in ladder.QUIET_CLASSES and o["fidelity"] == "full"
+                 and cfg["quiet_after_calls"] < o["n"] <= cfg["stale_after_calls"]]
+        if not going:
+            return objects
+        said = [(r["turn_index"], sources.names(r["text"]))
+                for r in self.run("said_since", [t, s, min(o["last_turn"] for o in going)])]
+        if m.get("turn") is not None and not any(turn == m["turn"] for turn, _ in said):
+            said.append((m["turn"], sources.names((m.get("content") or "") + " " + json.dumps(m.get("tool_calls")))))
+        for o in going:
+            named = set().union(*(n for turn, n in said if turn > o["last_turn"]))
+            if named:
+                out = " ".join(r["content"] or "" for r in self.run("contents", [t, s, o["message_ids"]])
+                               if r["role"] != "assistant")
+                o["in_use"] = bool(named & sources.names(out))
+        return objects
 
     def _touch(self, t: str, s: str, new: dict, a: sources.Access, turn: int, cfg: dict) -> None:
         """A read or a write of a source by the new object: faults, supersession, staleness."""
@@ -227,7 +254,9 @@ class Pager:
                 or obj["token_count"] >= cfg["min_object_tokens"]):
             return
         prev = self.one("previous", [t, s, obj["first_turn"], object_id])
+        # of one command class only: a test run merged into a plain command would leave with it
         if prev and (prev["kind"] == "tool_result" and not prev["source_key"] and prev["fidelity"] == obj["fidelity"]
+                and prev["result_class"] == obj["result_class"]
                 and not prev["anchored"] and prev["pinned_until_turn"] <= turn
                 and prev["token_count"] + obj["token_count"] < cfg["min_object_tokens"]):
             self.run("merge", [t, s, prev["object_id"], object_id])

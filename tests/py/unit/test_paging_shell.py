@@ -125,3 +125,12 @@ def test_a_text_action_is_its_whole_shell_block():
     name, args = sources.text_action("Look at both.\n```bash\ncd /repo && \\\n  cat a.py\nnl b.py\n```")
     assert name == "bash"
     assert [a.source for a in sources.tool_accesses(name, args)] == ["a.py", "b.py"]
+
+
+def test_a_text_action_in_swe_agents_xml_form_is_read():
+    """SWE-agent's xml templates write the action as <command>...</command>: paging
+    took the environment's answers to it for user turns (goal shifts)."""
+    assert sources.text_action("Open it.\n<command>\nopen src/a.py\n</command>\n") == ("open", {"path": "src/a.py"})
+    name, args = sources.text_action("Run it.\n<command>\npython reproduce.py\n</command>")
+    assert (name, args) == ("bash", {"command": "python reproduce.py"})
+    assert sources.text_action("Done.\n<command>\n</command>\nand then more") is None

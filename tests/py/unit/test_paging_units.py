@@ -40,29 +40,57 @@ def test_a_step_that_frees_nothing_is_passed_over_for_the_next_one():
 
 
 def test_aging_takes_the_lowest_fidelity_any_rule_gives_and_never_raises_one():
-    cfg = ladder.settings(None)  # outdated after 3, stale after 8, stubs evicted after 40
+    cfg = ladder.settings(None)  # outdated and quiet once not the newest, stale after 8, stubs evicted after 40
 
-    def obj(oid, n, kind="tool_result", fidelity="full", writes=False, source=False, written_after=False):
+    def obj(oid, n, kind="tool_result", fidelity="full", writes=False, source=False, written_after=False,
+            result_class=None, in_use=False):
         return {"object_id": oid, "n": n, "kind": kind, "fidelity": fidelity, "writes_source": writes,
-                "has_source": source, "written_after": written_after}
+                "has_source": source, "written_after": written_after, "result_class": result_class,
+                "in_use": in_use}
 
     objects = [
-        obj(1, 3, written_after=True),                                  # among the newest: stays
-        obj(2, 4, written_after=True),                                  # a command before a write: compact
-        obj(3, 4, kind="file_context", source=True, written_after=True),  # a read of a file written: stub
+        obj(1, 1, written_after=True),                                  # the newest call: stays
+        obj(2, 2, written_after=True),                                  # a command before a write: stub
+        obj(3, 2, kind="file_context", source=True, written_after=True),  # a read of a file written: stub
         obj(4, 4, kind="file_context", source=True),                    # a read nothing wrote: stays
-        obj(5, 4, writes=True, source=True),                            # an edit's own output: compact
-        obj(6, 9),                                                      # a stale command output: detail
-        obj(7, 9, written_after=True),                                  # stale and outdated: compact
+        obj(5, 2, writes=True, source=True),                            # an edit's own output: stub
+        obj(6, 9, result_class="test"),                                 # a stale test run: detail
+        obj(7, 9, written_after=True),                                  # stale and outdated: stub
         obj(8, 9, fidelity="stub", written_after=True),                 # already lower: stays
         obj(9, 41, kind="file_context", fidelity="stub", source=True),  # an old stub: evicted
         obj(10, 41, kind="file_context", source=True),                  # an old read at full: stays
-        obj(11, 5, kind="external_reference", source=True, written_after=True),  # a fetch: stays
+        obj(11, 5, kind="external_reference", source=True, written_after=True),  # a fetch of old: stays
+        obj(12, 2, result_class="command"),                             # a script's output: quiet, stub
+        obj(13, 2, result_class="command", in_use=True),                # ... whose names the agent used: stays
+        obj(14, 4, result_class="test"),                                # a test run, nothing written: stays
+        obj(15, 4, result_class="search"),                              # a search: stays
+        obj(16, 2, kind="external_reference", source=True, result_class="fetch"),  # a page: quiet, stub
+        obj(17, 1, result_class="command"),                             # the newest command: stays
     ]
     got = {c.object_id: (c.from_fidelity, c.to_fidelity) for c in ladder.aging(objects, cfg)}
-    assert got == {2: ("full", "compact"), 3: ("full", "stub"), 5: ("full", "compact"), 6: ("full", "detail"),
-                   7: ("full", "compact"), 9: ("stub", "evicted")}
+    assert got == {2: ("full", "stub"), 3: ("full", "stub"), 5: ("full", "stub"), 6: ("full", "detail"),
+                   7: ("full", "stub"), 9: ("stub", "evicted"), 12: ("full", "stub"), 16: ("full", "stub")}
     assert all(c.trigger == "waste" and c.zone is None for c in ladder.aging(objects, cfg))
+
+
+def test_what_a_command_is_decides_how_soon_its_output_leaves():
+    """sources.command_class: test runs, listings and searches (run again by agents)
+    apart from any other command, by its shell programs or its tool's name."""
+    from mnemo_db.paging import sources
+    assert sources.command_class("bash", {"command": "cd /r && python -m pytest -q tests/a.py"}) == "test"
+    assert sources.command_class("bash", {"command": "ls -la src"}) == "listing"
+    assert sources.command_class("find_file", '{"command": "find_file a.py"}') == "listing"
+    assert sources.command_class("bash", {"command": "strings f.img | grep flag"}) == "search"
+    assert sources.command_class("Grep", {"pattern": "def main"}) == "search"
+    assert sources.command_class("bash", {"command": "python reproduce.py"}) == "command"
+    assert sources.command_class("submit", {}) == "command"
+
+
+def test_names_are_what_code_and_outputs_share_not_english():
+    from mnemo_db.paging import sources
+    said = "It looks like `FUN_00401260` is the main function; local_48 holds flag.append's result."
+    assert sources.names(said) == {"FUN_00401260", "local_48", "flag.append"}
+    assert sources.names("The Function returns THE value") == set()
 
 
 def test_only_tool_units_paging_holds_lower_keep_their_memories_out_of_the_block():

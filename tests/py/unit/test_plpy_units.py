@@ -494,6 +494,32 @@ def test_a_tool_call_below_detail_keeps_its_id_name_and_short_arguments():
         assert args["content"] == long_first[:120] + f" [... {len(long_first)} chars; memory_restore msg:8]"
 
 
+def test_the_models_short_turn_keeps_its_words_below_full_and_a_long_one_does_not():
+    """history_versions: an assistant message of at most ASSISTANT_KEEP_TOKENS keeps its
+    text at every level (its long arguments are still cut); a longer one, or a tool's
+    output, takes its levels' text."""
+    import json
+
+    from mnemo_db.compile.history import ASSISTANT_KEEP_TOKENS, history_versions
+    from mnemo_db.lifecycle import summarize
+    said = "It looks like `FUN_00401260` is the main function; I will decompile FUN_004016ba next."
+    long_said = " ".join(f"Step {i}: check value_{i} against limit_{i} before the write." for i in range(60))
+    assert tokens.count(said) <= ASSISTANT_KEEP_TOKENS < tokens.count(long_said)
+    body = "x = 1\n" * 400
+    call = [{"id": "c1", "type": "function", "function": {"name": "Write", "arguments": json.dumps(
+        {"file_path": "a.py", "content": body})}}]
+    for text, keeps in ((said, True), (long_said, False)):
+        m = {"message_id": 9, "role": "assistant", "content": text, "tool_calls": call, "sensitivity": "none",
+             "token_count": None, "levels": summarize.summarize_json(text, "message", None)}
+        versions, _ = history_versions(m, ("none",))
+        for name in ("detail", "compact", "stub"):
+            assert (versions[name]["content"] == text) is keeps
+        assert "[... " in versions["stub"]["tool_calls"][0]["function"]["arguments"]
+    out = {"message_id": 10, "role": "tool", "tool_call_id": "c1", "content": long_said, "sensitivity": "none",
+           "token_count": None, "levels": summarize.summarize_json(long_said, "tool_result", None)}
+    assert history_versions(out, ("none",))[0]["stub"]["content"].startswith("[stub of msg:10; memory_restore]")
+
+
 def test_a_text_counted_lately_is_not_tokenized_again(monkeypatch):
     text = "def retry(n):\n    return min(2 ** n, 60)  # seconds\n" * 20
     expected = tokens.count(text)

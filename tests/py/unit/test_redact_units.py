@@ -102,6 +102,18 @@ def test_the_write_paths_json_entry_sees_a_split_key():
     assert out["kinds"] == ["high_entropy"] and UNKNOWN_VENDOR[16:] not in json.dumps(out)
 
 
+def test_base64_of_words_is_kept_and_a_lone_encoded_credential_is_not():
+    """A test file's base64 sample ("Hello World! This is base64") is text, not a key:
+    redacting it changed a file the agent re-read (bench-replay faults). An encoded
+    credential without spaces, and one in words that name it, are still redacted."""
+    sample = 'sample = "SGVsbG8gV29ybGQhIFRoaXMgaXMgYmFzZTY0"'
+    assert redact.redact(sample) == (sample, [])
+    lone = base64.b64encode(b"my-very-secret-pass-123456-xyz").decode()
+    assert redact.redact(f"blob {lone}")[1] == ["high_entropy"]
+    named = base64.b64encode(b"the password is hunter2-prod-9x").decode()
+    assert redact.redact(f"blob {named}")[1] == ["base64_password"]
+
+
 def _planted_texts() -> list[str]:
     """Secrets of every kind bench-trust plants, bare, glued and in prose/code/JSON."""
     import random
