@@ -110,7 +110,7 @@ bench-embed: deploy
 bench-locomo: deploy
 	@$(PY) bench/locomo.py $(ARGS)
 
-# ARGS: --questions N (spread over the types) --data PATH --recall-index (see bench/longmemeval.py)
+# ARGS: --questions N (spread over the types) --types T1,T2 --data PATH --recall-index (see bench/longmemeval.py)
 bench-longmemeval: deploy
 	@$(PY) bench/longmemeval.py $(ARGS)
 

@@ -71,12 +71,17 @@ def parse_date(text: str) -> datetime:
     return datetime.strptime(f"{day} {clock}", "%Y/%m/%d %H:%M").replace(tzinfo=UTC)
 
 
-def select(data: list[dict], n: int) -> list[dict]:
+def select(data: list[dict], n: int, types: tuple[str, ...] = ()) -> list[dict]:
     """n questions spread over the types (the file's order within a type), one type
-    after another; n = 0: all of them."""
+    after another; n = 0: all of them. types: only questions of these types (none
+    given: every type); a type the data lacks is an error, not an empty run."""
+    unknown = sorted(set(types) - {inst["question_type"] for inst in data})
+    if unknown:
+        raise ValueError(f"no questions of type {', '.join(unknown)} in the data")
     by_type = defaultdict(list)
     for inst in data:
-        by_type[inst["question_type"]].append(inst)
+        if not types or inst["question_type"] in types:
+            by_type[inst["question_type"]].append(inst)
     order = [t for t in TYPES if t in by_type] + sorted(set(by_type) - set(TYPES))
     out = []
     for i in range(max(len(v) for v in by_type.values()) if by_type else 0):
@@ -265,12 +270,18 @@ def main() -> int:
     ap.add_argument("--data", default=DATA, help="a LongMemEval file (.json or .json.xz)")
     ap.add_argument("--questions", type=int, default=0,
                     help="how many questions, spread over the types (default: all)")
+    ap.add_argument("--types", default="",
+                    help="comma-separated question types to run (default: all), e.g. multi-session;"
+                         " --questions is then spread over these")
     ap.add_argument("--recall-index", action="store_true",
                     help="give every tenant a recall index (a large tenant's read path) before evaluating")
     args = ap.parse_args()
     if args.data is None or not Path(args.data).exists():
         sys.exit(f"no LongMemEval data at {args.data}: pass --data PATH")
-    chosen = select(load(args.data), args.questions)
+    try:
+        chosen = select(load(args.data), args.questions, tuple(t.strip() for t in args.types.split(",") if t.strip()))
+    except ValueError as e:
+        sys.exit(str(e))
     bench = Bench(f"lme_{uuid.uuid4().hex[:6]}", args.recall_index)
     t0 = time.perf_counter()
     with connect(conv.DSN) as db, psycopg.connect(conv.DSN, autocommit=True) as conn, conv.jobs_paused(conn):

@@ -6,6 +6,8 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "bench"))
 import longmemeval  # bench/longmemeval.py
@@ -50,6 +52,18 @@ def test_questions_are_spread_over_the_types():
     seven = longmemeval.select(data, 7)
     assert [q["question_type"] for q in seven] == [*longmemeval.TYPES, longmemeval.TYPES[0]]
     assert len(longmemeval.select(data, 0)) == len(data)
+
+
+def test_questions_of_the_types_asked_for():
+    data = [instance(f"{t}-{i}", t) for t in longmemeval.TYPES for i in range(3)]
+    multi = longmemeval.select(data, 0, ("multi-session",))
+    assert [q["question_id"] for q in multi] == ["multi-session-0", "multi-session-1", "multi-session-2"]
+    # --questions is spread over the types asked for, not over all of them
+    two = longmemeval.select(data, 4, ("multi-session", "knowledge-update"))
+    assert [q["question_id"] for q in two] == ["multi-session-0", "knowledge-update-0",
+                                               "multi-session-1", "knowledge-update-1"]
+    with pytest.raises(ValueError, match="no questions of type multi_session"):
+        longmemeval.select(data, 0, ("multi_session",))
 
 
 def test_the_haystack_in_date_order_with_positional_keys():
