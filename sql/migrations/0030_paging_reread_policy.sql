@@ -8,9 +8,10 @@
 -- docs/replay.md). A database still on the old defaults moves to the new ones; a
 -- value an operator chose stays.
 ALTER TABLE mnemo.semantic_objects ADD COLUMN IF NOT EXISTS result_class text
-    CHECK (result_class IN ('test', 'listing', 'search', 'command', 'fetch'));
+CHECK (result_class IN ('test', 'listing', 'search', 'command', 'fetch'));
 
 UPDATE mnemo_internal.settings AS s
 SET value = s.value || '{"outdated_after_calls": 1, "outdated_to": "stub"}'::jsonb
-WHERE s.key = 'paging' AND s.value -> 'outdated_after_calls' = '3'::jsonb
+WHERE
+    s.key = 'paging' AND s.value -> 'outdated_after_calls' = '3'::jsonb
     AND s.value -> 'outdated_to' = '"compact"'::jsonb;
