@@ -89,6 +89,11 @@ add-worker)
     # syncs the metadata, so that it can take shards and delegated calls
     psql_at "$BASE" "SELECT citus_add_node('127.0.0.1', $port)" >/dev/null
   fi
+  # the API role parses delegated calls here (mnemo_internal.citus_distribute): the
+  # coordinator's grants leave it out, so it gets its USAGE on this node alone
+  psql_at "$port" "SET citus.enable_ddl_propagation = off; DO \$\$ BEGIN
+    IF to_regnamespace('mnemo_citus') IS NOT NULL THEN GRANT USAGE ON SCHEMA mnemo_citus TO mnemo_app; END IF;
+    END \$\$"
   # the reference tables too, now and online (force_logical: all have a primary key
   # and are logged); else the rebalance's first step copies them with block_writes,
   # and every tenant's writes wait for it

@@ -155,13 +155,15 @@ BEGIN
         PERFORM mnemo_internal.citus_delegate(v_fn);
     END LOOP;
     -- The workers parse a delegated call (SELECT mnemo_citus.NAME(...)) as the caller,
-    -- who needs USAGE there; on the coordinator no API role has it, so none can call
+    -- who needs USAGE there; on the coordinator the API role has none, so it cannot call
     -- a distributed routine with a NULL tenant of its own (the wrappers need no lookup).
     -- GRANT reaches every node; the REVOKE, with propagation off, the coordinator only.
-    -- A worker added later gets the coordinator's grants: deploy again after it.
+    -- The routines' owner keeps its USAGE everywhere (no caller is a member of it, and
+    -- citus_add_node grants EXECUTE on a new worker as it); a worker added later gets
+    -- the API role's from scripts/citus.sh add-worker, or from the next deploy.
     GRANT USAGE ON SCHEMA mnemo_citus TO mnemo_app, mnemo_api_owner;
     PERFORM set_config('citus.enable_ddl_propagation', 'off', true);
-    REVOKE USAGE ON SCHEMA mnemo_citus FROM mnemo_app, mnemo_api_owner;
+    REVOKE USAGE ON SCHEMA mnemo_citus FROM mnemo_app;
     PERFORM set_config('citus.enable_ddl_propagation', 'on', true);
     -- The run_command_on_* functions send any SQL to the workers as the caller, where
     -- it could name a distributed routine with a NULL tenant: admins only. (Direct
