@@ -67,6 +67,11 @@ _URL_PARAM_NAMES = (r"key|api[_-]?key|apikey|token|access[_-]?token|auth|auth[_-
 # A name in code, not a credential: words joined by `_` or `.` (snake_case, a dotted
 # attribute path, an environment variable's name), without a digit.
 _NAME = re.compile(r"[A-Za-z]+(?:[_.][A-Za-z]+)+")
+# A URL's password that only names itself, as docs and code write one
+# ("user:password@host", "<pass>", "${DB_PASSWORD}", "$PGPASS", "****"): a placeholder,
+# not a secret; redacting it changed the lines an agent re-read (bench-replay faults).
+_PLACEHOLDER = re.compile(r"(?i:[<{\[(]?(?:password|passwd|pass|pwd|pw|secret|x{3,}|\*{3,})[>}\])]?)"
+                          r"|\$\{?[A-Z_][A-Z0-9_]*\}?")  # an environment variable: upper case only
 
 # (kind, pattern, group to replace or 0 for the whole match[, check the value must
 # pass]). Order matters: PEM blocks and URLs first, then prefixed key formats, then
@@ -77,7 +82,8 @@ _PATTERNS: list[tuple] = [
         r"(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|\Z)"), 0),
     ("private_key", re.compile(r"PuTTY-User-Key-File-\d:[\s\S]*?(?:Private-MAC: *[0-9a-f]+|\Z)"), 0),
     # scheme://user:password@host  (connection strings, git remotes, proxies)
-    ("url_password", re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]{1,20}://[^\s:/@'\"]*:([^\s@/'\"]+)@"), 1),
+    ("url_password", re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]{1,20}://[^\s:/@'\"]*:([^\s@/'\"]+)@"), 1,
+     lambda v: not _PLACEHOLDER.fullmatch(v)),
     ("slack_webhook", re.compile(r"https://hooks\.slack\.com/services/T[A-Za-z0-9_]+/B[A-Za-z0-9_]+/[A-Za-z0-9_]+"), 0),
     ("anthropic_key", re.compile(_START + r"sk-ant-[A-Za-z0-9_-]{20,}"), 0),
     ("openai_key", re.compile(

@@ -158,3 +158,15 @@ def test_each_pattern_is_skipped_only_where_it_cannot_match():
                 matched.add(i)
                 assert needs is None or any(w in low for w in needs), (kind, text)
     assert matched == set(range(len(redact._PATTERNS)))  # the samples reach every pattern
+
+
+@pytest.mark.parametrize("placeholder", ["password", "Password", "<pass>", "{pwd}", "****", "xxxx",
+                                         "${DB_PASSWORD}", "$PGPASS"])
+def test_a_url_password_that_only_names_itself_is_kept(placeholder):
+    """Docs and code write "user:password@host": a placeholder, not a secret (redacting
+    it changed redact.py's own lines when an agent re-read them). A real password, and
+    one that merely starts with "$", are still redacted."""
+    text = f"postgres://user:{placeholder}@db.internal:5432/app"
+    assert redact.redact(text) == (text, [])
+    for secret in ("passw0rd", "hunter2-prod", "$ecret123", "Xy7pq2mz9"):
+        assert redact.redact(f"postgres://user:{secret}@db.internal/app")[1] == ["url_password"], secret
