@@ -16,7 +16,7 @@ import uuid
 from helpers import assert_tool_pairs_whole
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
-from mnemo_db import tokens
+from mnemo_db import redact, tokens
 from mnemo_db.compile.policy import MEMORY_HEADER
 
 FIDELITY_RANK = {"full": 0, "detail": 1, "compact": 2, "stub": 3, "evicted": 4}
@@ -196,7 +196,8 @@ def check_bundle(b: Built, bundle: dict, opts: dict, query: str | None, floors: 
     # nothing secret anywhere; nothing `high` outside private channels
     dumped = json.dumps(bundle)
     if query is None:  # the default query: the last user message the channel may see
-        seen = [t.strip() for sens, t in b.user_texts if sens in ALLOWED[channel]]
+        # as stored: redacted (a random marker after "token ..." can read as a secret)
+        seen = [redact.redact(t)[0].strip() for sens, t in b.user_texts if sens in ALLOWED[channel]]
         assert report["provenance"]["query"] == (seen[-1] if seen else None)
     forbidden = b.markers["secret"] + (b.markers["high"] if channel != "private" else [])
     leaked = [mk for mk in forbidden if mk in dumped]

@@ -144,8 +144,11 @@ def test_counts_match_on_hostile_strings(reference):
     assert mismatches(HOSTILE, reference) == []
 
 
+# Assigned code points only: where a later Unicode assigned one (U+3D000: a letter to
+# the pinned regex module, unassigned to quicktok's tables), the two tokenizers' Unicode
+# versions split it differently; neither is o200k's "true" count.
 @settings(max_examples=300, deadline=None)
-@given(st.text(max_size=300))
+@given(st.text(st.characters(exclude_categories=("Cn", "Cs")), max_size=300))
 def test_counts_match_on_generated_text(text):
     assert tokens.count(text) == quicktok.get_encoding("o200k_base").count(text)
 
