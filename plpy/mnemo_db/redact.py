@@ -499,9 +499,9 @@ def redact_bytes(data: bytes) -> tuple[bytes, list[str]]:
 # writes cheap): a keyword or format prefix, a run long enough for layer 3, or two
 # runs that end and start two string values a little apart (the halves of a split
 # key: _join_split_secrets).
-_QUICK_JSON = re.compile(_QUICK.pattern + r"|private|auth|[A-Za-z0-9+/=_-]{24,}"
-                         r'|[A-Za-z0-9+/=_-]{8}\\?".{0,60}?"[A-Za-z0-9+/=_-]{8}')
+# (the case-sensitive part: a long key-like run, or a key split around a JSON string)
 _QUICK_JSON_REST = re.compile(r'[A-Za-z0-9+/=_-]{24,}|[A-Za-z0-9+/=_-]{8}\\?".{0,60}?"[A-Za-z0-9+/=_-]{8}')
+_QUICK_JSON = re.compile(_QUICK.pattern + r"|private|auth|" + _QUICK_JSON_REST.pattern)
 
 
 def _quick_json(raw: str) -> bool:
