@@ -3,7 +3,7 @@
 -- row), the lexicon table, and every validation error by SQLSTATE with a check that
 -- a failed call logged nothing. Behaviour at large (properties, stability, OpenAI SDK
 -- validation, the onboarding scenario) is in tests/py/db/test_context*.py.
-BEGIN;
+\ir tap_begin.psql
 SELECT plan(37);
 
 SELECT has_function('mnemo', 'compile_context', ARRAY['text', 'uuid', 'text', 'jsonb'],
@@ -63,7 +63,7 @@ SELECT is((SELECT bundle #>> '{report,budget,available}' FROM b)::int,
     - (SELECT (bundle #>> '{report,budget,tool_definitions}')::int FROM b),
     'B = window - system prompt - response reserve - tool definitions');
 SELECT is((SELECT count(*) FROM mnemo.context_log WHERE tenant_id = 'tap_ctx'), 1::bigint,
-    'one compile writes one context_log row');
+    'one compile writes one context_log row') FROM tap_here;
 SELECT is((SELECT context_id FROM mnemo.context_log WHERE tenant_id = 'tap_ctx'),
     (SELECT (bundle #>> '{report,context_id}')::bigint FROM b), 'the report names its context_log row');
 SELECT is(mnemo.compile_context('tap_ctx', 'c0000000-0000-4000-8000-000000000001', NULL, '{"log": false}'),
@@ -79,16 +79,16 @@ SELECT is(mnemo_internal.line_tokens(ARRAY['Deploy with make up.', NULL, '']),
 SELECT is((SELECT array_agg(line_tokens ORDER BY message_id) FROM mnemo.messages WHERE tenant_id = 'tap_ctx'),
     (SELECT array_agg(mnemo.count_tokens(' ' || content || chr(10)) ORDER BY message_id) FROM mnemo.messages
         WHERE tenant_id = 'tap_ctx' AND content IS NOT NULL HAVING count(*) = 3),
-    'record_message stores each message''s line tokens');
+    'record_message stores each message''s line tokens') FROM tap_here;
 SELECT lives_ok($$ SELECT mnemo.record_event('tap_ctx', 'c0000000-0000-4000-8000-000000000001', 'decision',
     '{"decision": "Ship on Fridays only after the canary passes."}') $$, 'a decision memory recorded');
 SELECT is((SELECT array[line_tokens[1], line_tokens[4]] FROM mnemo.memories WHERE tenant_id = 'tap_ctx'),
     (SELECT array[mnemo.count_tokens(' ' || content_full || chr(10)), mnemo.count_tokens(' ' || content_stub || chr(10))]
         FROM mnemo.memories WHERE tenant_id = 'tap_ctx' AND content_stub IS NOT NULL),
-    'a new memory stores the line tokens of its texts');
+    'a new memory stores the line tokens of its texts') FROM tap_here;
 UPDATE mnemo.memories SET content_detail = 'Fridays: canary first.' WHERE tenant_id = 'tap_ctx';
 SELECT is((SELECT line_tokens[2] FROM mnemo.memories WHERE tenant_id = 'tap_ctx'),
-    mnemo.count_tokens(' Fridays: canary first.' || chr(10)), 'a level written later gets its count');
+    mnemo.count_tokens(' Fridays: canary first.' || chr(10)), 'a level written later gets its count') FROM tap_here;
 
 -- Errors: each by SQLSTATE, and nothing logged.
 SELECT throws_ok($$ SELECT mnemo.compile_context('tap_ctx', 'c0000000-0000-4000-8000-0000000000ff') $$,
@@ -104,7 +104,7 @@ SELECT throws_ok($$ SELECT mnemo.compile_context('tap_ctx', 'c0000000-0000-4000-
 SELECT throws_ok($$ SELECT mnemo.compile_context('tap_ctx', 'c0000000-0000-4000-8000-000000000001', NULL, '{"as_of": "yesterday-ish"}') $$,
     'MN001', NULL, 'as_of that is not a timestamp: MN001');
 SELECT is((SELECT count(*) FROM mnemo.context_log WHERE tenant_id = 'tap_ctx'), 1::bigint,
-    'failed compiles logged nothing');
+    'failed compiles logged nothing') FROM tap_here;
 
 SELECT * FROM finish();
-ROLLBACK;
+\ir tap_end.psql
