@@ -1,7 +1,7 @@
 -- The functions behind the CLI and the MCP server (issue 24): signatures, what they
 -- return on a small fixture, and every validation error by SQLSTATE. Behaviour
 -- through the interfaces themselves is in tests/py/db/test_cli.py and test_mcp.py.
-BEGIN;
+\ir tap_begin.psql
 SELECT plan(49);
 
 -- Signatures ------------------------------------------------------------------ 9
@@ -49,7 +49,7 @@ SELECT throws_ok($$ SELECT * FROM mnemo.list_sessions('tap_nobody') $$, 'MN002',
 SELECT is((SELECT source FROM mnemo.search('tap_if', 'deploy target') LIMIT 1),
     'mem:' || (SELECT max(memory_id) FROM mnemo.memories WHERE tenant_id = 'tap_if'
         AND content_full = 'The deploy target is Fly.io'),
-    'search ranks the remembered fact first for its own words');
+    'search ranks the remembered fact first for its own words') FROM tap_here;
 SELECT ok((SELECT bool_and(score BETWEEN -1 AND 1.01 AND lexical >= 0) FROM mnemo.search('tap_if', 'staging port')),
     'search returns its scores');
 SELECT ok((SELECT bool_and(source LIKE 'msg:%') FROM mnemo.search('tap_if', 'staging', '{"sources": ["messages"]}')),
@@ -118,7 +118,7 @@ SELECT throws_ok($$ SELECT * FROM mnemo.list_jobs('{"status": "lost"}') $$, 'MN0
 SELECT throws_ok($$ SELECT mnemo.retry_jobs(NULL, ARRAY[-1]::bigint []) $$, 'MN010', NULL,
     'retry_jobs: an id that is not a failed job is MN010');
 SELECT is(mnemo.retry_jobs('tap_if'), (SELECT count(DISTINCT (kind, dedup_key))::integer FROM mnemo.jobs
-    WHERE tenant_id = 'tap_if'), 'retry_jobs queues one job per failed (kind, dedup key) again');
+    WHERE tenant_id = 'tap_if'), 'retry_jobs queues one job per failed (kind, dedup key) again') FROM tap_here;
 
 -- A paused pg_cron job never works, even when pg_cron's cached job list still runs it:
 -- the runners look the command up in cron.job (mnemo_internal.paused_cron_run).
@@ -133,4 +133,4 @@ UPDATE cron.job SET active = false WHERE jobname = 'mnemo-test-paused';
 SELECT ok(NOT mnemo_internal.paused_cron_run(), 'a backend that is not pg_cron''s always runs');
 
 SELECT * FROM finish();
-ROLLBACK;
+\ir tap_end.psql
