@@ -16,6 +16,12 @@
 -- run that is killed keeps its finished batches and the next run goes on. Each run is
 -- recorded in mnemo_internal.lifecycle_runs (see mnemo.lifecycle_status()); a failing
 -- batch is rolled back, recorded with its SQLSTATE, and re-raised.
+-- On Citus a run for all tenants takes them one at a time (mnemo.tenants in order; each
+-- tenant's batches until done, then the next), passing each batch its tenant: every
+-- statement of a batch then reads and writes one tenant's shards, which Citus sends
+-- whole to the worker that holds them (multi-shard, they were refused: FOR UPDATE
+-- across tenants, data-modifying CTEs over several shards), and each tenant's work is
+-- done once a pass. 'partitions' and 'prune' hold no tenant's rows and run once.
 -- No SET search_path here: a procedure with a SET clause cannot COMMIT, so every name
 -- is schema-qualified instead. Raises MN001 for an unknown sweep or bad sizes.
 CREATE OR REPLACE PROCEDURE mnemo.run_sweep(
@@ -42,6 +48,8 @@ DECLARE
     v_sqlstate text;
     v_poll constant interval := '5 seconds';
     v_until timestamptz := pg_catalog.clock_timestamp() + pg_catalog.make_interval(secs => p_max_seconds);
+    v_each_tenant boolean;
+    v_tenant text := p_tenant_id;
 BEGIN
     SELECT s.python INTO v_python FROM mnemo_internal.sweeps() AS s WHERE s.sweep = p_sweep;
     IF NOT FOUND THEN
@@ -64,6 +72,11 @@ BEGIN
     -- We hold the lock: an earlier run still marked running died with its backend.
     -- (The clock is read into a variable: Citus refuses a VOLATILE function in an
     -- UPDATE of a distributed or reference table.)
+    v_each_tenant := p_tenant_id IS NULL AND p_sweep NOT IN ('partitions', 'prune')
+        AND EXISTS (SELECT FROM pg_catalog.pg_extension AS e WHERE e.extname = 'citus');
+    IF v_each_tenant THEN
+        SELECT pg_catalog.min(t.tenant_id) INTO v_tenant FROM mnemo.tenants AS t;
+    END IF;
     v_finished := pg_catalog.clock_timestamp();
     UPDATE mnemo_internal.lifecycle_runs SET status = 'aborted', finished_at = v_finished
     WHERE sweep = p_sweep AND status = 'running';
@@ -72,12 +85,13 @@ BEGIN
     COMMIT;
     LOOP
         PERFORM mnemo_internal.stop_if_postmaster_died();  -- an orphaned run must not block a restart
+        EXIT WHEN v_each_tenant AND v_tenant IS NULL;  -- no tenant at all
         BEGIN
             IF v_python THEN
-                v_result := mnemo_internal.sweep_py(p_sweep, p_now, p_tenant_id, v_batch, v_state);
+                v_result := mnemo_internal.sweep_py(p_sweep, p_now, v_tenant, v_batch, v_state);
             ELSE
                 EXECUTE pg_catalog.format('SELECT mnemo_internal.%I($1, $2, $3, $4)', 'sweep_' || p_sweep)
-                INTO v_result USING p_now, p_tenant_id, v_batch, v_state;
+                INTO v_result USING p_now, v_tenant, v_batch, v_state;
             END IF;
         EXCEPTION WHEN OTHERS THEN
             GET STACKED DIAGNOSTICS v_error = MESSAGE_TEXT, v_sqlstate = RETURNED_SQLSTATE;
@@ -97,6 +111,13 @@ BEGIN
         COMMIT;
         EXIT WHEN v_batches >= p_max_batches;
         IF coalesce((v_result ->> 'done')::boolean, true) THEN
+            IF v_each_tenant THEN  -- the next tenant, else the pass is over
+                v_state := '{}';
+                SELECT pg_catalog.min(t.tenant_id) INTO v_tenant FROM mnemo.tenants AS t
+                WHERE t.tenant_id > v_tenant;
+                CONTINUE WHEN v_tenant IS NOT NULL;
+                SELECT pg_catalog.min(t.tenant_id) INTO v_tenant FROM mnemo.tenants AS t;
+            END IF;
             EXIT WHEN pg_catalog.clock_timestamp() + v_poll > v_until;
             PERFORM pg_catalog.pg_sleep_for(v_poll);
             v_state := '{}';  -- the next pass starts over

@@ -85,14 +85,16 @@ ARCHIVE = """
 WITH p AS (
     SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[]) AS p (tenant_id, memory_id, reason)
 ), a AS (
-    INSERT INTO mnemo.memory_archive (tenant_id, memory_id, archived_at, reason, snapshot)
+    INSERT INTO mnemo.memory_archive AS ar (tenant_id, memory_id, archived_at, reason, snapshot)
     SELECT m.tenant_id, m.memory_id, $4, p.reason, to_jsonb(m) - 'embedding' - 'search_tsv'
         || jsonb_build_object('access_count', coalesce(a.access_count, 0),
             'relevance_accumulator', coalesce(a.relevance_accumulator, 0), 'last_accessed_at', a.last_accessed_at)
     FROM mnemo.memories AS m JOIN p ON p.tenant_id = m.tenant_id AND p.memory_id = m.memory_id
     LEFT JOIN mnemo.memory_access AS a ON a.tenant_id = m.tenant_id AND a.memory_id = m.memory_id
     WHERE m.is_active
-    RETURNING tenant_id, memory_id, reason
+    -- qualified by an alias: Citus names the shard in the statement it sends a worker,
+    -- and an unqualified RETURNING came back as "memory_archive".col (42P01)
+    RETURNING ar.tenant_id, ar.memory_id, ar.reason
 ), d AS (
     UPDATE mnemo.memories AS m SET is_active = false, updated_at = $4
     FROM a WHERE m.tenant_id = a.tenant_id AND m.memory_id = a.memory_id
@@ -151,12 +153,14 @@ WHERE m.is_active AND m.losses = '{}' AND m.tokens_full >= $1
 ORDER BY m.tenant_id, m.memory_id
 LIMIT $5
 """
+# $10: each memory's {"summary": ...} object, built by the caller: Citus refuses a STABLE
+# function (jsonb_build_object) given a column in an UPDATE's SET.
 STORE_LEVELS = """
 UPDATE mnemo.memories AS m
 SET content_detail = l.detail, tokens_detail = l.detail_tokens,
     content_compact = l.compact, tokens_compact = l.compact_tokens,
     content_stub = l.stub, tokens_stub = l.stub_tokens, losses = l.losses,
-    key_entities = l.key_entities, metadata = m.metadata || jsonb_build_object('summary', l.summary)
+    key_entities = l.key_entities, metadata = m.metadata || l.summary
 FROM (
     SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::integer[], $5::text[], $6::integer[],
         $7::text[], $8::integer[], $9::jsonb[], $10::jsonb[])
