@@ -4,7 +4,10 @@
 -- lexemes, and their count and length from the totals row (lexeme ''). Lexemes left
 -- in no document are deleted, so nothing of an erased text survives in the
 -- statistics. One statement in (tenant, lexeme) order, like add_to_lexicon.
--- Writes: lexicon.
+-- Writes: lexicon. With the documents of one tenant (as mnemo.forget passes) the
+-- UPDATE also names that tenant: Citus then sends it whole to the tenant's shard; over
+-- every shard, from a call delegated to a worker, it failed the call ("there is already
+-- a transaction in progress" on the other worker).
 -- PL/pgSQL, not SQL: Citus plans no query on a distributed table from a SQL function's parameters
 CREATE OR REPLACE FUNCTION mnemo_internal.subtract_from_lexicon(p_tenant_ids text[], p_documents tsvector[])
 RETURNS void
@@ -12,7 +15,12 @@ LANGUAGE plpgsql
 VOLATILE
 SET search_path = pg_catalog, public, pg_temp
 AS $$
+DECLARE
+    v_one text;  -- the tenant, when the documents are one tenant's
 BEGIN
+    IF (SELECT count(DISTINCT t) FROM unnest(p_tenant_ids) AS t) = 1 THEN
+        v_one := p_tenant_ids[1];
+    END IF;
     WITH d AS (
         SELECT x.tenant_id, x.lexeme, count(*) AS docs, sum(x.len) AS len
         FROM unnest(p_tenant_ids, p_documents) AS u (tenant_id, doc)
@@ -27,7 +35,7 @@ BEGIN
     )
     UPDATE mnemo.lexicon AS l
     SET doc_count = greatest(l.doc_count - d.docs, 0), total_length = greatest(l.total_length - d.len, 0)
-    FROM d WHERE l.tenant_id = d.tenant_id AND l.lexeme = d.lexeme;
+    FROM d WHERE l.tenant_id = d.tenant_id AND l.lexeme = d.lexeme AND (v_one IS NULL OR l.tenant_id = v_one);
     DELETE FROM mnemo.lexicon AS l
     WHERE l.tenant_id = ANY(p_tenant_ids) AND l.lexeme <> '' AND l.doc_count = 0;
 END;
