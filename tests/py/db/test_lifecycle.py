@@ -396,18 +396,27 @@ def test_partitions_created_ahead_and_detached_when_compacted(db, tenant, sessio
               " WHERE created_at >= '2001-01-01' AND created_at < '2001-02-01'")
     ids = [db.record_message(tenant, session, {"role": "user", "content": f"old message {i}"},
                              created_at=month + timedelta(hours=i)) for i in range(3)]
-    hash_parts = c.execute("SELECT count(*) FROM pg_inherits WHERE inhparent = 'mnemo.messages'::regclass"
-                           ).fetchone()[0]
+    # On Citus mnemo.messages has the month level only, its months named messages_pYYYY_MM
+    # (Citus's create_time_partitions), and tableoid names a shard of one
+    citus = c.execute("SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'citus')").fetchone()[0]
+    hash_parts = 1 if citus else c.execute(
+        "SELECT count(*) FROM pg_inherits WHERE inhparent = 'mnemo.messages'::regclass").fetchone()[0]
     sweep(c, "partitions", datetime(2002, 3, 1, tzinfo=UTC))
     # months ahead of the clock exist in every hash partition
-    for ym in ("200203", "200204", "200205"):
+    for y, m in (("2002", "03"), ("2002", "04"), ("2002", "05")):
         n = c.execute("SELECT count(*) FROM pg_class WHERE relnamespace = 'mnemo'::regnamespace"
-                      " AND relname ~ %s", (f"^messages_h[0-9]+_{ym}$",)).fetchone()[0]
+                      " AND relname ~ %s", (f"^messages_p{y}_{m}$" if citus else f"^messages_h[0-9]+_{y}{m}$",)
+                      ).fetchone()[0]
         assert n == hash_parts
     # 2001-01 is past the 12-month retention, but holds active rows: kept
-    home = c.execute("SELECT tableoid::regclass::text FROM mnemo.messages WHERE tenant_id = %s AND message_id = %s",
-                     (tenant, ids[0])).fetchone()[0]
-    assert home.endswith("_200101")
+    if citus:
+        home = "mnemo.messages_p2001_01"
+        assert c.execute(f"SELECT count(*) FROM {home} WHERE tenant_id = %s AND message_id = %s",
+                         (tenant, ids[0])).fetchone()[0] == 1
+    else:
+        home = c.execute("SELECT tableoid::regclass::text FROM mnemo.messages"
+                         " WHERE tenant_id = %s AND message_id = %s", (tenant, ids[0])).fetchone()[0]
+        assert home.endswith("_200101")
     assert c.execute("SELECT to_regclass(%s)", (home,)).fetchone()[0] is not None
     c.execute("UPDATE mnemo.messages SET is_pruned = true WHERE tenant_id = %s AND message_id = ANY(%s)",
               (tenant, ids[:2]))
@@ -419,7 +428,8 @@ def test_partitions_created_ahead_and_detached_when_compacted(db, tenant, sessio
     assert c.execute("SELECT to_regclass(%s)", (home,)).fetchone()[0] is None
     archived = row(c, "SELECT partition_name, range_from::text, range_to::text, row_count"
                       " FROM mnemo_internal.archived_partitions WHERE parent = %s AND range_from = '2001-01-01'"
-                      " ORDER BY detached_at DESC, partition_name DESC LIMIT 1", home.rsplit("_", 1)[0])
+                      " ORDER BY detached_at DESC, partition_name DESC LIMIT 1",
+              "mnemo.messages" if citus else home.rsplit("_", 1)[0])
     assert archived["range_to"] == "2001-02-01" and archived["row_count"] >= 3
     moved = c.execute(f"SELECT count(*) FROM mnemo_archive.{archived['partition_name']}"
                       " WHERE tenant_id = %s", (tenant,)).fetchone()[0]
