@@ -62,9 +62,15 @@ def waits_for_a_lock(pid: int, running: Callable[[], bool] = lambda: True, secon
     it needs) within `seconds`; False at once when `running()` turns False."""
     deadline = time.monotonic() + seconds
     with psycopg.connect(default_dsn(), autocommit=True) as conn:
+        # On Citus the wait is on a worker, in a backend of pid's distributed transaction
+        # (citus_stat_activity: the same global pid), not in pid itself.
+        citus = conn.execute("SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'citus')").fetchone()[0]
+        query = ("SELECT EXISTS (SELECT FROM citus_stat_activity WHERE wait_event_type = 'Lock'"
+                 " AND global_pid = citus_calculate_gpid("
+                 "(SELECT nodeid FROM pg_dist_node WHERE groupid = 0), %s))" if citus else
+                 "SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = %s")
         while time.monotonic() < deadline and running():
-            row = conn.execute("SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = %s",
-                               (pid,)).fetchone()
+            row = conn.execute(query, (pid,)).fetchone()
             if row and row[0]:
                 return True
             time.sleep(0.05)

@@ -206,10 +206,14 @@ def test_compaction_survives_malformed_metadata_and_tool_calls(db, tenant):
     for i in range(14):
         db.record_message(tenant, sid, {"role": "user", "content": f"Turn {i}: the export job failed again "
                                         "with a timeout in the billing module; " * 20})
-    c.execute("UPDATE mnemo.messages SET metadata = CASE turn_index %% 3 WHEN 0 THEN '[1]'::jsonb"
-              " WHEN 1 THEN '{\"compaction\": [2]}' ELSE '{\"compaction\": {\"first_turn\": \"x\"}}' END,"
-              " tool_calls = CASE turn_index %% 4 WHEN 0 THEN '{\"a\": 1}'::jsonb WHEN 1 THEN '[1, \"x\"]'"
-              " WHEN 2 THEN '[{\"function\": \"f\"}]' ELSE '[{\"function\": {\"name\": \"n\"}}]' END"
+    # CASE WHEN x = n, not CASE x WHEN n: Citus deparses the latter wrongly for its
+    # workers ("operator does not exist: integer = boolean")
+    c.execute("UPDATE mnemo.messages SET metadata = CASE WHEN turn_index %% 3 = 0 THEN '[1]'::jsonb"
+              " WHEN turn_index %% 3 = 1 THEN '{\"compaction\": [2]}'"
+              " ELSE '{\"compaction\": {\"first_turn\": \"x\"}}' END,"
+              " tool_calls = CASE WHEN turn_index %% 4 = 0 THEN '{\"a\": 1}'::jsonb"
+              " WHEN turn_index %% 4 = 1 THEN '[1, \"x\"]'"
+              " WHEN turn_index %% 4 = 2 THEN '[{\"function\": \"f\"}]' ELSE '[{\"function\": {\"name\": \"n\"}}]' END"
               " WHERE tenant_id = %s AND session_id = %s", (tenant, sid))
     sweep(c, "compaction", tenant=tenant)
     run = last_run(c, "compaction")
