@@ -71,9 +71,13 @@ class Pager:
         """The residency rows and their fidelity_log rows."""
         changes = [c for c in changes if c.from_fidelity != c.to_fidelity]
         if changes:
-            self.run("change", [t, s, [c.object_id for c in changes], [c.from_fidelity for c in changes],
-                              [c.to_fidelity for c in changes], [c.trigger for c in changes],
-                              [c.zone for c in changes], turn])
+            changed = self.run("change", [t, s, [c.object_id for c in changes], [c.from_fidelity for c in changes],
+                                          [c.to_fidelity for c in changes], [c.trigger for c in changes],
+                                          [c.zone for c in changes], turn])
+            order = {c.object_id: k for k, c in reversed(list(enumerate(changes)))}
+            for r in sorted(changed, key=lambda r: order[r["object_id"]]):  # the log in the changes' order
+                self.run("fidelity_log", [t, s, r["object_id"], r["from_fidelity"], r["to_fidelity"], r["trigger"],
+                                          r["zone"], turn, r["token_count"]])
 
     def move(self, t: str, s: str, obj: dict, to: str, trigger: str, turn: int, zone: str | None = None) -> None:
         self.change(t, s, [Change(obj["object_id"], obj["fidelity"], to, trigger, zone)], turn)
