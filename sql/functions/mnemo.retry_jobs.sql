@@ -18,15 +18,18 @@ SET search_path = pg_catalog, public, pg_temp
 AS $$
 DECLARE
     v_missing bigint;
+    v_failed bigint[];
     v_count integer;
 BEGIN
     IF p_tenant_id IS NOT NULL THEN
         PERFORM mnemo_internal.enter_tenant(p_tenant_id);
     END IF;
-    SELECT i INTO v_missing FROM unnest(p_job_ids) AS i
-    WHERE NOT EXISTS (SELECT FROM mnemo.jobs AS j WHERE j.job_id = i AND j.status = 'failed'
-        AND (p_tenant_id IS NULL OR j.tenant_id = p_tenant_id))
-    LIMIT 1;
+    -- the failed ones among the ids first, then the first id not among them: Citus
+    -- refuses a subquery over mnemo.jobs correlated with unnest's rows
+    SELECT coalesce(array_agg(j.job_id), '{}') INTO v_failed FROM mnemo.jobs AS j
+    WHERE j.job_id = ANY(p_job_ids) AND j.status = 'failed'
+        AND (p_tenant_id IS NULL OR j.tenant_id = p_tenant_id);
+    SELECT i INTO v_missing FROM unnest(p_job_ids) AS i WHERE i <> ALL(v_failed) LIMIT 1;
     IF v_missing IS NOT NULL THEN
         RAISE EXCEPTION USING ERRCODE = 'MN010', MESSAGE = format('no failed job %s', v_missing),
             HINT = 'mnemo jobs list --status failed shows the failed jobs';
