@@ -25,4 +25,5 @@ END;
 $$;
 
 COMMENT ON FUNCTION mnemo_internal.citus_api_key_set() IS
-'Citus only: whether a call is planned with an API key set, so that its wrapper keeps it on the coordinator, which checks the key.';
+'Citus only: whether a call is planned with an API key set, so that its wrapper keeps it on the '
+'coordinator, which checks the key.';
