@@ -1,27 +1,17 @@
 -- deploy: Citus only (scripts/deploy.sh loads sql/citus/ when the citus extension is in the database)
 -- mnemo_internal.set_tenant(p_tenant_id text) -> void, on Citus.
--- Replaces sql/functions/mnemo_internal.set_tenant.sql on a Citus coordinator: the
--- same SET LOCAL mnemo.tenant_id, which Citus records and sends to a worker with the
--- BEGIN of each remote transaction block (citus.propagate_set_commands = local), and to
--- the remote transactions open at the time. Two gaps of Citus 13.2 that this closes:
---   * Citus runs a read-only statement in a remote transaction block only in a client's
---     transaction block (IsTransactionBlock) or once the transaction is a coordinated
---     one: a call outside a transaction block that runs on the coordinator (a
---     set-returning API function such as export_tenant, a call made with a session's
---     API key) read each shard in the worker's autocommit, without the tenant, so its
---     policies admitted no row (export_tenant gave the tenant line alone);
---   * Citus forgets the SET LOCAL commands of a subtransaction when it ends, committed
---     or not, and PL/Python runs each statement in one: the compiler's enter_tenant
---     (plpy) set the tenant for the connections open then, but a worker reached later
---     in the transaction got a BEGIN without it ("unknown session", in a transaction
---     block).
--- So right after the SET LOCAL, a read of the tenant's shard of mnemo.sessions runs in
--- a subtransaction of its own (a block with an exception clause, where
--- IsTransactionBlock() holds): Citus opens the tenant's worker connection in a remote
--- transaction block that carries the SET LOCAL, and the transaction stays a coordinated
--- one. The tenant's later statements reuse that connection (Citus keeps one per
--- worker in a transaction), and it keeps the setting until the transaction ends.
--- Same admitted rows as on one server; on a worker (a delegated call) the read is local.
+-- Replaces sql/functions/mnemo_internal.set_tenant.sql on a Citus coordinator. The
+-- SET LOCAL reaches a worker only with the BEGIN of a remote transaction block
+-- (citus.propagate_set_commands = local), and Citus opens one for a read-only query
+-- only inside a client's transaction block: an API call the coordinator runs outside
+-- one (a set-returning routine such as export_tenant, or a call that is not delegated:
+-- nested in a query, an argument read from a table, a DO block) sent its reads without
+-- the tenant, and row-level security on the worker showed them no row (export_tenant
+-- exported the tenant line only; compile_context raised MN003 for a session it has).
+-- A locking read of the tenant's shard makes Citus open the block inside any function
+-- call (it finds no row and locks none); the tenant's other tables are co-located
+-- with mnemo.sessions, so the call's later reads go over the same connection, in that
+-- block. On a worker (a delegated call) the shard is local and this costs one lookup.
 CREATE OR REPLACE FUNCTION mnemo_internal.set_tenant(p_tenant_id text)
 RETURNS void
 LANGUAGE plpgsql
@@ -30,14 +20,11 @@ SET search_path = pg_catalog, public, pg_temp
 AS $$
 BEGIN
     EXECUTE format('SET LOCAL mnemo.tenant_id = %L', p_tenant_id);
-    BEGIN
-        PERFORM FROM mnemo.sessions AS s WHERE s.tenant_id = p_tenant_id LIMIT 1;
-    EXCEPTION WHEN OTHERS THEN
-        RAISE;  -- the clause only makes the block a subtransaction
-    END;
+    PERFORM FROM mnemo.sessions AS s
+    WHERE s.tenant_id = p_tenant_id AND s.session_id IS NULL
+    FOR KEY SHARE;
 END;
 $$;
 
 COMMENT ON FUNCTION mnemo_internal.set_tenant(text) IS
-'Scopes row-level security to a tenant for the rest of the transaction (SET LOCAL mnemo.tenant_id), '
-'on every Citus node it reaches.';
+'Scopes row-level security to a tenant for the rest of the transaction (SET LOCAL mnemo.tenant_id), on every node it reaches.';

@@ -24,12 +24,11 @@ BEGIN
     IF p_tenant_id IS NOT NULL THEN
         PERFORM mnemo_internal.enter_tenant(p_tenant_id);
     END IF;
-    -- the failed ones among the ids first, then the first id not among them: Citus
-    -- refuses a subquery over mnemo.jobs correlated with unnest's rows
-    SELECT coalesce(array_agg(j.job_id), '{}') INTO v_failed FROM mnemo.jobs AS j
-    WHERE j.job_id = ANY(p_job_ids) AND j.status = 'failed'
-        AND (p_tenant_id IS NULL OR j.tenant_id = p_tenant_id);
-    SELECT i INTO v_missing FROM unnest(p_job_ids) AS i WHERE i <> ALL(v_failed) LIMIT 1;
+    -- the failed jobs among the ids first, then the first id not among them: Citus
+    -- refuses the correlated subquery over unnest (0A000) that one query would be
+    v_failed := ARRAY(SELECT j.job_id FROM mnemo.jobs AS j WHERE j.job_id = ANY (p_job_ids)
+        AND j.status = 'failed' AND (p_tenant_id IS NULL OR j.tenant_id = p_tenant_id));
+    SELECT i INTO v_missing FROM unnest(p_job_ids) AS i WHERE i <> ALL (v_failed) LIMIT 1;
     IF v_missing IS NOT NULL THEN
         RAISE EXCEPTION USING ERRCODE = 'MN010', MESSAGE = format('no failed job %s', v_missing),
             HINT = 'mnemo jobs list --status failed shows the failed jobs';

@@ -151,14 +151,14 @@ WHERE m.is_active AND m.losses = '{}' AND m.tokens_full >= $1
 ORDER BY m.tenant_id, m.memory_id
 LIMIT $5
 """
-# metadata.summary by jsonb_set (IMMUTABLE), not || jsonb_build_object(...) (STABLE):
-# Citus refuses a STABLE function given a column in an UPDATE
+# $10: each memory's {"summary": ...} object, built by the caller: Citus refuses a STABLE
+# function (jsonb_build_object) given a column in an UPDATE's SET.
 STORE_LEVELS = """
 UPDATE mnemo.memories AS m
 SET content_detail = l.detail, tokens_detail = l.detail_tokens,
     content_compact = l.compact, tokens_compact = l.compact_tokens,
     content_stub = l.stub, tokens_stub = l.stub_tokens, losses = l.losses,
-    key_entities = l.key_entities, metadata = jsonb_set(m.metadata, '{summary}', coalesce(l.summary, 'null'))
+    key_entities = l.key_entities, metadata = m.metadata || l.summary
 FROM (
     SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::integer[], $5::text[], $6::integer[],
         $7::text[], $8::integer[], $9::jsonb[], $10::jsonb[])

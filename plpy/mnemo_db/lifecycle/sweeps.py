@@ -260,7 +260,7 @@ class Sweeps:
                           col("compact", "text"), col("compact", "tokens"),
                           col("stub", "text"), col("stub", "tokens"),
                           [json.dumps({k: v.losses() for k, v in lv.items()}) for _, _, lv, _ in items],
-                          [json.dumps(meta) for _, _, _, meta in items]]).nrows()
+                          [json.dumps({"summary": meta}) for _, _, _, meta in items]]).nrows()
 
     # -- history compaction --------------------------------------------------------------
     def compaction_batch(self, p_now: str, tenant: str | None, batch: int, state: dict) -> str:

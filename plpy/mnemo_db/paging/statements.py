@@ -82,21 +82,22 @@ UPDATE mnemo.semantic_objects AS o SET message_ids = o.message_ids || gone.messa
     last_turn = gone.last_turn, token_count = o.token_count + gone.token_count
 FROM gone WHERE o.tenant_id = $1 AND o.session_id = $2 AND o.object_id = $3""",
               ["text", "uuid", "bigint", "bigint"]),
-    # Two statements, not one INSERT ... SELECT over the UPDATE's CTE: Citus runs that
-    # INSERT ... SELECT through the coordinator (in a transaction block) as a COPY into
-    # the shard, which row-level security refuses; the log rows go in one by one.
-    "change": ("""UPDATE mnemo.object_residency AS r SET fidelity = c.to_fidelity, changed_turn = $8, updated_at = now()
-FROM unnest($3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[])
-    AS c (object_id, from_fidelity, to_fidelity, trigger, zone),
-    mnemo.semantic_objects AS o
+    # The residency rows, their objects' sizes, then each change's fidelity_log row, one
+    # INSERT ... VALUES a row: one INSERT ... SELECT from unnest joined to the UPDATE's
+    # RETURNING (as before) Citus runs through the coordinator when the call runs there
+    # (in a transaction block, or not delegated), sending its rows as COPY, which
+    # row-level security refuses (0A000); so would it any INSERT ... SELECT into
+    # fidelity_log, whose identity column keeps Citus from pushing one down.
+    "change": ("""UPDATE mnemo.object_residency AS r SET fidelity = c.to_fidelity, changed_turn = $5, updated_at = now()
+FROM unnest($3::bigint[], $4::text[]) AS c (object_id, to_fidelity)
 WHERE r.tenant_id = $1 AND r.session_id = $2 AND r.object_id = c.object_id
-    AND o.tenant_id = $1 AND o.object_id = c.object_id
-RETURNING r.object_id, c.from_fidelity, c.to_fidelity, c.trigger, c.zone, o.token_count""",
-               ["text", "uuid", "bigint[]", "text[]", "text[]", "text[]", "text[]", "integer"]),
-    "fidelity_log": ("""INSERT INTO mnemo.fidelity_log (tenant_id, session_id, object_id, from_fidelity, to_fidelity,
+RETURNING r.object_id""", ["text", "uuid", "bigint[]", "text[]", "integer"]),
+    "change_tokens": (("SELECT o.object_id, o.token_count FROM mnemo.semantic_objects AS o "
+                       "WHERE o.tenant_id = $1 AND o.object_id = ANY ($2)"), ["text", "bigint[]"]),
+    "change_log": ("""INSERT INTO mnemo.fidelity_log (tenant_id, session_id, object_id, from_fidelity, to_fidelity,
     trigger, pressure_zone, turn_index, token_count)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)""",
-                     ["text", "uuid", "bigint", "text", "text", "text", "text", "integer", "integer"]),
+                   ["text", "uuid", "bigint", "text", "text", "text", "text", "integer", "integer"]),
     "pin": (("UPDATE mnemo.object_residency AS r SET pinned_until_turn = greatest(r.pinned_until_turn, $4) "
             "WHERE r.tenant_id = $1 AND r.session_id = $2 AND r.object_id = $3"),
             ["text", "uuid", "bigint", "integer"]),

@@ -71,13 +71,13 @@ class Pager:
         """The residency rows and their fidelity_log rows."""
         changes = [c for c in changes if c.from_fidelity != c.to_fidelity]
         if changes:
-            changed = self.run("change", [t, s, [c.object_id for c in changes], [c.from_fidelity for c in changes],
-                                          [c.to_fidelity for c in changes], [c.trigger for c in changes],
-                                          [c.zone for c in changes], turn])
-            order = {c.object_id: k for k, c in reversed(list(enumerate(changes)))}
-            for r in sorted(changed, key=lambda r: order[r["object_id"]]):  # the log in the changes' order
-                self.run("fidelity_log", [t, s, r["object_id"], r["from_fidelity"], r["to_fidelity"], r["trigger"],
-                                          r["zone"], turn, r["token_count"]])
+            done = [r["object_id"] for r in self.run(
+                "change", [t, s, [c.object_id for c in changes], [c.to_fidelity for c in changes], turn])]
+            sizes = {r["object_id"]: r["token_count"] for r in self.run("change_tokens", [t, done])} if done else {}
+            for c in changes:
+                if c.object_id in sizes:
+                    self.run("change_log", [t, s, c.object_id, c.from_fidelity, c.to_fidelity, c.trigger,
+                                            c.zone, turn, sizes[c.object_id]])
 
     def move(self, t: str, s: str, obj: dict, to: str, trigger: str, turn: int, zone: str | None = None) -> None:
         self.change(t, s, [Change(obj["object_id"], obj["fidelity"], to, trigger, zone)], turn)
