@@ -107,6 +107,7 @@ BEGIN
         END IF;
     END LOOP;
     GRANT EXECUTE ON FUNCTION mnemo_internal.citus_no_tenant() TO mnemo_app, mnemo_api_owner;
+    GRANT EXECUTE ON FUNCTION mnemo_internal.citus_api_key_set() TO mnemo_app, mnemo_api_owner;
 END
 $$;
 

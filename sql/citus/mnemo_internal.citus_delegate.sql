@@ -13,7 +13,12 @@
 --     SELECT mnemo_citus.NAME(coalesce(<tenant>, mnemo_internal.citus_no_tenant()), ...).
 --     A tenant given folds to that constant and the call is delegated as before;
 --     NULL leaves a STABLE call, not a constant, so Citus does not delegate and the
---     routine runs on the coordinator, raising the single server's error (MN001).
+--     routine runs on the coordinator, raising the single server's error (MN001);
+--   * so does a call planned with an API key set (mnemo_internal.citus_api_key_set,
+--     folded while the call is planned): the tenant is then passed as
+--     coalesce(mnemo_internal.citus_no_tenant(), <tenant>), a call the planner keeps,
+--     and the routine runs on the coordinator, where enter_tenant checks the key (a
+--     delegated call reaches the worker without the caller's settings).
 -- The workers parse the delegated call as the caller: there the API roles have USAGE
 -- on mnemo_citus (mnemo_internal.citus_distribute). Idempotent: a deploy loads the full
 -- routine into mnemo.NAME again, and this replaces the previous one in mnemo_citus.
@@ -35,7 +40,9 @@ BEGIN
     SELECT p.proname, oidvectortypes(p.proargtypes), pg_get_function_arguments(p.oid),
         pg_get_function_result(p.oid),
         CASE p.provolatile WHEN 'i' THEN 'IMMUTABLE' WHEN 's' THEN 'STABLE' ELSE 'VOLATILE' END,
-        (SELECT string_agg(CASE WHEN a.n = 1 THEN format('coalesce(%I, mnemo_internal.citus_no_tenant())', a.arg)
+        (SELECT string_agg(CASE WHEN a.n = 1 THEN format('CASE WHEN mnemo_internal.citus_api_key_set()'
+                    ' THEN coalesce(mnemo_internal.citus_no_tenant(), %1$I)'
+                    ' ELSE coalesce(%1$I, mnemo_internal.citus_no_tenant()) END', a.arg)
                 ELSE quote_ident(a.arg) END, ', ' ORDER BY a.n)
             FROM unnest(p.proargnames) WITH ORDINALITY AS a (arg, n)),
         obj_description(p.oid, 'pg_proc')

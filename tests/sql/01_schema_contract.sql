@@ -338,8 +338,9 @@ $$, $$
         'list_api_keys', 'revoke_api_key']) AS f
     UNION ALL
     SELECT 'mnemo_internal.' || f FROM unnest(ARRAY['current_tenant_id', 'bound_tenant_id', 'api_key_tenant']) AS f
-    UNION ALL  -- what the API wrappers pass for a NULL tenant (Citus only)
-    SELECT 'mnemo_internal.citus_no_tenant' WHERE EXISTS (SELECT FROM pg_extension WHERE extname = 'citus')
+    UNION ALL  -- what the API wrappers call at planning (Citus only): the NULL tenant, the session's key
+    SELECT 'mnemo_internal.' || f FROM unnest(ARRAY['citus_no_tenant', 'citus_api_key_set']) AS f
+    WHERE EXISTS (SELECT FROM pg_extension WHERE extname = 'citus')
 $$, 'mnemo_app can execute exactly the API (the policies'' two functions, the API key check)');
 -- Each API routine runs as mnemo_api_owner, and only they do: no routine runs as a
 -- superuser on behalf of its caller.

@@ -257,6 +257,45 @@ def test_api_key_of_a_transaction_holds_through_the_coordinator(admin):
         assert e.value.sqlstate == "MN008"
 
 
+def test_api_key_of_the_session_holds_through_the_coordinator(admin):
+    """A key set for the whole session (SET, not SET LOCAL) and calls outside a
+    transaction block, which Citus delegates to the tenant's worker with the call's text
+    alone: the worker never saw the key and acted for any tenant. Every call for another
+    tenant must be refused (MN008), with the tenant a literal or a bound parameter, in
+    the select list or in FROM; the key's own tenant works."""
+    a, b = ("t_" + uuid.uuid4().hex[:12] for _ in range(2))
+    with connect(DSN) as m:
+        for t in (a, b):
+            m.create_tenant(t)
+        sb = m.start_session(b)
+        key = m.create_api_key(a, "test")
+        secret = key["secret"] if isinstance(key, dict) else key
+    calls = {"start_session": "{t}", "record_message": "{t}, '{s}', '{{\"role\": \"user\", \"content\": \"x\"}}'",
+             "remember": "{t}, 'the key leaks'", "compile_context": "{t}, '{s}'", "memory_stats": "{t}"}
+    with psycopg.connect(DSN, autocommit=True) as conn:
+        conn.execute("SELECT set_config('mnemo.api_key', %s, false)", [secret])  # = SET mnemo.api_key
+        refused = {}
+        for name, args in calls.items():
+            for form in (f"SELECT mnemo.{name}({args})", f"SELECT * FROM mnemo.{name}({args})"):
+                for tenant, params in ((f"'{b}'", None), ("%s::text", [b])):
+                    sql = form.format(t=tenant, s=sb)
+                    try:
+                        conn.execute(sql, params)
+                        refused[sql] = None
+                    except psycopg.Error as e:
+                        refused[sql] = e.sqlstate
+        assert {sql: s for sql, s in refused.items() if s != "MN008"} == {}
+        # the key's own tenant: its calls (now run on the coordinator) see its rows
+        sa = conn.execute("SELECT mnemo.start_session(%s)", [a]).fetchone()[0]
+        conn.execute("SELECT mnemo.record_message(%s, %s, '{\"role\": \"user\", \"content\": \"I live in Lisbon\"}')",
+                     [a, sa])
+        messages = conn.execute("SELECT mnemo.compile_context(%s, %s, 'where do I live?')", [a, sa]).fetchone()[0]
+        assert "Lisbon" in json.dumps(messages)
+        assert [r[0] for r in conn.execute("SELECT * FROM mnemo.list_sessions(%s)", [a])] == [sa]
+    assert admin.execute("SELECT count(*) FROM mnemo.messages WHERE tenant_id = %s", [b]).fetchone()[0] == 0
+    assert admin.execute("SELECT count(*) FROM mnemo.sessions WHERE tenant_id = %s", [b]).fetchone()[0] == 1
+
+
 def test_a_worker_added_and_rebalanced_under_writes_loses_nothing(admin):
     """Growing the cluster (issue 45): a third worker added (scripts/citus.sh
     add-worker) and the shard groups rebalanced onto it (citus_rebalance_start,
