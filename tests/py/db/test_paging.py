@@ -15,6 +15,23 @@ from mnemosyne.errors import InvalidParameter
 PIN_TURNS = 8  # sql/settings.sql paging.pin_turns
 
 
+@pytest.fixture(autouse=True)
+def warm_reads(request, db):
+    """The crafted sessions below read files once and never again: the cold-read rule
+    (ladder's cold_reads) would stub each read once a newer call stands between, and
+    what they test (segmentation, the zones, faults) needs reads that stay. It is off
+    for them, on for the tests of it (cold_reads in the name). Restored afterwards."""
+    if "cold_read" in request.node.name:
+        yield
+        return
+    old = db._call("SELECT value::text FROM mnemo_internal.settings WHERE key = 'paging'", {})
+    db._call("UPDATE mnemo_internal.settings SET value = value || '{\"cold_reads\": false}'"
+             " WHERE key = 'paging' RETURNING true", {})
+    yield
+    db._call("UPDATE mnemo_internal.settings SET value = %(v)s::jsonb WHERE key = 'paging' RETURNING true",
+             {"v": old})
+
+
 @pytest.fixture
 def small_working_set(db):
     """The zone tests' crafted sessions hold a handful of objects: they test each zone's
@@ -408,6 +425,28 @@ def test_a_plain_commands_output_leaves_unless_the_agent_uses_its_names(db, tena
     tests, _ = s.tool("Bash", {"command": "pytest -q"}, "".join(f"test_{i} PASSED\n" for i in range(150)))
     res = s.residency()
     assert [res[s.object_of(c)]["fidelity"] for c in (first, used, tests)] == ["stub", "full", "full"]
+    assert s.faults() == []
+
+
+def test_a_cold_read_leaves_until_the_session_reads_again(db, tenant):
+    """The cold-read rule: in a session that has not re-read lines it read, a read of a
+    file nothing wrote since goes to stub once a newer call stands between, unless
+    the assistant named the file or one of its names since; after the session's
+    first re-read, reads stay (pressure decides)."""
+    s = Session(db, tenant)
+    s.say("user", "Make the parser accept empty fields.")
+    setup = s.read("setup.py")
+    named = s.read("src/parser.py")
+    s.tool("Bash", {"command": "python -c 'print(1)'"}, "1", content="parser.py splits on commas; checking.")
+    res = s.residency()
+    assert (res[setup]["fidelity"], res[named]["fidelity"]) == ("stub", "full")
+    again = s.read("src/parser.py")  # the session reads lines again: no longer cold
+    later = s.read("src/util.py")
+    s.tool("Bash", {"command": "python -c 'print(2)'"}, "2")
+    s.tool("Bash", {"command": "python -c 'print(3)'"}, "3")
+    res = s.residency()
+    assert res[later]["fidelity"] == "full" and res[again]["fidelity"] == "full"
+    assert {r["trigger"] for r in s.log()} == {"waste"}
     assert s.faults() == []
 
 
