@@ -185,6 +185,12 @@ def relieve(objects: list[Resident], used: int, capacity: int, cfg: dict) -> tup
             if used <= cfg["target"] * capacity:
                 break
             to = _step(zone, o.fidelity)
+            # a file read goes from full to stub in one step: part of a file is no read
+            # of it (an agent that needs the lines reads them again, a fault either
+            # way), so a read's detail keeps 30 % of it for little; one read leaves
+            # where three went to detail, and the others stay whole
+            if to is not None and o.kind == "file_context" and LEVEL[to] < LEVEL["stub"]:
+                to = "stub"
             # a step that frees nothing (a level the message lacks, e.g. before its
             # embed job stored its detail and compact) is passed over for the zone's
             # next one: a move that changes no token only costs the object fidelity
