@@ -70,7 +70,7 @@ INSERT INTO mnemo_internal.settings AS s (key, value, description) VALUES
       "pin_turns": 8, "protect_newest": 12, "protect_hot": 30, "min_object_tokens": 500, "topic_shift": 0.7,
       "goal_shift": 0.5, "stale_after_calls": 8, "stale_to": "detail", "superseded_to": "stub",
       "outdated_after_calls": 1, "outdated_to": "stub", "quiet_after_calls": 1, "quiet_to": "stub",
-      "evict_stubs_after_calls": 40}',
+      "evict_stubs_after_calls": 40, "cold_reads": true}',
     'Paging: pressure zone thresholds (history tokens / window budget), the target a zone degrades to, '
     'pin turns after a fault, protected newest objects, segmentation and waste rules.'
 )

@@ -397,12 +397,24 @@ def _json_in_string(text: str) -> dict | list | None:
     return inner if isinstance(inner, dict | list) else None
 
 
+def _pairing_id(container, key) -> bool:
+    """Whether a value is an id that pairs a tool call with its result (a tool
+    message's tool_call_id, a tool call's id): structure, not text. Joined with the
+    end of the output before it ("...typemod=CharTypeModifier" + "call_00267"), one
+    looked like an unknown vendor's split key; its redaction broke the pairing and
+    the result's record failed (MN006, bench-replay's generated session seed 22)."""
+    return isinstance(container, dict) and (key == "tool_call_id" or key == "id" and "function" in container)
+
+
 def _string_slots(value, slots: list, encoded: list) -> None:
-    """Every string value inside value, in document order, as [container, key] slots;
+    """Every string value inside value, in document order, as [container, key] slots
+    (the ids that pair tool calls with results left out: _pairing_id);
     JSON held in a string (tool-call arguments) is parsed, its strings taken in turn,
     and [container, key, parsed] goes into encoded (re-encoded if changed)."""
     items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
     for k, x in items:
+        if isinstance(x, str) and _pairing_id(value, k):
+            continue
         if isinstance(x, str):
             inner = _json_in_string(x)
             if inner is not None:

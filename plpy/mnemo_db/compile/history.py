@@ -111,7 +111,8 @@ def own_words(m: dict) -> bool:
     return len(text) <= 16 * ASSISTANT_KEEP_TOKENS and tokens.count(text) <= ASSISTANT_KEEP_TOKENS
 
 
-def history_versions(m: dict, allowed: tuple[str, ...]) -> tuple[dict[str, dict], dict[str, int]]:
+def history_versions(m: dict, allowed: tuple[str, ...], output: bool = False
+                     ) -> tuple[dict[str, dict], dict[str, int]]:
     """The message at each fidelity, and what each costs (tokens.count_message). A
     level the row does not have (it is too short to abbreviate), or one that would
     not be shorter, is the next higher level's message. A row whose sensitivity the
@@ -145,7 +146,12 @@ def history_versions(m: dict, allowed: tuple[str, ...]) -> tuple[dict[str, dict]
             # description says what memory_restore brings back)
             where = (f"full output in artifact {m['artifact_id']}" if m.get("artifact_id")
                      else "memory_restore" if name == "stub" else "memory_restore for the full text")
-            msg = openai_message(m, f"[{name} of {ref}; {where}] {lv['text']}")
+            # a tool's output (output: paging's objects say which) is stubbed by its
+            # pointer alone: the call that made it stands before it, its arguments
+            # say what it was (the SWE-agent sessions' stubs, a description and a date
+            # each, cost 3x the oracle's "[tool result elided]")
+            msg = openai_message(m, f"[{name} of {ref}; {where}]" if output and name == "stub"
+                                 else f"[{name} of {ref}; {where}] {lv['text']}")
             cost = tokens.count_message(msg)
             if cost < above_cost:
                 above, above_cost = msg, cost
@@ -202,6 +208,10 @@ class PreparedHistory:
         # Paging: messages of objects an assistant summarised (a cleanup tag), by id:
         # (object id, summary, whether it carries the summary)
         self.authored: dict[int, tuple[int, str, bool]] = {}
+        # Paging: the messages that are a tool's output (a tool message, or the
+        # environment's answer to an action written in text), by id: their stub is a
+        # pointer alone (history_versions)
+        self.outputs: set[int] = set()
         self._versions: dict[int, list[tuple[dict[str, dict], dict[str, int]]]] = {}
         self._picks: dict[int, HistoryPick] = {}  # pack_history by budget (read only)
         # Full-fidelity cost of each unit: the stored token counts unless the unit's
@@ -221,7 +231,7 @@ class PreparedHistory:
             self._versions[u] = [
                 authored_versions(m, *self.authored[m["message_id"]])
                 if m["message_id"] in self.authored and m["sensitivity"] in self.allowed
-                else history_versions(m, self.allowed) for m in self.units[u]]
+                else history_versions(m, self.allowed, m["message_id"] in self.outputs) for m in self.units[u]]
         return self._versions[u]
 
     def costs(self, u: int) -> list[dict[str, int]]:

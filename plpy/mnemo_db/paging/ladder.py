@@ -79,6 +79,15 @@ DEFAULTS = {
     # their 67 such commands again, the generated ones none of theirs
     "quiet_after_calls": 1,
     "quiet_to": "stub",
+    # ... and so does a cold read (the same threshold): a read of a file nothing wrote
+    # since, in a session whose agent has not yet read again lines it had read (no
+    # read overlapping an earlier one of the same file with no write between), unless
+    # the assistant named one of its names since. An agent that does not re-read what
+    # it read has no use for the text once a newer call stands between: the shared
+    # SWE-agent sessions re-read 2 of their results in 230 calls, and kept a task's
+    # setup.py whole for 11 calls. The first re-read ends the rule for the session (the
+    # generated sessions re-read within their first 6 calls): pressure decides then.
+    "cold_reads": True,
     # a stub older than this many tool calls is evicted: a long session's stubs (its
     # call and a line each) otherwise grow with it, and a re-read faults on a stub as
     # on an evicted object; memory_query and memory_restore still reach it
@@ -88,12 +97,14 @@ DEFAULTS = {
 
 def settings(raw: dict | None) -> dict:
     """The paging settings: the defaults, with the stored setting's keys of the right
-    type (numbers for numbers, fidelity names for fidelities)."""
+    type (booleans for booleans, numbers for numbers, fidelity names for fidelities)."""
     out = dict(DEFAULTS)
     for k, v in (raw if isinstance(raw, dict) else {}).items():
-        if k not in out or isinstance(v, bool):
+        if k not in out or isinstance(v, bool) != isinstance(out[k], bool):
             continue
-        if isinstance(out[k], int | float) and isinstance(v, int | float):
+        if isinstance(v, bool):
+            out[k] = v
+        elif isinstance(out[k], int | float) and isinstance(v, int | float):
             out[k] = type(out[k])(v)
         elif isinstance(out[k], str) and v in LADDER[1:]:
             out[k] = v
@@ -174,6 +185,12 @@ def relieve(objects: list[Resident], used: int, capacity: int, cfg: dict) -> tup
             if used <= cfg["target"] * capacity:
                 break
             to = _step(zone, o.fidelity)
+            # a file read goes from full to stub in one step: part of a file is no read
+            # of it (an agent that needs the lines reads them again, a fault either
+            # way), so a read's detail keeps 30 % of it for little; one read leaves
+            # where three went to detail, and the others stay whole
+            if to is not None and o.kind == "file_context" and LEVEL[to] < LEVEL["stub"]:
+                to = "stub"
             # a step that frees nothing (a level the message lacks, e.g. before its
             # embed job stored its detail and compact) is passed over for the zone's
             # next one: a move that changes no token only costs the object fidelity
@@ -187,14 +204,21 @@ def relieve(objects: list[Resident], used: int, capacity: int, cfg: dict) -> tup
     return zone, changes, used
 
 
+def quiet(o: dict, cfg: dict) -> bool:
+    """Whether the quiet rule may take an aging row (store.py's 'aging', with cold_read
+    set by store.Pager when the session has re-read nothing): a plain command's output,
+    a fetched page (QUIET_CLASSES), or a cold read (cfg cold_reads)."""
+    return o.get("result_class") in QUIET_CLASSES or (bool(cfg["cold_reads"]) and bool(o.get("cold_read")))
+
+
 def aging(objects: list[dict], cfg: dict) -> list[Change]:
     """Structural waste among a session's older tool objects, at any pressure (store.py
     'aging' gives each with n, how many tool objects are newer, and written_after):
     what a write outdated (a read of the file written: superseded_to; an edit's own
     output and a command's output with a write after it: outdated_to) once n exceeds
     outdated_after_calls; a command's output (tool_result) past stale_after_calls:
-    stale_to; a plain command's output or a fetched page past
-    quiet_after_calls (QUIET_CLASSES): quiet_to, unless the assistant named one of its names since
+    stale_to; a plain command's output, a fetched page or a cold read (quiet) past
+    quiet_after_calls: quiet_to, unless the assistant named one of its names since
     (in_use: store.Pager._in_use); a stub past evict_stubs_after_calls: evicted. The lowest applicable
     fidelity wins; nothing moves up."""
     changes = []
@@ -206,7 +230,7 @@ def aging(objects: list[dict], cfg: dict) -> list[Change]:
             targets.append(cfg["superseded_to"] if read else cfg["outdated_to"])
         if o["n"] > cfg["stale_after_calls"] and o["kind"] == "tool_result":
             targets.append(cfg["stale_to"])
-        if o["n"] > cfg["quiet_after_calls"] and o.get("result_class") in QUIET_CLASSES and not o.get("in_use"):
+        if o["n"] > cfg["quiet_after_calls"] and quiet(o, cfg) and not o.get("in_use"):
             targets.append(cfg["quiet_to"])
         if o["n"] > cfg["evict_stubs_after_calls"] and o["fidelity"] == "stub":
             targets.append("evicted")

@@ -153,6 +153,13 @@ def read(db, tenant_id: str, session_id: str, prepared, capacity: int) -> Paging
     turn = units[-1][-1]["turn_index"] + 1
     history_objects = [o for o in objects if o["memory_id"] is None]
     sizes = {m["message_id"]: m["token_count"] or 0 for unit in units for m in unit}
+    # a tool object's messages but its call: the outputs (their stub is a pointer)
+    roles = {m["message_id"]: m["role"] for unit in units for m in unit}
+    outputs = {mid for o in history_objects if o["kind"] != "conversation_phase"
+               for mid in o["message_ids"] if roles.get(mid) in ("tool", "user")}
+    if outputs:
+        prepared.outputs = outputs
+        prepared._versions.clear()  # a unit sent altered was prepared before this was known
     for o in history_objects:
         present = [mid for mid in o["message_ids"] if mid in sizes]
         if o.get("summary") and present:

@@ -125,7 +125,7 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)""",
 w AS (
     SELECT o.source_key, max(o.first_turn) AS last_write FROM mnemo.semantic_objects AS o
     WHERE o.tenant_id = $1 AND o.session_id = $2 AND o.writes_source GROUP BY o.source_key)
-SELECT x.object_id, x.n, x.kind, r.fidelity, x.writes_source, x.source_key IS NOT NULL AS has_source,
+SELECT x.object_id, x.n, x.kind, r.fidelity, x.writes_source, x.source_key IS NOT NULL AS has_source, x.source_key,
     x.result_class, x.message_ids, x.last_turn,
     CASE WHEN x.source_key IS NULL THEN (SELECT max(w.last_write) FROM w) > x.first_turn
         ELSE EXISTS (SELECT FROM w WHERE w.source_key = x.source_key AND w.last_write > x.first_turn)
@@ -195,6 +195,19 @@ FROM mnemo.messages AS m
 LEFT JOIN mnemo.artifacts AS a ON a.tenant_id = m.tenant_id AND a.artifact_id = m.artifact_id
 WHERE m.tenant_id = $1 AND m.session_id = $2 AND m.message_id = ANY ($3) AND m.sensitivity <> 'secret'
 ORDER BY m.turn_index""", ["text", "uuid", "bigint[]"]),
+    # whether the session read lines of a file again that it had read, with no write to
+    # the file between the two reads (ladder's cold_reads)
+    "rereads": ("""SELECT EXISTS (
+    SELECT FROM mnemo.semantic_objects AS a
+    JOIN mnemo.semantic_objects AS b ON b.tenant_id = a.tenant_id AND b.session_id = a.session_id
+        AND b.source_key = a.source_key AND b.first_turn > a.first_turn AND NOT b.writes_source
+    WHERE a.tenant_id = $1 AND a.session_id = $2 AND a.kind <> 'external_reference' AND NOT a.writes_source
+        AND (a.source_lines IS NULL OR b.source_lines IS NULL OR a.source_lines && b.source_lines)
+        AND NOT EXISTS (
+            SELECT FROM mnemo.semantic_objects AS w
+            WHERE w.tenant_id = a.tenant_id AND w.session_id = a.session_id AND w.source_key = a.source_key
+                AND w.writes_source AND w.first_turn >= a.first_turn AND w.first_turn <= b.first_turn)
+) AS rereads""", ["text", "uuid"]),
     # what the assistant wrote after a turn (its text and its calls): the names it uses
     "said_since": ("""SELECT m.turn_index, coalesce(m.content, '') || ' ' || coalesce(m.tool_calls::text, '') AS text
 FROM mnemo.messages AS m

@@ -53,6 +53,7 @@ class Pager:
     def __init__(self, plpy):
         self.plpy = plpy
         self.plans = {k: plpy.prepare(q, t) for k, (q, t) in STATEMENTS.items()}
+        self.rereading: set[tuple[str, str]] = set()  # sessions known to re-read (_cold_reads)
 
     # ------------------------------------------------------------------ plumbing
     def run(self, name: str, args: list) -> list[dict]:
@@ -164,15 +165,34 @@ class Pager:
                 self._touch(t, s, new, a, m["turn"], cfg)
         newest = min(cfg["outdated_after_calls"], cfg["stale_after_calls"], cfg["quiet_after_calls"],
                      cfg["evict_stubs_after_calls"])
-        aging = self._in_use(t, s, [dict(o) for o in self.run("aging", [t, s, newest, m["turn"]])], m, cfg)
+        aging = [dict(o) for o in self.run("aging", [t, s, newest, m["turn"]])]
+        self._cold_reads(t, s, aging, cfg)
+        aging = self._in_use(t, s, aging, m, cfg)
         self.change(t, s, ladder.aging(aging, cfg), m["turn"])
+
+    def _cold_reads(self, t: str, s: str, objects: list[dict], cfg: dict) -> None:
+        """Marks cold_read the aging rows that are reads of a file nothing wrote since,
+        full, once the quiet rule's age is reached, while the session has re-read
+        nothing it read (ladder's cold_reads). A session that re-read once stays a
+        re-reading one: this backend remembers it, and asks the database no more."""
+        if not cfg["cold_reads"] or (t, s) in self.rereading:
+            return
+        cold = [o for o in objects if o["kind"] == "file_context" and o["has_source"] and not o["writes_source"]
+                and not o["written_after"] and o["fidelity"] == "full" and o["n"] > cfg["quiet_after_calls"]]
+        if not cold:
+            return
+        if self.one("rereads", [t, s])["rereads"]:
+            self.rereading.add((t, s))
+            return
+        for o in cold:
+            o["cold_read"] = True
 
     def _in_use(self, t: str, s: str, objects: list[dict], m: dict, cfg: dict) -> list[dict]:
         """The aging rows, a plain command's output that the quiet rule would take
         marked in_use when the assistant named one of its names since (a function of
         a decompiled listing, a variable a script printed): the agent is working
         with it. Only the few outputs about to go are read."""
-        going = [o for o in objects if o.get("result_class") in ladder.QUIET_CLASSES and o["fidelity"] == "full"
+        going = [o for o in objects if ladder.quiet(o, cfg) and o["fidelity"] == "full"
                  and cfg["quiet_after_calls"] < o["n"] <= cfg["stale_after_calls"]]
         if not going:
             return objects
@@ -185,7 +205,10 @@ class Pager:
             if named:
                 out = " ".join(r["content"] or "" for r in self.run("contents", [t, s, o["message_ids"]])
                                if r["role"] != "assistant")
-                o["in_use"] = bool(named & sources.names(out))
+                # a read is named by its file as well (a cold read: "the encryption in
+                # `chall.py`" names what cat chall.py showed, not a name inside it)
+                own = {o["source_key"], o["source_key"].rstrip("/").rsplit("/", 1)[-1]} if o.get("cold_read") else set()
+                o["in_use"] = bool(named & (sources.names(out) | own))
         return objects
 
     def _touch(self, t: str, s: str, new: dict, a: sources.Access, turn: int, cfg: dict) -> None:

@@ -15,6 +15,23 @@ from mnemosyne.errors import InvalidParameter
 PIN_TURNS = 8  # sql/settings.sql paging.pin_turns
 
 
+@pytest.fixture(autouse=True)
+def warm_reads(request, db):
+    """The crafted sessions below read files once and never again: the cold-read rule
+    (ladder's cold_reads) would stub each read once a newer call stands between, and
+    what they test (segmentation, the zones, faults) needs reads that stay. It is off
+    for them, on for the tests of it (cold_reads in the name). Restored afterwards."""
+    if "cold_read" in request.node.name:
+        yield
+        return
+    old = db._call("SELECT value::text FROM mnemo_internal.settings WHERE key = 'paging'", {})
+    db._call("UPDATE mnemo_internal.settings SET value = value || '{\"cold_reads\": false}'"
+             " WHERE key = 'paging' RETURNING true", {})
+    yield
+    db._call("UPDATE mnemo_internal.settings SET value = %(v)s::jsonb WHERE key = 'paging' RETURNING true",
+             {"v": old})
+
+
 @pytest.fixture
 def small_working_set(db):
     """The zone tests' crafted sessions hold a handful of objects: they test each zone's
@@ -206,20 +223,22 @@ def test_pressure_keeps_a_source_the_agent_came_back_to(db, tenant):
 
 
 @pytest.mark.usefixtures("small_working_set")
-def test_caution_degrades_the_oldest_full_objects_to_detail_and_then_holds(db, tenant):
+def test_caution_degrades_the_oldest_full_objects_and_then_holds(db, tenant):
+    """Caution takes the oldest full objects one level down; a file read, whose detail
+    a re-read does not spare, goes to stub in that step (ladder.relieve)."""
     s, reads = coding_session(db, tenant)
     s.window_for(0.6)
     first = s.compile()
     assert first["report"]["paging"]["zone"] == "caution"
     moves = pressure_moves(s)
-    assert moves and all((m["from_fidelity"], m["to_fidelity"], m["pressure_zone"]) == ("full", "detail", "caution")
+    assert moves and all((m["from_fidelity"], m["to_fidelity"], m["pressure_zone"]) == ("full", "stub", "caution")
                          for m in moves)
     # oldest first, and never the newest objects (the working set)
     assert [m["object_id"] for m in moves] == reads[:len(moves)]
     assert reads[-1] not in {m["object_id"] for m in moves}
     assert first["report"]["paging"]["history_tokens"] <= 0.4 * first["report"]["budget"]["available"]
     res = s.residency()
-    assert {o for o, r in res.items() if r["fidelity"] == "detail"} == {m["object_id"] for m in moves}
+    assert {o for o, r in res.items() if r["fidelity"] == "stub"} == {m["object_id"] for m in moves}
     # nothing new: the same context, byte for byte, and no change (provider prompt caches)
     second = s.compile()
     assert second["messages"] == first["messages"]
@@ -246,7 +265,9 @@ def test_warning_steps_each_object_one_level_down_to_stub(db, tenant):
     # step that frees nothing is passed over (tests/py/unit/test_paging_units.py)
     assert moves[reads[0]] == ("compact", "stub")
     assert moves[reads[1]] == ("detail", "stub")
-    assert all(moves[r] == ("full", "detail") for r in reads[2:6])
+    # a full read goes to stub in one step (ladder.relieve), the oldest first
+    assert moves[reads[2]] == ("full", "stub")
+    assert all(moves[r] == ("full", "stub") for r in reads[2:] if r in moves)
     assert all(m["pressure_zone"] == "warning" for m in pressure_moves(s))
     assert all(to in ("detail", "compact", "stub") for _, to in moves.values())
 
@@ -408,6 +429,28 @@ def test_a_plain_commands_output_leaves_unless_the_agent_uses_its_names(db, tena
     tests, _ = s.tool("Bash", {"command": "pytest -q"}, "".join(f"test_{i} PASSED\n" for i in range(150)))
     res = s.residency()
     assert [res[s.object_of(c)]["fidelity"] for c in (first, used, tests)] == ["stub", "full", "full"]
+    assert s.faults() == []
+
+
+def test_a_cold_read_leaves_until_the_session_reads_again(db, tenant):
+    """The cold-read rule: in a session that has not re-read lines it read, a read of a
+    file nothing wrote since goes to stub once a newer call stands between, unless
+    the assistant named the file or one of its names since; after the session's
+    first re-read, reads stay (pressure decides)."""
+    s = Session(db, tenant)
+    s.say("user", "Make the parser accept empty fields.")
+    setup = s.read("setup.py")
+    named = s.read("src/parser.py")
+    s.tool("Bash", {"command": "python -c 'print(1)'"}, "1", content="parser.py splits on commas; checking.")
+    res = s.residency()
+    assert (res[setup]["fidelity"], res[named]["fidelity"]) == ("stub", "full")
+    again = s.read("src/parser.py")  # the session reads lines again: no longer cold
+    later = s.read("src/util.py")
+    s.tool("Bash", {"command": "python -c 'print(2)'"}, "2")
+    s.tool("Bash", {"command": "python -c 'print(3)'"}, "3")
+    res = s.residency()
+    assert res[later]["fidelity"] == "full" and res[again]["fidelity"] == "full"
+    assert {r["trigger"] for r in s.log()} == {"waste"}
     assert s.faults() == []
 
 

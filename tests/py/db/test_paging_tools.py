@@ -14,6 +14,7 @@ from test_paging import PIN_TURNS, Session, coding_session, source, text_of
 from mnemosyne.errors import InvalidParameter, NotFound, UnknownSession, UnknownTenant
 
 small_working_set = test_paging.small_working_set
+warm_reads = test_paging.warm_reads  # autouse: reads stay (no cold-read rule)
 
 
 # --------------------------------------------------------------------------- phantom tools

@@ -104,3 +104,41 @@ def test_only_tool_units_paging_holds_lower_keep_their_memories_out_of_the_block
                            paging=PagingPlan(floors=floors, tool_units=frozenset({1, 2})))
     assert paged_tool_sources(plan) == {"msg:2", "msg:3"}
     assert paged_tool_sources(SimpleNamespace(prepared=SimpleNamespace(units=units, floors=None), paging=None)) == set()
+
+
+def test_a_cold_read_leaves_as_a_plain_commands_output_does():
+    """ladder.quiet: a read of a file nothing wrote since, in a session that has re-read
+    nothing (cold_read, set by store.Pager), goes to stub once it is not the newest
+    call, unless the agent named it or one of its names since; with cold_reads off,
+    or once the session re-read, a read stays for pressure to decide."""
+    def read(oid, n, cold=True, in_use=False, fidelity="full"):
+        return {"object_id": oid, "n": n, "kind": "file_context", "fidelity": fidelity, "writes_source": False,
+                "has_source": True, "written_after": False, "result_class": None, "cold_read": cold,
+                "in_use": in_use}
+
+    objects = [read(1, 1), read(2, 2), read(3, 2, in_use=True), read(4, 2, cold=False), read(5, 5, fidelity="stub")]
+    cfg = ladder.settings(None)
+    assert {c.object_id: c.to_fidelity for c in ladder.aging(objects, cfg)} == {2: "stub"}
+    assert ladder.aging(objects, ladder.settings({"cold_reads": False})) == []
+    # a boolean setting takes a boolean only; a number setting no boolean
+    assert ladder.settings({"cold_reads": 0})["cold_reads"] is True
+    assert ladder.settings({"quiet_after_calls": True})["quiet_after_calls"] == 1
+
+
+def test_pressure_takes_a_file_read_to_stub_in_one_step():
+    """relieve: a zone that moves a full file read moves it to stub (its detail keeps
+    part of the lines, and a re-read asks for the lines); any other object goes one
+    level down as before."""
+    def resident(oid, kind, turn):
+        costs = {"full": 1000, "detail": 300, "compact": 50, "stub": 10, "evicted": 0}
+        return ladder.Resident(oid, kind, "full", turn, cost=costs.__getitem__)
+
+    objects = [resident(1, "file_context", 1), resident(2, "tool_result", 2), resident(3, "file_context", 3)]
+    cfg = ladder.settings(None)
+    zone, changes, used = ladder.relieve(objects, 3000, 4500, cfg)  # 0.67: caution, target 0.6 = 2700
+    assert zone == "caution"
+    assert [(c.object_id, c.from_fidelity, c.to_fidelity) for c in changes] == [(1, "full", "stub")]
+    assert used == 2010
+    objects = [resident(1, "tool_result", 1), resident(2, "file_context", 2)]
+    zone, changes, _ = ladder.relieve(objects, 2000, 3000, cfg)  # 0.67, target 1800
+    assert [(c.object_id, c.to_fidelity) for c in changes] == [(1, "detail")]

@@ -658,3 +658,21 @@ def test_the_default_memory_cap_bounds_what_ranking_adds_not_what_is_pinned():
     assert used > cap and {c["source"] for c in pinned} <= sent
     used, _ = block({"caps": {"memory": 1000}}, loose + pinned)
     assert used <= 1000
+
+
+def test_a_tool_outputs_stub_is_its_pointer_alone():
+    """history_versions(output=True): a tool's output (paging's objects say which
+    messages are, a text agent's environment answers too) is stubbed by its pointer
+    alone, the call before it saying what it was; its detail and compact keep their
+    text, and any other message's stub its description."""
+    from mnemo_db.compile.history import history_versions
+    from mnemo_db.lifecycle import summarize
+    text = "".join(f"[File: src/fields.py (1997 lines total)] line {i}: value_{i} = field_{i}\n" for i in range(80))
+    m = {"message_id": 11, "role": "user", "content": text, "sensitivity": "none", "token_count": None,
+         "levels": summarize.summarize_json(text, "message", "2026-11-29 10:00")}
+    plain, plain_costs = history_versions(m, ("none",))
+    out, out_costs = history_versions(m, ("none",), output=True)
+    assert out["stub"]["content"] == "[stub of msg:11; memory_restore]"
+    assert plain["stub"]["content"].startswith("[stub of msg:11; memory_restore] [message | 2026-11-29 10:00 |")
+    assert out_costs["stub"] < plain_costs["stub"]
+    assert out["detail"] == plain["detail"] and out["compact"] == plain["compact"]

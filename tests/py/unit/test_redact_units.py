@@ -170,3 +170,15 @@ def test_a_url_password_that_only_names_itself_is_kept(placeholder):
     assert redact.redact(text) == (text, [])
     for secret in ("passw0rd", "hunter2-prod", "$ecret123", "Xy7pq2mz9"):
         assert redact.redact(f"postgres://user:{secret}@db.internal/app")[1] == ["url_password"], secret
+
+
+def test_a_tool_call_id_is_never_half_of_a_split_secret():
+    """A tool output ending in a credential-shaped name, then its tool_call_id: joined,
+    they looked random enough to be a split key, the id was redacted and the result no
+    longer named its call (record_message failed with MN006)."""
+    result = {"role": "tool", "content": "TypeInfo(\n    typemod=CharTypeModifier", "tool_call_id": "call_00267"}
+    call = {"role": "assistant", "content": "x typemod=CharTypeModifier", "tool_calls": [
+        {"id": "call_00267", "type": "function", "function": {"name": "bash", "arguments": "{}"}}]}
+    for message in (result, call):
+        out = json.loads(redact.redact_json_text(json.dumps({"m": message})))
+        assert out.get("value", {"m": message})["m"] == message
