@@ -81,13 +81,14 @@ BEGIN
         INSERT INTO mnemo.message_segments AS s (
             tenant_id, segment_no, after_message_id, last_message_id, n_messages, message_ids,
             session_ids, session_pos, turn_index, created_epoch, token_count, stub_tokens, doc_length,
-            sensitivities, sensitivity_pos, speakers, speaker_pos, embedded, embedding_norm, embeddings,
-            embedding_scale, lexemes, posting_offsets, postings)
+            sensitivities, sensitivity_pos, speakers, speaker_pos, roles, role_pos, embedded, embedding_norm,
+            embeddings, embedding_scale, lexemes, posting_offsets, postings)
         VALUES (
             p_tenant_id, v_no, v_after, v_seg.last_message_id, v_seg.n_messages, v_seg.message_ids,
             v_seg.session_ids, v_seg.session_pos, v_seg.turn_index, v_seg.created_epoch, v_seg.token_count,
             v_seg.stub_tokens, v_seg.doc_length, v_seg.sensitivities, v_seg.sensitivity_pos, v_seg.speakers,
-            v_seg.speaker_pos, v_seg.embedded, v_seg.embedding_norm, v_vectors.codes, v_vectors.scales,
+            v_seg.speaker_pos, v_seg.roles, v_seg.role_pos, v_seg.embedded, v_seg.embedding_norm, v_vectors.codes,
+            v_vectors.scales,
             v_seg.lexemes, v_seg.posting_offsets, v_seg.postings)
         ON CONFLICT (tenant_id, segment_no) DO UPDATE SET
             after_message_id = excluded.after_message_id, last_message_id = excluded.last_message_id,
@@ -98,7 +99,8 @@ BEGIN
             token_count = excluded.token_count, stub_tokens = excluded.stub_tokens,
             doc_length = excluded.doc_length, sensitivities = excluded.sensitivities,
             sensitivity_pos = excluded.sensitivity_pos, speakers = excluded.speakers,
-            speaker_pos = excluded.speaker_pos, embedded = excluded.embedded,
+            speaker_pos = excluded.speaker_pos, roles = excluded.roles, role_pos = excluded.role_pos,
+            embedded = excluded.embedded,
             embedding_norm = excluded.embedding_norm, embeddings = excluded.embeddings,
             embedding_scale = excluded.embedding_scale,
             lexemes = excluded.lexemes, posting_offsets = excluded.posting_offsets,

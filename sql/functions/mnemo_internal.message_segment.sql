@@ -15,12 +15,14 @@
 -- The per-message columns are binary, concatenated as PostgreSQL sends each value
 -- (int8send, int4send, float8send, boolsend: big-endian): PL/Python turned 1,000-element
 -- arrays into Python objects element by element (~3 ms a segment), a bytea is one copy.
--- Repeated text is dictionary-coded: session_ids, sensitivities and speakers list the
--- distinct values, *_pos each message's (1-based, int4).
+-- Repeated text is dictionary-coded: session_ids, sensitivities, speakers and roles
+-- list the distinct values, *_pos each message's (1-based, int4).
 --   message_ids int8, turn_index int4, created_epoch float8 (epoch seconds),
 --   token_count int4, stub_tokens int4 (the stub level's tokens, -1 without stored
 --   levels), doc_length int4 (lexemes in its search_tsv: BM25's document length),
---   speakers: lower-cased names ('' without one), embedded bool, embedding_norm
+--   speakers: lower-cased names ('' without one), roles: user, assistant or tool
+--   (who said it: a first-person question asks about the user's turns, migration
+--   0031), embedded bool, embedding_norm
 --   float8 (0 without), embeddings: the embedded messages' vectors as pgvector sends
 --   them (big-endian float4, without the 4-byte header);
 --   lexemes / posting_offsets / postings: each lexeme's messages (0-based positions)
@@ -48,6 +50,8 @@ CREATE OR REPLACE FUNCTION mnemo_internal.message_segment(
     sensitivity_pos bytea,
     speakers text[],
     speaker_pos bytea,
+    roles text[],
+    role_pos bytea,
     embedded bytea,
     embedding_norm bytea,
     embeddings bytea,
@@ -68,7 +72,7 @@ BEGIN
             m.turn_index, date_part('epoch', m.created_at) AS created_epoch, m.token_count,
             coalesce((m.levels #>> '{stub,tokens}')::integer, -1) AS stub_tokens,
             length(m.search_tsv) AS doc_length, m.search_tsv, m.sensitivity,
-            coalesce(lower(m.name), '') AS speaker, m.embedding
+            coalesce(lower(m.name), '') AS speaker, m.role, m.embedding
         -- (one branch runs: the other's p_ids test is a one-time filter of the plan)
         FROM (
             SELECT m.* FROM mnemo.messages AS m
@@ -97,6 +101,10 @@ BEGIN
         SELECT x.speaker, (row_number() OVER (ORDER BY x.speaker))::integer AS k
         FROM (SELECT DISTINCT r.speaker FROM r) AS x
     ),
+    roles AS (
+        SELECT x.role, (row_number() OVER (ORDER BY x.role))::integer AS k
+        FROM (SELECT DISTINCT r.role FROM r) AS x
+    ),
     -- (the query's lexemes as a hashed subplan: "= ANY(p_lexemes)" compared each
     -- lexeme of each message with every query lexeme in turn, and a "@@" prefilter
     -- evaluated an OR of all of them per message: docs/performance.md)
@@ -124,6 +132,8 @@ BEGIN
         coalesce(string_agg(int4send(r.sensitivity_k), ''::bytea), ''::bytea),
         coalesce((SELECT array_agg(x.speaker ORDER BY x.k) FROM speakers AS x), '{}'),
         coalesce(string_agg(int4send(r.speaker_k), ''::bytea), ''::bytea),
+        coalesce((SELECT array_agg(x.role ORDER BY x.k) FROM roles AS x), '{}'),
+        coalesce(string_agg(int4send(r.role_k), ''::bytea), ''::bytea),
         coalesce(string_agg(boolsend(r.embedding IS NOT NULL), ''::bytea), ''::bytea),
         coalesce(string_agg(float8send(coalesce(vector_norm(r.embedding), 0)), ''::bytea),
             ''::bytea),
@@ -136,10 +146,11 @@ BEGIN
         max(r.message_id)
     -- in message id order: the aggregates keep their input's (one sort, not one each)
     FROM (
-        SELECT r.*, s.k AS session_k, se.k AS sensitivity_k, sp.k AS speaker_k
+        SELECT r.*, s.k AS session_k, se.k AS sensitivity_k, sp.k AS speaker_k, ro.k AS role_k
         FROM r JOIN sessions AS s ON s.session_id = r.session_id
         JOIN sensitivities AS se ON se.sensitivity = r.sensitivity
         JOIN speakers AS sp ON sp.speaker = r.speaker
+        JOIN roles AS ro ON ro.role = r.role
         ORDER BY r.pos
     ) AS r;
 END;

@@ -55,6 +55,7 @@ from .policy import (
 )
 from .retrieval import (
     CandidatePool,
+    asker_roles,
     fuse_candidates,
     query_words,
     recall_k,
@@ -270,7 +271,7 @@ def read_pool(db: Database, session: Session, plan: Plan, query: str | None,
         session.tenant_id, session.session_id, lexical["lexemes"], session.channel, session.agent_id,
         session.options["recall_scope"]))
     pool = rows.candidate_pool(lexical, segments, session.channel,
-                               session.now_epoch if session.as_of else None, plan.exclude, words)
+                               session.now_epoch if session.as_of else None, plan.exclude, words, asker_roles(query))
     return pool, rows.previous_items(lexical)
 
 
@@ -297,7 +298,7 @@ def read_recalled_pool(db: Database, session: Session, plan: Plan, query: str | 
     segments = db.run("recalled_messages", statements.segments_args(
         session.tenant_id, session.session_id, lexical["lexemes"], session.channel, session.agent_id,
         session.options["recall_scope"]) + [messages, created, session.recall_up_to])
-    pool = rows.candidate_pool(lexical, segments, session.channel, None, plan.exclude, words)
+    pool = rows.candidate_pool(lexical, segments, session.channel, None, plan.exclude, words, asker_roles(query))
     return pool, rows.previous_items(lexical)
 
 

@@ -51,6 +51,33 @@ def without_names(query: str | None, names) -> str | None:
     return text if _WORD_RE.search(text) else None
 
 
+# A question's grammatical person: the asker (I, me, my...), the one asked (you,
+# your...), both together (we, our, lower-case us: "the US" is a country). Words in
+# quotes are someone else's.
+_FIRST_SINGULAR = re.compile(r"(?i)\b(?:I|I['’](?:m|ve|d|ll)|me|my|mine|myself)\b(?!-)")
+_OTHER_PERSONS = re.compile(
+    r"(?i)\b(?:you|you['’](?:re|ve|d|ll)|your|yours|yourself|yourselves|we|we['’](?:re|ve|d|ll)|our|ours"
+    r"|ourselves|(?-i:us))\b")
+_QUOTED = re.compile(r'"[^"]*"|“[^”]*”')
+
+
+def asker_roles(query: str | None) -> frozenset[str]:
+    """The roles whose turns a query names as its speaker by its grammatical person.
+    A query comes from the user's side of a conversation: one in the first person
+    singular alone ("How many doctors did I see?", "What is my favourite rice?") asks
+    about what the user said or did, which the user's turns tell (an assistant's turn
+    answers what was asked of it), so the user's turns are the speaker it names,
+    as a name names one (the tag bonus). With a second person or a first person
+    plural in it ("what did you suggest", "in our previous chat") it may ask about
+    the assistant's words or the conversation itself, and names no role; nor does a
+    query in the third person. Words in quotes are someone else's. The other roles'
+    turns then count only by what they borrow (fuse_candidates)."""
+    text = _QUOTED.sub(" ", query or "")
+    if _FIRST_SINGULAR.search(text) and not _OTHER_PERSONS.search(text):
+        return frozenset({"user"})
+    return frozenset()
+
+
 def trigram_query(query: str | None, words: list[str]) -> str | None:
     """The query for trigram word similarity: a short one only."""
     return query if len(words) <= TRIGRAM_MAX_QUERY_WORDS else None
@@ -129,6 +156,9 @@ class CandidatePool:
     # per message: its turn_index in its session (None: the pool holds every turn, in
     # order; a recall index's pool holds the found turns and their neighbours alone)
     message_turn: np.ndarray | None = None
+    # per message: said in a role other than the one the query asks about by its
+    # grammatical person (asker_roles; None: it names no role)
+    other_role: np.ndarray | None = None
     # bool per member: its text holds a word that dates something (temporal.TIME_WORDS,
     # looked up for a question that asks when; else all False)
     dated: np.ndarray | None = None
@@ -228,6 +258,8 @@ class MessagePart:
     sensitivity_pos: np.ndarray  # 1-based into sensitivities
     speakers: list[str]  # its distinct lower-cased names ('' without one)
     speaker_pos: np.ndarray  # 1-based into speakers
+    roles: list[str]  # its distinct roles (user, assistant, tool)
+    role_pos: np.ndarray  # 1-based into roles
     embedded: np.ndarray  # bool
     norms: np.ndarray  # one per embedded message, as vectors
     vectors: np.ndarray  # one row per embedded message
@@ -240,7 +272,7 @@ class MessagePart:
 
 def message_pool(parts: list[MessagePart], idf, avgdl: float, allowed: tuple[str, ...],
                  as_of: float | None, exclude: list[int], words: list[str],
-                 time_terms: np.ndarray | None = None) -> dict:
+                 time_terms: np.ndarray | None = None, roles: frozenset[str] = frozenset()) -> dict:
     """The messages a reader may recall, from segments and the tail, as the message
     half of a CandidatePool (arrays under its field names, plus the embedded ones'
     `embedded` positions, `vectors`: the parts' matrices, `vector_rows`: each one's
@@ -250,14 +282,17 @@ def message_pool(parts: list[MessagePart], idf, avgdl: float, allowed: tuple[str
     MESSAGE_SUMMARY_MIN_TOKENS until its levels are stored. `scope_hidden`: how many
     messages the reader could have recalled but for belonging to another agent's
     session (MessagePart.session_scoped_out). `dated`: whether a message holds one of
-    the `time_terms` (indexes into idf, which gives them no weight)."""
+    the `time_terms` (indexes into idf, which gives them no weight). `tag_match`: said
+    by a speaker the query names (`words`), or in one of the `roles` it names by its
+    grammatical person (asker_roles); `other_role`: said in another role (None when
+    it names none)."""
     parts = [p for p in parts if len(p.message_ids)]
     if not parts:
         empty = np.zeros(0)
         return {"scope_hidden": 0, "dated": np.zeros(0, dtype=bool),
                 "message_ids": np.zeros(0, dtype=np.int64), "message_created": empty,
                 "same_session": np.zeros(0, dtype=bool), "floor_tokens": np.zeros(0, dtype=np.int64),
-                "message_turn": np.zeros(0, dtype=np.int64),
+                "message_turn": np.zeros(0, dtype=np.int64), "other_role": None,
                 "bm25": empty, "tag_match": np.zeros(0, dtype=bool), "embedded": np.zeros(0, dtype=np.int64),
                 "vectors": [], "vector_rows": np.zeros(0, dtype=np.int64), "norms": empty}
     cat = np.concatenate
@@ -288,6 +323,11 @@ def message_pool(parts: list[MessagePart], idf, avgdl: float, allowed: tuple[str
     dated = cat([holding(len(p.message_ids), p.hit_rows, p.hit_terms, time_terms) for p in parts])
     named = set(words) - {""}
     tag = cat([flags(p.speakers, p.speaker_pos, named.__contains__) for p in parts])
+    other_role = None
+    if roles:
+        asked = cat([flags(p.roles, p.role_pos, roles.__contains__) for p in parts])
+        tag |= asked
+        other_role = ~asked
     tokens_ = cat([p.token_count for p in parts])
     stub = cat([p.stub_tokens for p in parts])
     floor = np.where(tokens_ < MESSAGE_SUMMARY_MIN_TOKENS, tokens_,
@@ -307,6 +347,7 @@ def message_pool(parts: list[MessagePart], idf, avgdl: float, allowed: tuple[str
         if len(order) else np.zeros(0, dtype=bool),
         "message_turn": turns[order].astype(np.int64),
         "floor_tokens": floor[order].astype(np.int64), "bm25": lexical[order], "tag_match": tag[order],
+        "other_role": None if other_role is None else other_role[order],
         "dated": dated[order],
         "embedded": np.flatnonzero(has_vector),
         "vectors": [p.vectors for p in parts], "vector_rows": vector_row[order[has_vector]],
@@ -329,7 +370,14 @@ def fuse_candidates(pool: CandidatePool, cosine: np.ndarray, w: dict, room: int,
     plus `length` times its length prior (length_prior: a short turn, "Wow, cool!",
     or a question back, says little that could answer anything, while a long one's
     vector is spread over all it says and BM25 discounts its length, so both
-    understate its match), less the diversity discount (diversify). The dated bonus goes to a member whose
+    understate its match), less the diversity discount (diversify). A message said
+    in a role other than the one the query asks about (pool.other_role: "How many
+    doctors did I see?" asks what the user said, asker_roles) is not evidence
+    itself: its own match and dates count for nothing, what it borrows from the
+    turns beside it stays (the reply that follows what the user said still rises
+    with it). With a named role the assistant's long replies on a topic, each as
+    close a match as the user's turn that mentions a fact in passing, held most of
+    the top 10 (issue 42 §3). The dated bonus goes to a member whose
     text dates something, for a question that asks when (`asks_when`, pool.dated);
     the date range bonus to one said within a date range the query names
     (`date_ranges`, temporal.date_ranges), or said up to DATED_REACH_DAYS after it
@@ -370,6 +418,8 @@ def fuse_candidates(pool: CandidatePool, cosine: np.ndarray, w: dict, room: int,
         before[1:] = np.where(pool.same_session[1:], turn[:-1], 0.0)
         after[:-1] = np.where(pool.same_session[1:], turn[1:], 0.0)
     relevance = rel0.copy()
+    if pool.other_role is not None:
+        relevance[n_mem:][pool.other_role] = 0.0
     relevance[n_mem:] += (w["neighbour"] * np.maximum(before, after)
                           + w["context"] * nearby_best(np.minimum(1.0, content[n_mem:]), pool.same_session,
                                                        pool.message_turn)

@@ -38,15 +38,17 @@ def message_part(r: dict) -> MessagePart:
         doc_length=_sent(r["doc_length"], "i4"),
         sensitivities=list(r["sensitivities"]), sensitivity_pos=_sent(r["sensitivity_pos"], "i4"),
         speakers=list(r["speakers"]), speaker_pos=_sent(r["speaker_pos"], "i4"),
+        roles=list(r["roles"]), role_pos=_sent(r["role_pos"], "i4"),
         embedded=embedded, norms=norms, vectors=embedding.from_int8_codes(r["embeddings"], len(norms)),
         hit_rows=_ints(r["hit_rows"]), hit_terms=_ints(r["hit_terms"]),
         session_scoped_out=np.asarray(r["session_scoped_out"], dtype=bool))
 
 
 def candidate_pool(r: dict, segments: list[dict], channel: str, as_of_epoch: float | None,
-                   exclude: list[int], words: list[str]) -> CandidatePool:
+                   exclude: list[int], words: list[str], roles: frozenset[str] = frozenset()) -> CandidatePool:
     """The CANDIDATE_POOL row (memories) and the MESSAGE_SEGMENTS rows as a
-    CandidatePool (words: the query's, query_words).
+    CandidatePool (words: the query's, query_words; roles: those its grammatical
+    person names, retrieval.asker_roles).
 
     Two kinds of looked-up lexeme count for no BM25: the time words' (not the
     query's own: they only mark the lines that date something, `dated`), and, in a
@@ -69,7 +71,7 @@ def candidate_pool(r: dict, segments: list[dict], channel: str, as_of_epoch: flo
     mem_embedded = np.asarray(r["mem_embedded"] or [], dtype=bool)
     n_mem_vectors = int(mem_embedded.sum())
     msg = message_pool(parts, message_idf, avgdl, CHANNEL_SENSITIVITY[channel], as_of_epoch, exclude, words,
-                       time_terms)
+                       time_terms, roles)
     n_msg = len(msg["message_ids"])
 
     def arr(name: str, dtype, messages=None) -> np.ndarray:
@@ -88,7 +90,7 @@ def candidate_pool(r: dict, segments: list[dict], channel: str, as_of_epoch: flo
         vectors=[embedding.from_pgvector_bytes(r["mem_embeddings"], n_mem_vectors)] + msg["vectors"],
         vector_rows=np.concatenate([np.arange(n_mem_vectors), n_mem_vectors + msg["vector_rows"]]),
         norms=np.concatenate([np.asarray(r["mem_norm"] or [], dtype=np.float64)[mem_embedded], msg["norms"]]),
-        scope_hidden=msg["scope_hidden"], speakers=frozenset(speakers),
+        scope_hidden=msg["scope_hidden"], speakers=frozenset(speakers), other_role=msg["other_role"],
         dated=np.concatenate([holding(n_mem, r["mem_hit_rows"], r["mem_hit_terms"], time_terms), msg["dated"]]),
         event_epoch=np.concatenate([np.asarray(r["mem_valid_from"] or [], dtype=np.float64),
                                     msg["message_created"]]))

@@ -245,8 +245,8 @@ def segment_of(call: str) -> str:
     return f"""
     SELECT t.n_messages, t.message_ids, t.session_ids, t.session_pos, t.turn_index, t.created_epoch,
         t.token_count, t.stub_tokens, t.doc_length, t.sensitivities, t.sensitivity_pos, t.speakers,
-        t.speaker_pos, t.embedded, t.embedding_norm, q.codes, q.scales, t.lexemes, t.posting_offsets,
-        t.postings
+        t.speaker_pos, t.roles, t.role_pos, t.embedded, t.embedding_norm, q.codes, q.scales, t.lexemes,
+        t.posting_offsets, t.postings
     FROM {call} AS t CROSS JOIN LATERAL mnemo_internal.quantize_embeddings(t.embeddings) AS q"""
 
 
@@ -265,8 +265,8 @@ def tail_after(after_id: str) -> str:
 SEGMENT_ROWS = """
 SELECT seg.n_messages, seg.message_ids, seg.session_ids, seg.session_pos, seg.turn_index,
     seg.created_epoch, seg.token_count, seg.stub_tokens, seg.doc_length, seg.sensitivities,
-    seg.sensitivity_pos, seg.speakers, seg.speaker_pos, seg.embedded, seg.embedding_norm, seg.embeddings,
-    seg.embedding_scale, vis.session_visible, vis.session_scoped_out,
+    seg.sensitivity_pos, seg.speakers, seg.speaker_pos, seg.roles, seg.role_pos, seg.embedded, seg.embedding_norm,
+    seg.embeddings, seg.embedding_scale, vis.session_visible, vis.session_scoped_out,
     h.hit_terms, h.hit_rows
 FROM seg CROSS JOIN LATERAL mnemo_internal.segment_hits(seg.lexemes, seg.posting_offsets, seg.postings, $3) AS h
 CROSS JOIN LATERAL (
@@ -289,12 +289,12 @@ WHERE seg.n_messages > 0
 
 MESSAGE_SEGMENTS = f"""
 WITH seg (n_messages, message_ids, session_ids, session_pos, turn_index, created_epoch, token_count,
-    stub_tokens, doc_length, sensitivities, sensitivity_pos, speakers, speaker_pos, embedded,
+    stub_tokens, doc_length, sensitivities, sensitivity_pos, speakers, speaker_pos, roles, role_pos, embedded,
     embedding_norm, embeddings, embedding_scale, lexemes, posting_offsets, postings) AS (
     SELECT s.n_messages, s.message_ids, s.session_ids, s.session_pos, s.turn_index, s.created_epoch,
         s.token_count, s.stub_tokens, s.doc_length, s.sensitivities, s.sensitivity_pos, s.speakers,
-        s.speaker_pos, s.embedded, s.embedding_norm, s.embeddings, s.embedding_scale, s.lexemes,
-        s.posting_offsets, s.postings
+        s.speaker_pos, s.roles, s.role_pos, s.embedded, s.embedding_norm, s.embeddings, s.embedding_scale,
+        s.lexemes, s.posting_offsets, s.postings
     FROM mnemo.message_segments AS s WHERE s.tenant_id = $1
     UNION ALL
     {tail_after("SELECT coalesce(max(x.last_message_id), 0) AS after_id "
@@ -493,7 +493,7 @@ found AS (
             AND x.found_turn = t.turn_index AND x.turn_index = t.last_turn))
 ),
 seg (n_messages, message_ids, session_ids, session_pos, turn_index, created_epoch, token_count,
-    stub_tokens, doc_length, sensitivities, sensitivity_pos, speakers, speaker_pos, embedded,
+    stub_tokens, doc_length, sensitivities, sensitivity_pos, speakers, speaker_pos, roles, role_pos, embedded,
     embedding_norm, embeddings, embedding_scale, lexemes, posting_offsets, postings) AS (
     -- (none found: an empty set, not NULL, which would read the whole range)
     {segment_of("(SELECT coalesce(array_agg(f.message_id), '{}') AS ids, "

@@ -213,6 +213,34 @@ def test_a_speaker_named_in_the_query_counts_as_the_speaker_not_as_a_word(db, te
     assert ranked.index(f"msg:{maria}") < ranked.index(f"msg:{jon}")
 
 
+def test_a_first_person_question_counts_the_users_turns_as_its_speaker(db, tenant):
+    """Issue 42 §3: "When did I see my dermatologist?" asks about what the user said,
+    a fact said in passing in a turn about something else, over an assistant's
+    closer explanation of the topic; a question to the assistant ("what did you tell
+    me") names no role, and the explanation stays first."""
+    said = {}
+    s = db.start_session(tenant)
+    said["user"] = db.record_message(tenant, s, {"role": "user", "content": (
+        "Can you help me plan meals for the week? Something quick, I get home late. By the way, I finally "
+        "went to see my dermatologist on Tuesday about the rash on my arm.")})
+    db.record_message(tenant, s, {"role": "assistant", "content": (
+        "Sure! Monday: lentil soup. Tuesday: stir-fried tofu with rice. Wednesday: pasta with pesto.")})
+    s = db.start_session(tenant)
+    db.record_message(tenant, s, {"role": "user", "content": "Any tips on skin care in winter?"})
+    said["assistant"] = db.record_message(tenant, s, {"role": "assistant", "content": (
+        "See a dermatologist about a rash that lasts: a dermatologist visit starts with a look at the rash, "
+        "and the dermatologist may suggest a cream.")})
+    run_jobs(db, tenant)
+    q = db.start_session(tenant)
+
+    def order(query):
+        ranked = _ranked(db, tenant, q, query)
+        return sorted(said, key=lambda role: ranked.index(f"msg:{said[role]}"))
+
+    assert order("When did I see my dermatologist about the rash?") == ["user", "assistant"]
+    assert order("What did you tell me about seeing a dermatologist about the rash?") == ["assistant", "user"]
+
+
 def test_the_items_cap_keeps_the_best_ranked(db, tenant):
     s = db.start_session(tenant)
     for k in range(6):

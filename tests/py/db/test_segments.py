@@ -49,7 +49,9 @@ def test_sealing_changes_no_context(db, tenant):
     sids = _conversation(db, tenant)
     queries = [(sids[-1], "What happened to the PDF renderer upgrade?"),
                (sids[0], "ann asked about the invoice numbering scheme"),
-               (sids[1], None)]
+               (sids[1], None),
+               # the first person: the user's turns (their roles, sealed or live)
+               (sids[2], "What did I ask about the customer portal login?")]
     opts = {"budget": 1500, "log": False}
     before = [db.compile_context_bundle(tenant, s, q, **opts) for s, q in queries]
     assert build(db, tenant) == 72  # every message: 3 sessions x 24

@@ -171,6 +171,27 @@ def test_a_long_turn_outranks_a_short_one_that_matches_as_well():
     assert retrieval.length_prior(np.zeros(0, dtype=np.int64)).size == 0
 
 
+def test_a_turn_in_another_role_than_the_one_asked_about_counts_by_what_it_borrows():
+    """"How many doctors did I see?" asks what the user said: an assistant's reply, as
+    close a match as the user's turn, is not evidence itself; it keeps what it
+    borrows from the turn beside it, and the memories are not touched."""
+    w = policy.weights_for(None)
+    pool = _pool(memories=[{"id": 1}],
+                 messages=[{"id": 20, "session": "a", "tag": True}, {"id": 21, "session": "a"},
+                           {"id": 22, "session": "b"}])
+    cosine = np.array([0.4, 0.3, 0.5, 0.8])
+    before = {c["source"]: c["relevance"] for c in retrieval.fuse_candidates(pool, cosine, w, room=1000)}
+    pool.other_role = np.array([False, True, True])  # 20: the user's; 21, 22: the assistant's
+    got = {c["source"]: c["relevance"] for c in retrieval.fuse_candidates(pool, cosine, w, room=1000)}
+    assert got["mem:1"] == before["mem:1"] and got["msg:20"] == before["msg:20"]
+    own = (1 - w["lexical"]) * 0.5  # msg:21's own match, gone
+    assert got["msg:21"] == pytest.approx(before["msg:21"] - own)
+    assert got["msg:21"] == pytest.approx((w["neighbour"] + w["context"]) * (1 - w["lexical"]) * 0.3)
+    assert got["msg:22"] == 0.0  # alone in its session: nothing to borrow
+    assert max(got, key=got.get) == "msg:20"
+    assert max(before, key=before.get) == "msg:22"
+
+
 def test_a_named_speaker_is_a_tie_breaker_not_a_topic():
     """A question that names the wrong person ("What did Caroline make for the church?"
     when Melanie made it): the named person's unrelated turn, and the turn beside
@@ -330,7 +351,7 @@ def _coded(values):
 
 
 def _part(ids, sessions, turns, visible=None, sensitivity=None, embedded=None, speaker=None,
-          hits=((), ()), tokens_=None, stub=None, created=None):
+          hits=((), ()), tokens_=None, stub=None, created=None, role=None):
     """A MessagePart from lists (session names in their own order)."""
     n = len(ids)
     names = sorted(set(sessions))
@@ -338,6 +359,7 @@ def _part(ids, sessions, turns, visible=None, sensitivity=None, embedded=None, s
     vectors = np.eye(n, 4, dtype=np.float32)[embedded]
     sensitivities, sensitivity_pos = _coded(sensitivity or ["none"] * n)
     speakers, speaker_pos = _coded(speaker or [""] * n)
+    roles, role_pos = _coded(role or ["user", "assistant"] * (n // 2) + ["user"] * (n % 2))
     return retrieval.MessagePart(
         message_ids=np.array(ids), session_ids=names,
         session_pos=np.array([names.index(s) + 1 for s in sessions]),
@@ -345,7 +367,7 @@ def _part(ids, sessions, turns, visible=None, sensitivity=None, embedded=None, s
         turn_index=np.array(turns), created_epoch=np.array(created or [1.7e9 + i for i in ids], dtype=float),
         token_count=np.array(tokens_ or [10] * n), stub_tokens=np.array(stub or [-1] * n),
         doc_length=np.array([4] * n), sensitivities=sensitivities, sensitivity_pos=sensitivity_pos,
-        speakers=speakers, speaker_pos=speaker_pos,
+        speakers=speakers, speaker_pos=speaker_pos, roles=roles, role_pos=role_pos,
         embedded=embedded, norms=np.ones(int(embedded.sum())), vectors=vectors,
         hit_rows=np.array(hits[0], dtype=np.int64), hit_terms=np.array(hits[1], dtype=np.int64))
 
@@ -366,6 +388,41 @@ def test_message_pool_merges_segments_and_tail_in_session_and_turn_order():
     assert got["embedded"].tolist() == [0, 2, 3, 4]
     vectors = np.concatenate(got["vectors"])[got["vector_rows"]]
     assert vectors.shape == (4, 4) and vectors[0].tolist() == [0, 1, 0, 0]
+
+
+@pytest.mark.parametrize(("query", "roles"), [
+    # the first person singular alone: the asker's own turns
+    ("How many doctors did I see in March?", {"user"}),
+    ("What is my favourite type of rice?", {"user"}),
+    ("How much older am I than the average age of employees in my department?", {"user"}),
+    ("I’m planning a trip to Denver soon. Any suggestions?", {"user"}),
+    ("Which US states did I visit?", {"user"}),  # "US": a country, not "us"
+    # the one asked, or both together: the assistant's words or the conversation
+    ("Can you remind me what you suggested?", set()),
+    ("What was the Jamaican dish you recommended I try?", set()),
+    ("In our previous chat, how many times did the Chiefs play?", set()),
+    ("What did we decide about the deploy?", set()),
+    ("Can you tell us more?", set()),
+    # the third person, or a first person that is someone else's, quoted
+    ("When did Caroline go to the LGBTQ support group?", set()),
+    ('Which book did Melanie mean by "I loved it"?', set()),
+    ("What is the I-95 speed limit?", set()),
+    ("", set()), (None, set()),
+])
+def test_a_query_names_the_askers_turns_by_its_grammatical_person(query, roles):
+    assert retrieval.asker_roles(query) == frozenset(roles)
+
+
+def test_message_pool_tags_the_turns_of_the_role_the_query_names():
+    """A first-person question names the user as the speaker: the user's turns get the
+    tag match a named speaker's get (and the speaker the query names keeps it)."""
+    part = _part([1, 2, 3, 4], ["a"] * 4, [0, 1, 2, 3], speaker=["", "", "", "bo"],
+                 role=["user", "assistant", "tool", "assistant"])
+    got = retrieval.message_pool([part], [], 4.0, ("none",), None, [], ["bo"], roles=frozenset({"user"}))
+    assert got["tag_match"].tolist() == [True, False, False, True]
+    assert got["other_role"].tolist() == [False, True, True, True]
+    got = retrieval.message_pool([part], [], 4.0, ("none",), None, [], [])
+    assert got["tag_match"].tolist() == [False, False, False, False] and got["other_role"] is None
 
 
 def test_message_pool_filters_what_the_reader_may_not_recall():
