@@ -284,8 +284,8 @@ def message_pool(parts: list[MessagePart], idf, avgdl: float, allowed: tuple[str
     session (MessagePart.session_scoped_out). `dated`: whether a message holds one of
     the `time_terms` (indexes into idf, which gives them no weight). `tag_match`: said
     by a speaker the query names (`words`), or in one of the `roles` it names by its
-    grammatical person (asker_roles); `other_role`: said in another role (None when
-    it names none)."""
+    grammatical person (asker_roles); `other_role`: said by another speaker, a tool's
+    output not counted (None when it names none)."""
     parts = [p for p in parts if len(p.message_ids)]
     if not parts:
         empty = np.zeros(0)
@@ -327,7 +327,9 @@ def message_pool(parts: list[MessagePart], idf, avgdl: float, allowed: tuple[str
     if roles:
         asked = cat([flags(p.roles, p.role_pos, roles.__contains__) for p in parts])
         tag |= asked
-        other_role = ~asked
+        # only another speaker's words: a tool's output is what the world said (the
+        # build log behind "why does my build fail?"), evidence whoever asks
+        other_role = cat([flags(p.roles, p.role_pos, lambda r: r not in roles and r != "tool") for p in parts])
     tokens_ = cat([p.token_count for p in parts])
     stub = cat([p.stub_tokens for p in parts])
     floor = np.where(tokens_ < MESSAGE_SUMMARY_MIN_TOKENS, tokens_,

@@ -415,12 +415,13 @@ def test_a_query_names_the_askers_turns_by_its_grammatical_person(query, roles):
 
 def test_message_pool_tags_the_turns_of_the_role_the_query_names():
     """A first-person question names the user as the speaker: the user's turns get the
-    tag match a named speaker's get (and the speaker the query names keeps it)."""
+    tag match a named speaker's get (and the speaker the query names keeps it); the
+    assistant's turns are another speaker's, a tool's output is no one's words."""
     part = _part([1, 2, 3, 4], ["a"] * 4, [0, 1, 2, 3], speaker=["", "", "", "bo"],
                  role=["user", "assistant", "tool", "assistant"])
     got = retrieval.message_pool([part], [], 4.0, ("none",), None, [], ["bo"], roles=frozenset({"user"}))
     assert got["tag_match"].tolist() == [True, False, False, True]
-    assert got["other_role"].tolist() == [False, True, True, True]
+    assert got["other_role"].tolist() == [False, True, False, True]
     got = retrieval.message_pool([part], [], 4.0, ("none",), None, [], [])
     assert got["tag_match"].tolist() == [False, False, False, False] and got["other_role"] is None
 
