@@ -27,6 +27,8 @@
 --     function on the coordinator (there is no force_delegation), so the
 --     transaction's settings, mnemo.api_key among them, are checked where they were
 --     set, and each statement inside is routed to the tenant's worker.
+--   * mnemo_internal.bound_tenant_id reads the role bindings from each node's
+--     placement of their reference table (mnemo_internal.citus_local_bindings).
 CREATE OR REPLACE PROCEDURE mnemo_internal.citus_distribute()
 LANGUAGE plpgsql
 SET search_path = pg_catalog, public, pg_temp
@@ -177,6 +179,9 @@ BEGIN
     LOOP
         EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', v_fn);
     END LOOP;
+    -- the role bindings read from this node's placement, not through Citus's planner:
+    -- every row-level security check reads them (mnemo_internal.citus_local_bindings)
+    PERFORM mnemo_internal.citus_local_bindings();
 END;
 $$;
 

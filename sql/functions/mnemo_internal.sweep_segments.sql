@@ -29,10 +29,22 @@ DECLARE
     v_failed integer := 0;
     v_last text := p_state ->> 'after';
 BEGIN
-    FOR v_tenant, v_newer IN
-        SELECT t.tenant_id, EXISTS (SELECT FROM mnemo.messages AS m
-            WHERE m.tenant_id = t.tenant_id AND m.message_id > coalesce((SELECT max(s.last_message_id)
-                FROM mnemo.message_segments AS s WHERE s.tenant_id = t.tenant_id), 0))
+    -- The tenants first, then each one's checks with its id a constant: on Citus the
+    -- tenants are a reference table and their rows sit on another shard than the
+    -- messages they would be joined to ("complex joins are only supported when all
+    -- distributed tables are co-located"); a tenant's checks go to its worker alone.
+    FOR v_tenant IN
+        SELECT t.tenant_id FROM mnemo.tenants AS t
+        WHERE (p_tenant_id IS NULL OR t.tenant_id = p_tenant_id)
+            AND (v_last IS NULL OR t.tenant_id > v_last)
+        ORDER BY t.tenant_id
+        LIMIT p_batch_size
+    LOOP
+        v_seen := v_seen + 1;
+        v_last := v_tenant;
+        v_newer := EXISTS (SELECT FROM mnemo.messages AS m
+                WHERE m.tenant_id = v_tenant AND m.message_id > coalesce((SELECT max(s.last_message_id)
+                    FROM mnemo.message_segments AS s WHERE s.tenant_id = v_tenant), 0))
             -- a recall index whose memories changed since its sync (its compiles read
             -- those whole: the lifecycle sweeps touch many at a time) long enough ago
             -- that a sync now moves past them: a sync sets memories_synced_at 5
@@ -43,21 +55,13 @@ BEGIN
             OR EXISTS (SELECT FROM mnemo_internal.recall_tenants AS r
                 JOIN mnemo.memories AS mm ON mm.tenant_id = r.tenant_id
                     AND mm.updated_at >= r.memories_synced_at AND mm.updated_at < now() - interval '5 minutes'
-                WHERE r.tenant_id = t.tenant_id)
+                WHERE r.tenant_id = v_tenant)
             -- a recall index missing one of its indexes (migration 0024 dropped one)
             OR EXISTS (SELECT FROM mnemo_internal.recall_tenants AS r
-                WHERE r.tenant_id = t.tenant_id
+                WHERE r.tenant_id = v_tenant
                     AND (to_regclass(format('mnemo_internal.%I', r.hnsw_index)) IS NULL
                         OR to_regclass(format('mnemo_internal.%I', r.memory_hnsw_index)) IS NULL
-                        OR to_regclass(format('mnemo_internal.%I', r.gin_index)) IS NULL))
-        FROM mnemo.tenants AS t
-        WHERE (p_tenant_id IS NULL OR t.tenant_id = p_tenant_id)
-            AND (v_last IS NULL OR t.tenant_id > v_last)
-        ORDER BY t.tenant_id
-        LIMIT p_batch_size
-    LOOP
-        v_seen := v_seen + 1;
-        v_last := v_tenant;
+                        OR to_regclass(format('mnemo_internal.%I', r.gin_index)) IS NULL));
         -- A tenant with nothing newer than its segments is not asked: most tenants at
         -- most runs, and the call (its own gate, plan and settings) cost ~0.5 ms a
         -- tenant, the whole run ~0.8 s a minute for 1,600 idle tenants (~0.2 s now).

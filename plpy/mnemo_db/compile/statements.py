@@ -241,12 +241,14 @@ CANDIDATE_POOL_TYPES = ["text", "uuid", "text", "text", "timestamptz", "text[]",
 # report counts what that hid). hit_terms / hit_rows: the query lexemes' postings.
 def segment_of(call: str) -> str:
     """A segment's columns from a mnemo_internal.message_segment `call` (as t), its
-    vectors quantized as sealed segments store them."""
+    vectors quantized as sealed segments store them. Named as the CTE's column list
+    names them: Citus plans the CTE apart and reads its rows by the names of its first
+    branch's columns, not the list's (codes, scales: "seg.embeddings does not exist")."""
     return f"""
     SELECT t.n_messages, t.message_ids, t.session_ids, t.session_pos, t.turn_index, t.created_epoch,
         t.token_count, t.stub_tokens, t.doc_length, t.sensitivities, t.sensitivity_pos, t.speakers,
-        t.speaker_pos, t.roles, t.role_pos, t.embedded, t.embedding_norm, q.codes, q.scales, t.lexemes,
-        t.posting_offsets, t.postings
+        t.speaker_pos, t.roles, t.role_pos, t.embedded, t.embedding_norm, q.codes AS embeddings,
+        q.scales AS embedding_scale, t.lexemes, t.posting_offsets, t.postings
     FROM {call} AS t CROSS JOIN LATERAL mnemo_internal.quantize_embeddings(t.embeddings) AS q"""
 
 

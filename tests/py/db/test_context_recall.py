@@ -215,9 +215,16 @@ def test_access_sweep_folds_context_log_into_access_statistics(db, tenant, sessi
     access = ("SELECT coalesce(a.access_count, 0), a.last_accessed_at FROM mnemo.memories AS m"
               " LEFT JOIN mnemo.memory_access AS a USING (tenant_id, memory_id)"
               " WHERE m.tenant_id = %s AND m.memory_id = %s")
-    # One transaction, so that pg_cron's 'access' job (it polls all the time) cannot
-    # fold these rows first: the batch function itself, a batch of one row at a time.
-    with psycopg.connect(DSN) as c:
+    # The 'access' sweep's lock held meanwhile (mnemo.run_sweep takes one per sweep),
+    # so that pg_cron's 'access' job (it polls all the time) returns at once and
+    # cannot fold these rows first: the batch function itself, a batch of one row at
+    # a time. (Not one transaction rolled back: on Citus the API writes as
+    # mnemo_api_owner, and a read as another user of what it wrote in the same
+    # transaction is refused.)
+    lock = "SELECT pg_advisory_{}lock(hashtext('mnemo.run_sweep'), hashtext('access'))"
+    with psycopg.connect(DSN, autocommit=True) as holder:
+        holder.execute(lock.format(""))
+        c = db.conn
         for _ in range(2):
             bundle = c.execute("SELECT mnemo.compile_context_bundle(%s, %s, 'how do we bill?')",
                                (tenant, session)).fetchone()[0]
@@ -235,18 +242,18 @@ def test_access_sweep_folds_context_log_into_access_statistics(db, tenant, sessi
         assert count == 2 and last is not None
         assert c.execute("SELECT bool_and(accounted) FROM mnemo.context_log WHERE tenant_id = %s",
                          (tenant,)).fetchone()[0]
-        c.rollback()
-    # Committed, the rows are folded by whoever comes first, pg_cron's poller or this
-    # run (which returns at once while the poller holds the sweep's lock); once.
+        holder.execute(lock.format("un"))
+    # Then the rows are folded by whoever comes first, pg_cron's poller or this run
+    # (which returns at once while the poller holds the sweep's lock); once.
     for _ in range(2):
         db.compile_context_bundle(tenant, session, "how do we bill?")
     deadline = time.monotonic() + 20
-    while db.conn.execute(access, (tenant, m["memory_id"])).fetchone()[0] < 2 and time.monotonic() < deadline:
+    while db.conn.execute(access, (tenant, m["memory_id"])).fetchone()[0] < 4 and time.monotonic() < deadline:
         db.run_sweep("access", tenant_id=tenant)
         time.sleep(0.5)
-    assert db.conn.execute(access, (tenant, m["memory_id"])).fetchone()[0] == 2
+    assert db.conn.execute(access, (tenant, m["memory_id"])).fetchone()[0] == 4
     db.run_sweep("access", tenant_id=tenant)
-    assert db.conn.execute(access, (tenant, m["memory_id"])).fetchone()[0] == 2  # a row is counted once
+    assert db.conn.execute(access, (tenant, m["memory_id"])).fetchone()[0] == 4  # a row is counted once
     # the statistics go with their memory
     db.conn.execute("DELETE FROM mnemo.memories WHERE tenant_id = %s AND memory_id = %s", (tenant, m["memory_id"]))
     assert db.conn.execute("SELECT count(*) FROM mnemo.memory_access WHERE tenant_id = %s",
