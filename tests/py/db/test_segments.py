@@ -154,8 +154,9 @@ def test_the_sweep_seals_waiting_tenants_and_bad_input_is_refused(db, tenant):
 
 
 def test_the_sweep_asks_only_tenants_with_newer_messages(db, tenant):
-    """A tenant with nothing newer than its segments costs the sweep a probe, not a call
-    of build_message_segments (counted with track_functions in one transaction)."""
+    """A tenant with fewer newer messages than a segment waits for (64) costs the sweep
+    a probe, not a call of build_message_segments (counted with track_functions in one
+    transaction)."""
     def calls_in_one_sweep_batch() -> tuple[int, int]:
         with psycopg.connect(DSN) as c:  # (one transaction: its own function statistics)
             c.execute("SET LOCAL track_functions = 'pl'")
@@ -168,8 +169,10 @@ def test_the_sweep_asks_only_tenants_with_newer_messages(db, tenant):
     _conversation(db, tenant, sessions=1, turns=40)  # 80 messages
     assert calls_in_one_sweep_batch() == (1, 80)
     assert calls_in_one_sweep_batch() == (0, 0)  # all sealed: not asked
-    _conversation(db, tenant, sessions=1, turns=3)  # 6 newer, under the minimum of 64
-    assert calls_in_one_sweep_batch() == (1, 0)
+    _conversation(db, tenant, sessions=1, turns=3)  # 6 newer, under the minimum of 64: not asked
+    assert calls_in_one_sweep_batch() == (0, 0)
+    _conversation(db, tenant, sessions=1, turns=29)  # 64 newer
+    assert calls_in_one_sweep_batch() == (1, 64)
 
 
 def test_one_tenant_never_reads_anothers_segments(db, tenant):
