@@ -6,7 +6,8 @@
 --      before p_now's month are detached, but only when every row in them is compacted
 --      or pruned (checked under an exclusive lock on the partition, so no row can
 --      arrive in between); a detached partition moves to schema mnemo_archive and is
---      listed in mnemo_internal.archived_partitions. DEFAULT partitions stay.
+--      listed in mnemo_internal.archived_partitions. DEFAULT partitions stay. The
+--      months are listed by mnemo_internal.message_months (its own version on Citus).
 -- Idempotent. p_tenant_id is ignored (partitions hold every tenant). Called by
 -- mnemo.run_sweep('partitions'). Touches: the catalog, archived_partitions.
 CREATE OR REPLACE FUNCTION mnemo_internal.sweep_partitions(
@@ -41,26 +42,15 @@ BEGIN
     END IF;
     v_cutoff := (date_trunc('month', p_now) - make_interval(
         months => (mnemo_internal.setting('message_retention_months') #>> '{}')::integer))::date;
-    FOR v_part IN
-        SELECT c.relname AS name, h.relname AS parent, p.range_from
-        FROM pg_inherits AS hi
-        JOIN pg_class AS h ON h.oid = hi.inhrelid
-        JOIN pg_inherits AS mi ON mi.inhparent = hi.inhrelid
-        JOIN pg_class AS c ON c.oid = mi.inhrelid
-        CROSS JOIN LATERAL (SELECT to_date(substring(c.relname FROM '_([0-9]{6})$'), 'YYYYMM') AS range_from) AS p
-        WHERE hi.inhparent = 'mnemo.messages'::regclass
-            AND pg_get_expr(c.relpartbound, c.oid) <> 'DEFAULT' AND p.range_from IS NOT NULL
-            AND (p.range_from + interval '1 month')::date <= v_cutoff
-            AND c.relname > v_after
-        ORDER BY c.relname
-        LIMIT p_batch_size
+    FOR v_part IN SELECT * FROM mnemo_internal.message_months(v_cutoff, v_after, p_batch_size)
     LOOP
         v_seen := v_seen + 1;
         v_after := v_part.name;
         SET LOCAL lock_timeout = '5s';
         EXECUTE format('LOCK TABLE mnemo.%I IN ACCESS EXCLUSIVE MODE', v_part.name);
-        EXECUTE format('SELECT EXISTS (SELECT FROM mnemo.%I WHERE NOT is_compacted AND NOT is_pruned),
-            (SELECT count(*) FROM mnemo.%I)', v_part.name, v_part.name) INTO v_busy, v_rows;
+        -- one aggregate: Citus refuses an EXISTS (SELECT FROM ...) over a distributed partition
+        EXECUTE format('SELECT count(*) FILTER (WHERE NOT is_compacted AND NOT is_pruned) > 0, count(*)
+            FROM mnemo.%I', v_part.name) INTO v_busy, v_rows;
         CONTINUE WHEN v_busy;
         EXECUTE format('ALTER TABLE mnemo.%I DETACH PARTITION mnemo.%I', v_part.parent, v_part.name);
         -- A partition of the same name archived earlier (the month was re-created): the
