@@ -191,17 +191,25 @@ class Pager:
         """The aging rows, a plain command's output that the quiet rule would take
         marked in_use when the assistant named one of its names since (a function of
         a decompiled listing, a variable a script printed): the agent is working
-        with it. Only the few outputs about to go are read."""
+        with it. Only the few outputs about to go are read. Any of them stays, too,
+        while the assistant has said nothing since, only called tools: an agent that
+        reads file after file before it speaks gathers what its next reply draws on
+        (the README and package.json behind "what is this project for?")."""
         going = [o for o in objects if ladder.quiet(o, cfg) and o["fidelity"] == "full"
                  and cfg["quiet_after_calls"] < o["n"] <= cfg["stale_after_calls"]]
         if not going:
             return objects
-        said = [(r["turn_index"], sources.names(r["text"]))
+        said = [(r["turn_index"], sources.names(r["text"]), r["spoke"])
                 for r in self.run("said_since", [t, s, min(o["last_turn"] for o in going)])]
-        if m.get("turn") is not None and not any(turn == m["turn"] for turn, _ in said):
-            said.append((m["turn"], sources.names((m.get("content") or "") + " " + json.dumps(m.get("tool_calls")))))
+        if m.get("turn") is not None and not any(turn == m["turn"] for turn, _, _ in said):
+            said.append((m["turn"], sources.names((m.get("content") or "") + " " + json.dumps(m.get("tool_calls"))),
+                         bool((m.get("content") or "").strip())))
         for o in going:
-            named = set().union(*(n for turn, n in said if turn > o["last_turn"]))
+            since = [(n, spoke) for turn, n, spoke in said if turn > o["last_turn"]]
+            if not any(spoke for _, spoke in since):
+                o["in_use"] = True
+                continue
+            named = set().union(*(n for n, _ in since))
             if named:
                 out = " ".join(r["content"] or "" for r in self.run("contents", [t, s, o["message_ids"]])
                                if r["role"] != "assistant")

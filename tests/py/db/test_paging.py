@@ -454,6 +454,23 @@ def test_a_cold_read_leaves_until_the_session_reads_again(db, tenant):
     assert s.faults() == []
 
 
+def test_cold_reads_gathered_before_the_assistant_speaks_stay_until_it_does(db, tenant):
+    """An agent that reads file after file, calling tools without a word, gathers what
+    its next reply draws on ("what is this project for?"): its cold reads stay while
+    it has said nothing since, and go once it has spoken without naming them."""
+    s = Session(db, tenant)
+    s.say("user", "What is this project for?")
+    reads = [s.read(p) for p in ("README.py", "setup.py", "src/cli.py")]
+    s.tool("Bash", {"command": "python -c 'print(1)'"}, "1")
+    res = s.residency()
+    assert [res[r]["fidelity"] for r in reads] == ["full"] * 3
+    s.tool("Bash", {"command": "python -c 'print(2)'"}, "2", content="It slices log files; checking the tests.")
+    s.tool("Bash", {"command": "python -c 'print(3)'"}, "3")
+    res = s.residency()
+    assert [res[r]["fidelity"] for r in reads] == ["stub"] * 3
+    assert s.faults() == []
+
+
 def test_a_memory_of_what_paging_holds_lower_does_not_come_back_in_the_block(db, tenant):
     s = Session(db, tenant)
     s.say("user", "Find out why the nightly export is slow.")
