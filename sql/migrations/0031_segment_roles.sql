@@ -10,16 +10,46 @@
 -- and the 'segments' sweep seals the messages again (pg_cron, every minute; by hand:
 -- CALL mnemo.run_sweep('segments')), as 0008 and 0011 did. Until then
 -- compile_context reads them live as the tail: correct, slower.
+-- On a Citus cluster whose table is distributed already, one connection a worker for
+-- the whole migration: Citus drops a distributed function (below) only over the
+-- connections its TRUNCATE and ALTER used, not beside parallel ones.
+DO $$
+BEGIN
+    IF to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL AND EXISTS (
+        SELECT FROM pg_catalog.pg_dist_partition WHERE logicalrelid = 'mnemo.message_segments'::regclass
+    ) THEN
+        SET LOCAL citus.multi_shard_modify_mode = 'sequential';
+    END IF;
+END;
+$$;
+
 TRUNCATE mnemo.message_segments;
 
 ALTER TABLE mnemo.message_segments
 ADD COLUMN roles text[] NOT NULL,
 ADD COLUMN role_pos bytea NOT NULL;
 
--- uncompressed, as every other array of a segment (0011)
-ALTER TABLE mnemo.message_segments
-ALTER COLUMN roles SET STORAGE EXTERNAL,
-ALTER COLUMN role_pos SET STORAGE EXTERNAL;
+-- uncompressed, as every other array of a segment (0011). Citus propagates no SET
+-- STORAGE, and altering its shards from here would wait on the TRUNCATE above: on a
+-- cluster whose table is distributed already only the coordinator's table is altered,
+-- and the shards keep the default (a value is compressed only past ~2 kB: roles holds
+-- a few names, role_pos 4 bytes a message).
+DO $$
+DECLARE
+    v_citus constant boolean := to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL AND EXISTS (
+        SELECT FROM pg_catalog.pg_dist_partition WHERE logicalrelid = 'mnemo.message_segments'::regclass);
+BEGIN
+    IF v_citus THEN
+        SET LOCAL citus.enable_ddl_propagation = off;
+    END IF;
+    ALTER TABLE mnemo.message_segments
+    ALTER COLUMN roles SET STORAGE EXTERNAL,
+    ALTER COLUMN role_pos SET STORAGE EXTERNAL;
+    IF v_citus THEN  -- the DROP FUNCTION below must reach the workers
+        SET LOCAL citus.enable_ddl_propagation = on;
+    END IF;
+END;
+$$;
 
 COMMENT ON COLUMN mnemo.message_segments.roles IS
 'The distinct roles (user, assistant, tool) of the segment''s messages.';
