@@ -27,4 +27,5 @@ END;
 $$;
 
 COMMENT ON FUNCTION mnemo_internal.set_tenant(text) IS
-'Scopes row-level security to a tenant for the rest of the transaction (SET LOCAL mnemo.tenant_id), on every node it reaches.';
+'Scopes row-level security to a tenant for the rest of the transaction (SET LOCAL mnemo.tenant_id), '
+'on every node it reaches.';
