@@ -208,15 +208,11 @@ class Memory:
                         bundle.get("report") or {}, timings)
 
     async def bound_call(self, key: str | None, call: Callable[[AsyncClient], Awaitable[Any]]) -> Any:
-        """call(db), one API call, in one transaction bound to the request's API key
-        (AsyncClient.bound); a connection failure becomes Unavailable. Without a key
-        there is nothing to bind: the call is its own autocommit transaction, with no
-        BEGIN and COMMIT round trips around it."""
+        """call(db) in one transaction bound to the request's API key (AsyncClient.bound);
+        a connection failure becomes Unavailable."""
         if time.monotonic() < self.down_until:
             raise Unavailable("database unreachable (retrying shortly)")
         try:
-            if key is None:
-                return await call(self.db)
             async with bound(self.db, key) as db:
                 return await call(db)
         except (PoolTimeout, psycopg.OperationalError, psycopg.InterfaceError) as e:
