@@ -13,13 +13,20 @@
 -- On a Citus cluster whose table is distributed already, one connection a worker for
 -- the whole migration: Citus drops a distributed function (below) only over the
 -- connections its TRUNCATE and ALTER used, not beside parallel ones.
+-- (The catalog is read by EXECUTE: without Citus it does not exist, and a static
+-- query naming it fails when the block is planned.)
 DO $$
+DECLARE
+    v_citus boolean := false;
 BEGIN
-    IF to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL AND EXISTS (
-        SELECT FROM pg_catalog.pg_dist_partition WHERE logicalrelid = 'mnemo.message_segments'::regclass
-    ) THEN
+    IF to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN
+        EXECUTE 'SELECT EXISTS (SELECT FROM pg_catalog.pg_dist_partition WHERE logicalrelid = $1::regclass)'
+        INTO v_citus USING 'mnemo.message_segments';
+    END IF;
+    IF v_citus THEN
         SET LOCAL citus.multi_shard_modify_mode = 'sequential';
     END IF;
+    PERFORM set_config('mnemo.migration_on_citus', v_citus::text, true);  -- for the block below
 END;
 $$;
 
@@ -36,8 +43,7 @@ ADD COLUMN role_pos bytea NOT NULL;
 -- a few names, role_pos 4 bytes a message).
 DO $$
 DECLARE
-    v_citus constant boolean := to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL AND EXISTS (
-        SELECT FROM pg_catalog.pg_dist_partition WHERE logicalrelid = 'mnemo.message_segments'::regclass);
+    v_citus constant boolean := current_setting('mnemo.migration_on_citus')::boolean;
 BEGIN
     IF v_citus THEN
         SET LOCAL citus.enable_ddl_propagation = off;
