@@ -67,6 +67,10 @@ _URL_PARAM_NAMES = (r"key|api[_-]?key|apikey|token|access[_-]?token|auth|auth[_-
 # A name in code, not a credential: words joined by `_` or `.` (snake_case, a dotted
 # attribute path, an environment variable's name), without a digit.
 _NAME = re.compile(r"[A-Za-z]+(?:[_.][A-Za-z]+)+")
+# A type annotation: a CamelCase name of letters, then what follows a type (`token:
+# EventLoopToken | None = None` in anyio's source was redacted, and an agent re-reading
+# the file saw a line not in it); a passphrase ending a line stays a value
+_TYPE_ANNOTATION = r"(?!(?-i:(?:[A-Z][a-z]+){2,})\s*[|=,)\]])"  # case-sensitive in (?i) patterns
 # A URL's password that only names itself, as docs and code write one
 # ("user:password@host", "<pass>", "${DB_PASSWORD}", "$PGPASS", "****"): a placeholder,
 # not a secret; redacting it changed the lines an agent re-read (bench-replay faults).
@@ -141,9 +145,10 @@ _PATTERNS: list[tuple] = [
      lambda v: re.search(_CRED_MARK, v.rstrip("?!")) is not None),
     # token = ..., "api_key": "...": a value, not code (`token = set_current_async_library(
     # backend)` in a file an agent reads was redacted, and the agent saw a broken line):
-    # no call, and not a name made of words (below)
+    # no call, not a name made of words, not a type annotation (below)
     ("secret", re.compile(
-        r"(?i)" + _KW + _KEYWORD_SECRET + r"\\?[\"']?\s*(?:=>?|:=?)\s*\\?[\"']?([A-Za-z0-9._~+/=-]{12,})"
+        r"(?i)" + _KW + _KEYWORD_SECRET + r"\\?[\"']?\s*(?:=>?|:=?)\s*\\?[\"']?" + _TYPE_ANNOTATION
+        + r"([A-Za-z0-9._~+/=-]{12,})"
         r"(?![A-Za-z0-9._~+/=(-])"), 1, lambda v: not _NAME.fullmatch(v)),
     # an identifier ending in key/pass/pw assigned a key-like value (cloudant_key = ...,
     # ibm_pass: ...): 12+ characters with a digit, or 20+ (no "_" or ".": not a name)

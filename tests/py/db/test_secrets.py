@@ -204,6 +204,8 @@ def test_artifact_bytes_are_redacted_text_or_binary():
     # (anyio's _eventloop.py: `token = set_current_async_library(backend)`)
     "        token = set_current_async_library(backend)\n        api_key = settings.OPENAI_API_KEY",
     "access_token = response.json()['access_token']; secret = base64.b64encode(raw)",
+    # a type annotation (anyio's from_thread.py)
+    "    token: EventLoopToken | None = None\n    def __init__(self, token: EventLoopToken):",
     "What is the deployment password for the prod database? And for the staging server?!",
     "data:image/png;base64," + base64.b64encode(bytes(range(256)) * 12).decode(),
     base64.encodebytes(bytes(range(256)) * 3).decode(),

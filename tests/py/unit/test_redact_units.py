@@ -182,3 +182,11 @@ def test_a_tool_call_id_is_never_half_of_a_split_secret():
     for message in (result, call):
         out = json.loads(redact.redact_json_text(json.dumps({"m": message})))
         assert out.get("value", {"m": message})["m"] == message
+
+
+def test_a_type_annotation_is_kept_and_a_passphrase_after_the_keyword_is_not():
+    """`token: EventLoopToken | None` (anyio's source, re-read by an agent) names a
+    type; the same CamelCase letters ending a line are a value."""
+    line = "    token: EventLoopToken | None = None"
+    assert redact.redact(line) == (line, [])
+    assert redact.redact("secret: CorrectHorseBatteryStaple") == ("secret: [REDACTED:secret]", ["secret"])
