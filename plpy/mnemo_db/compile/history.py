@@ -234,6 +234,12 @@ class PreparedHistory:
                 else history_versions(m, self.allowed, m["message_id"] in self.outputs) for m in self.units[u]]
         return self._versions[u]
 
+    def mark_outputs(self, message_ids: set[int]) -> None:
+        """Paging's tool outputs (their stub is a pointer alone): the versions a unit
+        sent altered was prepared with before this was known are made again."""
+        self.outputs = message_ids
+        self._versions.clear()
+
     def costs(self, u: int) -> list[dict[str, int]]:
         """Token cost of each message of unit u at every fidelity."""
         return [c for _, c in self._prepared(u)]

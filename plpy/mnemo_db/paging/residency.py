@@ -158,8 +158,7 @@ def read(db, tenant_id: str, session_id: str, prepared, capacity: int) -> Paging
     outputs = {mid for o in history_objects if o["kind"] != "conversation_phase"
                for mid in o["message_ids"] if roles.get(mid) in ("tool", "user")}
     if outputs:
-        prepared.outputs = outputs
-        prepared._versions.clear()  # a unit sent altered was prepared before this was known
+        prepared.mark_outputs(outputs)
     for o in history_objects:
         present = [mid for mid in o["message_ids"] if mid in sizes]
         if o.get("summary") and present:
