@@ -210,7 +210,7 @@ ORDER BY m.turn_index""", ["text", "uuid", "bigint[]"]),
 ) AS rereads""", ["text", "uuid"]),
     # what the assistant wrote after a turn (its text and its calls): the names it uses
     "said_since": ("""SELECT m.turn_index, coalesce(m.content, '') || ' ' || coalesce(m.tool_calls::text, '') AS text,
-    btrim(coalesce(m.content, '')) <> '' AS spoke
+    m.content
 FROM mnemo.messages AS m
 WHERE m.tenant_id = $1 AND m.session_id = $2 AND m.role = 'assistant' AND m.turn_index > $3
     AND m.sensitivity <> 'secret'

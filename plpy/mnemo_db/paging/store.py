@@ -199,11 +199,14 @@ class Pager:
                  and cfg["quiet_after_calls"] < o["n"] <= cfg["stale_after_calls"]]
         if not going:
             return objects
-        said = [(r["turn_index"], sources.names(r["text"]), r["spoke"])
+        def spoke(content: str | None) -> bool:  # words of its own, not only calls
+            return bool((content or "").strip())
+
+        said = [(r["turn_index"], sources.names(r["text"]), spoke(r["content"]))
                 for r in self.run("said_since", [t, s, min(o["last_turn"] for o in going)])]
         if m.get("turn") is not None and not any(turn == m["turn"] for turn, _, _ in said):
             said.append((m["turn"], sources.names((m.get("content") or "") + " " + json.dumps(m.get("tool_calls"))),
-                         bool((m.get("content") or "").strip())))
+                         spoke(m.get("content"))))
         for o in going:
             since = [(n, spoke) for turn, n, spoke in said if turn > o["last_turn"]]
             if not any(spoke for _, spoke in since):
