@@ -1,7 +1,10 @@
 -- mnemo_internal.run_embed_jobs(p_tenants, p_job_ids) -> void
 -- Runs the given claimed 'embed' jobs together: their texts (embed_target_text) go
 -- through the model in batches (several times the throughput of one call per text),
--- the vectors are stored (store_embedding), the user messages embedded for the first
+-- except a text whose vector a compile has already handed to its job (payload
+-- 'vector', with 'text_md5' of the text it embeds: the proxy compiles for the user
+-- message it has just recorded; used only while that is still the text), the
+-- vectors are stored (store_embedding), the user messages embedded for the first
 -- time get their topic and goal shift (paging_call 'embedded', session by session in
 -- (tenant, session) order, each session's row locked first as record_messages locks
 -- it, so a writer of the session and this never wait for each other's paging rows),
@@ -22,26 +25,39 @@ DECLARE
     v_tenants text[];
     v_ids bigint[];
     v_texts text[];
+    v_known vector [];  -- a vector handed over by a compile (NULL: to encode)
+    v_to_encode text[];
     v_vectors vector [];
     v_lex_tenants text[];
     v_lex_docs tsvector [];
     v_first_jobs bigint [];
     v_shift record;
 BEGIN
-    SELECT array_agg(e.tenant_id ORDER BY e.ord), array_agg(e.job_id ORDER BY e.ord),
-        array_agg(mnemo_internal.embed_target_text(j.tenant_id, j.payload) ORDER BY e.ord)
-    INTO v_tenants, v_ids, v_texts
-    FROM unnest(p_tenants, p_job_ids) WITH ORDINALITY AS e (tenant_id, job_id, ord)
-    JOIN mnemo.jobs AS j ON j.tenant_id = e.tenant_id AND j.job_id = e.job_id;
+    SELECT array_agg(t.tenant_id ORDER BY t.ord), array_agg(t.job_id ORDER BY t.ord),
+        array_agg(t.txt ORDER BY t.ord),
+        array_agg(CASE WHEN md5(t.txt) = t.payload ->> 'text_md5' THEN (t.payload ->> 'vector')::vector END
+            ORDER BY t.ord)
+    INTO v_tenants, v_ids, v_texts, v_known
+    FROM (
+        SELECT e.tenant_id, e.job_id, e.ord, j.payload, mnemo_internal.embed_target_text(j.tenant_id, j.payload) AS txt
+        FROM unnest(p_tenants, p_job_ids) WITH ORDINALITY AS e (tenant_id, job_id, ord)
+        JOIN mnemo.jobs AS j ON j.tenant_id = e.tenant_id AND j.job_id = e.job_id
+    ) AS t;
     IF v_ids IS NULL THEN
         RETURN;
     END IF;
+    v_to_encode := ARRAY(
+        SELECT CASE WHEN k.vec IS NULL THEN k.txt END
+        FROM unnest(v_texts, v_known) WITH ORDINALITY AS k (txt, vec, ord) ORDER BY k.ord);
     -- The model's work, the long part, in chunks: a dead postmaster is noticed
-    -- between them (the writes below are short).
-    FOR i IN 1 .. cardinality(v_texts) BY 16 LOOP
-        v_vectors := v_vectors || mnemo.embed_batch(v_texts[i:i + 15]);
+    -- between them (the writes below are short). A NULL text gives a NULL vector.
+    FOR i IN 1 .. cardinality(v_to_encode) BY 16 LOOP
+        v_vectors := v_vectors || mnemo.embed_batch(v_to_encode[i:i + 15]);
         PERFORM mnemo_internal.stop_if_postmaster_died();
     END LOOP;
+    v_vectors := ARRAY(
+        SELECT CASE WHEN k.txt IS NOT NULL THEN coalesce(k.known, k.vec) END
+        FROM unnest(v_texts, v_known, v_vectors) WITH ORDINALITY AS k (txt, known, vec, ord) ORDER BY k.ord);
     SELECT array_agg(s.tenant_id), array_agg(s.doc), array_agg(s.job_id) FILTER (WHERE s.doc IS NOT NULL)
     INTO v_lex_tenants, v_lex_docs, v_first_jobs
     FROM (
@@ -69,7 +85,8 @@ BEGIN
     END LOOP;
     PERFORM mnemo_internal.add_to_lexicon(v_lex_tenants, v_lex_docs);
     UPDATE mnemo.jobs AS j
-    SET status = 'done', tries = j.tries + 1, updated_at = now(), finished_at = now()
+    SET status = 'done', tries = j.tries + 1, updated_at = now(), finished_at = now(),
+        payload = j.payload - 'vector' - 'text_md5'
     FROM unnest(v_tenants, v_ids) AS d (tenant_id, job_id)
     WHERE j.tenant_id = d.tenant_id AND j.job_id = d.job_id;
 END;

@@ -36,7 +36,7 @@ from typing import Any, NamedTuple, NoReturn, Protocol
 
 import numpy as np
 
-from .. import redact
+from .. import embedding, redact
 from ..paging import residency
 from . import rows, statements
 from .bundle import decide
@@ -155,12 +155,21 @@ def query_cut(query: str | None) -> dict | None:
     return {"chars": n, "searched_chars": QUERY_MAX_CHARS} if n > QUERY_MAX_CHARS else None
 
 
-def resolve_query(db: Database, session: Session, query: str | None) -> tuple[str | None, dict | None]:
+class Query(NamedTuple):
+    """The query the compile searches for (None: none), query_cut's report of it, and
+    the id of the message whose queued embed job embeds exactly this text (the last
+    user message, taken as the query unchanged: share_query_vector), else None."""
+    text: str | None
+    cut: dict | None
+    awaiting_message: int | None = None
+
+
+def resolve_query(db: Database, session: Session, query: str | None) -> Query:
     """The query the compile searches for, embeds and logs: the caller's, else the
     last user message the channel may see (search_query: cut, stripped, redacted),
     and query_cut's report of it."""
     searched = search_query(query, session.redacting)
-    return (searched, query_cut(query)) if searched else default_query(db, session)
+    return Query(searched, query_cut(query)) if searched else default_query(db, session)
 
 
 def read_session(db: Database, tenant_id: str, session_id: str, options_json: str | None) -> Session:
@@ -206,12 +215,27 @@ def read_history(db: Database, session: Session) -> list[dict]:
     return rows.history_messages(r)
 
 
-def default_query(db: Database, session: Session) -> tuple[str | None, dict | None]:
+def default_query(db: Database, session: Session) -> Query:
     """The query when the caller gave none: the last user message the channel may see
     (and query_cut's report of it)."""
     last = db.run("last_user", [session.tenant_id, session.session_id, session.as_of, list(session.allowed)])
     text = last[0]["content"] if last else None
-    return search_query(text, session.redacting), query_cut(text)
+    searched = search_query(text, session.redacting)
+    awaiting = last[0]["message_id"] if last and last[0]["awaits_embedding"] and searched == text else None
+    return Query(searched, query_cut(text), awaiting)
+
+
+def share_query_vector(db: Database, session: Session, query: Query, vector: np.ndarray | None) -> None:
+    """Hands the query's vector to the embed job of the message it is (Query's
+    awaiting_message), so that the one text is encoded once: the proxy compiles for
+    the user message it has just recorded, and the job runner would encode it again
+    (~1.5-5 ms of CPU a call: docs/performance.md, "Floors"). The job stores it as it
+    stores its own (embedding.to_pgvector of the same model's vector: the same
+    bytes). Not for a compile that is not logged: looking changes nothing."""
+    if query.awaiting_message is None or vector is None or not session.options["log"]:
+        return
+    for job in db.run("query_job", [session.tenant_id, f"message:{query.awaiting_message}"]):
+        db.run("share_query_vector", [session.tenant_id, job["job_id"], embedding.to_pgvector(vector), query.text])
 
 
 def window_budget(session: Session) -> int:
@@ -401,7 +425,8 @@ def run(db: Database, tenant_id: str, session_id: str | None, query: str | None,
     if session_id is None:
         fail(db, "session_id is required")
     session = read_session(db, tenant_id, session_id, options_json)
-    query, cut = resolve_query(db, session, query)
+    resolved = resolve_query(db, session, query)
+    query, cut = resolved.text, resolved.cut
     pending = embedder.start(query) if query else None  # runs while the phases below read
     lap("session")
     history = read_history(db, session)
@@ -423,5 +448,6 @@ def run(db: Database, tenant_id: str, session_id: str | None, query: str | None,
     latency = elapsed_ms()
     context_id = log(db, session, query, bundle["report"], latency)
     write_paging(db, session, planned)
+    share_query_vector(db, session, resolved, query_vector)
     lap("log")
     return Compiled(bundle, context_id, latency, session, planned, query)

@@ -88,8 +88,11 @@ HISTORY_TYPES = ["text", "uuid", "timestamptz", "bigint", "integer", "text[]", "
 MIN_MESSAGE_TOKENS = 3  # the per-message framing alone
 MAX_HISTORY_ROWS = 4000
 
+# awaits_embedding: its embed job will embed exactly its content (no author's name
+# before it: mnemo_internal.embed_target_text), and has not yet.
 LAST_USER = """
-SELECT m.content FROM mnemo.messages AS m
+SELECT m.content, m.message_id, m.embedding IS NULL AND m.name IS NULL AS awaits_embedding
+FROM mnemo.messages AS m
 WHERE m.tenant_id = $1 AND m.session_id = $2 AND m.role = 'user' AND m.content IS NOT NULL
     AND ($3::timestamptz IS NULL OR m.created_at <= $3) AND m.sensitivity = ANY($4)
 ORDER BY m.turn_index DESC LIMIT 1
@@ -609,6 +612,21 @@ def rows_args(tenant_id: str, fused: list[dict]) -> list:
             [c["id"] for c in messages], [c["created_epoch"] for c in messages]]
 
 
+# The query's vector handed to the queued embed job of the message it was read from
+# (phases.share_query_vector), with the md5 of the text it embeds: the job stores it
+# instead of encoding the same text again, if that is still the text. Two statements,
+# each routed to the tenant alone (Citus takes FOR UPDATE only so): the job, locked,
+# unless a runner has claimed it (skipped, not waited for); then its payload.
+QUERY_JOB = """
+SELECT j.job_id FROM mnemo.jobs AS j
+WHERE j.tenant_id = $1 AND j.kind = 'embed' AND j.status = 'queued' AND j.dedup_key = $2
+FOR UPDATE SKIP LOCKED
+"""
+SHARE_QUERY_VECTOR = """
+UPDATE mnemo.jobs AS j SET payload = j.payload || jsonb_build_object('vector', $3::text, 'text_md5', md5($4))
+WHERE j.tenant_id = $1 AND j.job_id = $2
+"""
+
 # The statements by name, with their parameter types.
 STATEMENTS = {
     "enter": (ENTER, ["text"]),
@@ -623,6 +641,8 @@ STATEMENTS = {
     "candidate_rows": (CANDIDATE_ROWS, CANDIDATE_ROWS_TYPES),
     "log": (LOG, ["text", "uuid", "text", "text", "integer", "integer", "text", "text", "text", "text", "real"]),
     "raise_error": ("SELECT mnemo_internal.raise_error($1, $2, $3)", ["text", "text", "text"]),
+    "query_job": (QUERY_JOB, ["text", "text"]),
+    "share_query_vector": (SHARE_QUERY_VECTOR, ["text", "bigint", "text", "text"]),
 }
 # The statements prepared per tenant (TENANT in their text: the tenant as a literal).
 TENANT_STATEMENTS = {

@@ -173,11 +173,17 @@ WHERE l.tenant_id = $1 AND l.src_object_id = $3 AND l.relation = 'parent_of' AND
     SELECT o.object_id FROM mnemo.semantic_objects AS o
     WHERE o.tenant_id = $1 AND o.session_id = $2 AND o.first_turn >= $5)""",
                  ["text", "uuid", "bigint", "bigint", "integer"]),
-    "goal_matches": ("""SELECT o.object_id, max(1 - (m.embedding <=> mnemo.embed($3))) AS cosine
-FROM mnemo.semantic_objects AS o
+    # Each object's best cosine to a user message ($3, just embedded) as its text alone:
+    # its stored vector, unless a name was prefixed to it (as embedded_user). Not its
+    # text encoded again: a job handed the vector by a compile (the proxy's) encoded
+    # nothing, so this backend does not have it at hand.
+    "goal_matches": ("""SELECT o.object_id, max(1 - (m.embedding <=> g.vector)) AS cosine
+FROM (SELECT CASE WHEN u.name IS NULL THEN u.embedding ELSE mnemo.embed(u.content) END AS vector
+    FROM mnemo.messages AS u WHERE u.tenant_id = $1 AND u.message_id = $3) AS g
+CROSS JOIN mnemo.semantic_objects AS o
 JOIN mnemo.messages AS m ON m.tenant_id = o.tenant_id AND m.message_id = ANY (o.message_ids)
 WHERE o.tenant_id = $1 AND o.session_id = $2 AND m.embedding IS NOT NULL
-GROUP BY o.object_id""", ["text", "uuid", "text"]),
+GROUP BY o.object_id""", ["text", "uuid", "bigint"]),
     # updated_at = excluded.updated_at (its default, now()): Citus takes only IMMUTABLE functions
     # in ON CONFLICT DO UPDATE SET
     "state": ("""INSERT INTO mnemo.paging_state AS s (tenant_id, session_id, zone, goal_turn)

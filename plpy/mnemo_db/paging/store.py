@@ -337,10 +337,10 @@ class Pager:
             self.run("reparent", [t, s, phase["object_id"], oid, m["turn"]])
 
     def goal_shift(self, t: str, s: str, m: dict, cfg: dict) -> None:
-        """The user's goal moved (m: a user message, its content and turn). Objects
+        """The user's goal moved (m: a user message, its id and turn). Objects
         from before it whose messages match the new message come back to full, the
         others go down a level, not below compact."""
-        cos = {r["object_id"]: r["cosine"] for r in self.run("goal_matches", [t, s, m["content"]])}
+        cos = {r["object_id"]: r["cosine"] for r in self.run("goal_matches", [t, s, m["message_id"]])}
         objects = [dict(o) for o in self.run("all_objects", [t, s])
                    if o["object_id"] in cos and o["first_turn"] < m["turn"]]
         # the newest objects served the old goal: they are not protected here (a
