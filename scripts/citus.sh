@@ -94,6 +94,9 @@ add-worker)
   psql_at "$port" "SET citus.enable_ddl_propagation = off; DO \$\$ BEGIN
     IF to_regnamespace('mnemo_citus') IS NOT NULL THEN GRANT USAGE ON SCHEMA mnemo_citus TO mnemo_app; END IF;
     END \$\$"
+  # and its own sequence of message ids (mnemo_internal.message_ids), as a deploy makes
+  psql_at "$port" "SELECT mnemo_internal.citus_message_id_seq()
+    WHERE to_regprocedure('mnemo_internal.citus_message_id_seq()') IS NOT NULL" >/dev/null
   # the reference tables too, now and online (force_logical: all have a primary key
   # and are logged); else the rebalance's first step copies them with block_writes,
   # and every tenant's writes wait for it

@@ -81,6 +81,11 @@ if [ "$(q "SELECT count(*) FROM pg_extension WHERE extname = 'citus'")" = 1 ]; t
   grant_opts=(-c 'SET citus.multi_shard_modify_mode = sequential')
   load_routines sql/citus/*.sql
   "${PSQL[@]}" -c 'SET client_min_messages = warning' -c 'CALL mnemo_internal.citus_distribute()'
+  # each node's own sequence of message ids (mnemo_internal.message_ids), after the
+  # distribution has committed the schema it lives in on every node
+  failed=$(q "SELECT string_agg(format('node %s: %s', nodeid, result), '; ')
+    FROM run_command_on_all_nodes('SELECT mnemo_internal.citus_message_id_seq()') WHERE NOT success")
+  [ -z "$failed" ] || { echo "mnemo deploy: mnemo_citus.message_id_seq: $failed" >&2; exit 1; }
   log "citus: $(q "SELECT count(*) FILTER (WHERE partmethod = 'h') || ' distributed tables, '
     || count(*) FILTER (WHERE partmethod = 'n') || ' reference tables' FROM pg_dist_partition AS d
     JOIN pg_class AS c ON c.oid = d.logicalrelid WHERE NOT c.relispartition"), $(q "SELECT count(*)

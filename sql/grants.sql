@@ -53,7 +53,7 @@ DECLARE
         'raise_project_error',
         'next_memory_version', 'wire_hashes', 'check_options', 'option_limit',
         'paging_tags', 'paging_call', 'helper_answer',
-        'api_key_tenant'];
+        'api_key_tenant', 'message_ids'];
     v_name text;
     v_statement text;
 BEGIN

@@ -63,6 +63,7 @@ DECLARE
     v_any_text boolean := false;
     v_paging jsonb := '[]';
     v_first_turn integer;
+    v_turn integer;
     v_status text;
     -- one message, while it is checked
     v_message jsonb;
@@ -103,10 +104,6 @@ DECLARE
     i integer;
 BEGIN
     PERFORM mnemo_internal.enter_tenant(p_tenant_id);
-    -- Held until commit, from before the message ids are drawn: the segments sweep
-    -- (mnemo_internal.build_message_segments) waits for it, so it never seals past a
-    -- lower id that is not committed yet.
-    PERFORM pg_advisory_xact_lock_shared(hashtext('mnemo.message_segments'), hashtext(p_tenant_id));
     IF p_messages IS NULL OR array_ndims(p_messages) > 1 THEN
         RAISE EXCEPTION USING ERRCODE = 'MN001', MESSAGE = 'messages must be a one-dimensional array of messages';
     END IF;
@@ -127,11 +124,10 @@ BEGIN
     IF array_lower(p_metadata, 1) <> 1 THEN
         p_metadata := ARRAY(SELECT d FROM unnest(p_metadata) WITH ORDINALITY AS x (d, k) ORDER BY k);
     END IF;
-    -- Loops of plain expressions here and below, not queries: PL/pgSQL evaluates
-    -- those without the executor, which a one-message call would otherwise pay for.
-    FOR i IN 1 .. v_n LOOP
-        v_ids := array_append(v_ids, nextval('mnemo.messages_message_id_seq'));
-    END LOOP;
+    -- Drawn in order, with the tenant's sealing lock held until commit (the segments
+    -- sweep waits for it, so it never seals past a lower id not committed yet); on
+    -- Citus on the node that holds the tenant's shards, whichever node runs this.
+    v_ids := mnemo_internal.message_ids(p_tenant_id, v_n);
     IF p_session_id IS NULL THEN
         RAISE EXCEPTION USING ERRCODE = 'MN001', MESSAGE = 'session_id is required';
     END IF;
@@ -359,20 +355,23 @@ BEGIN
         END;
     END IF;
 
-    -- Each tool result answers a call of an earlier message (a lower message id).
+    -- Each tool result answers a call of an earlier message of its session: an earlier
+    -- turn (the session's own order, gapless under its lock), not a lower message id
+    -- (the ids' order is the tenant's; nothing here needs it).
     FOR i IN 1 .. v_n LOOP
         CONTINUE WHEN v_roles[i] <> 'tool';
         v_at := CASE WHEN v_n > 1 THEN format('message %s of %s: ', i, v_n) ELSE '' END;
         -- scalars, not v_ids[i]: Citus 13.2 crashes deparsing an array element in UPDATE SET
         v_result_id := v_ids[i];
         v_call_id := v_call_ids[i];
+        v_turn := v_first_turn + i - 1;
         UPDATE mnemo.tool_calls AS tc SET result_message_id = v_result_id
         WHERE tc.tenant_id = p_tenant_id AND tc.session_id = p_session_id
-            AND tc.tool_call_id = v_call_id AND tc.message_id < v_result_id AND tc.result_message_id IS NULL;
+            AND tc.tool_call_id = v_call_id AND tc.turn_index < v_turn AND tc.result_message_id IS NULL;
         IF NOT FOUND THEN
             IF EXISTS (SELECT FROM mnemo.tool_calls AS tc WHERE tc.tenant_id = p_tenant_id
-                AND tc.session_id = p_session_id AND tc.tool_call_id = v_call_ids[i]
-                AND tc.message_id < v_ids[i]) THEN
+                AND tc.session_id = p_session_id AND tc.tool_call_id = v_call_id
+                AND tc.turn_index < v_turn) THEN
                 RAISE EXCEPTION USING ERRCODE = 'MN012',
                     MESSAGE = format('%stool call %L already has a result', v_at, v_call_ids[i]);
             END IF;

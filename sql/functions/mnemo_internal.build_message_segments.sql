@@ -6,9 +6,11 @@
 -- drops what was pruned from it since), else a new one is added.
 -- Nothing committed is ever skipped: message ids come from a sequence, so a message
 -- with a lower id may commit after one with a higher id. record_message holds a
--- shared per-tenant advisory lock from before it draws its id until it commits; this
--- takes the lock exclusively (waiting for those writers, lock_timeout 2 s, then
--- returning 0) before it reads, so every id up to what it reads is committed.
+-- shared per-tenant advisory lock from before it draws its id until it commits
+-- (mnemo_internal.message_ids); this takes the lock exclusively
+-- (mnemo_internal.lock_message_ids: waiting for those writers, 2 s at most, then
+-- returning 0) before it reads, so every id up to what it reads is committed. (On
+-- Citus both are taken on the node that holds the tenant's shards.)
 -- Messages whose embed job is still queued, and all after them, wait for the next
 -- run (their vectors belong in the segment); one whose job failed is sealed without.
 -- Vectors are stored as int8 codes with a scale each (quantize_embeddings).
@@ -47,11 +49,9 @@ BEGIN
         < p_min_messages THEN
         RETURN 0;
     END IF;
-    BEGIN
-        PERFORM pg_advisory_xact_lock(hashtext('mnemo.message_segments'), hashtext(p_tenant_id));
-    EXCEPTION WHEN lock_not_available THEN
+    IF NOT mnemo_internal.lock_message_ids(p_tenant_id) THEN
         RETURN 0;  -- a writer holds the tenant's lock: the next run seals
-    END;
+    END IF;
     -- (a payload that is not a message id is not one of the job runner's: ignored)
     SELECT min((j.payload ->> 'message_id')::bigint) - 1 INTO v_until
     FROM mnemo.jobs AS j

@@ -215,10 +215,15 @@ FROM mnemo.messages AS m
 WHERE m.tenant_id = $1 AND m.session_id = $2 AND NOT m.is_compacted AND NOT m.is_pruned
 ORDER BY m.turn_index, m.message_id
 """
+# The summary's id drawn as record_messages draws one (in the tenant's order; on Citus
+# on the tenant's worker, where a default nextval would be the coordinator's), first:
+# Citus evaluates the functions of an INSERT on the coordinator.
+SUMMARY_MESSAGE_ID = "SELECT (mnemo_internal.message_ids($1, 1))[1] AS message_id"
 INSERT_SUMMARY_MESSAGE = """
-INSERT INTO mnemo.messages (tenant_id, session_id, turn_index, role, content, token_count, content_hash,
+INSERT INTO mnemo.messages (tenant_id, message_id, session_id, turn_index, role, content, token_count, content_hash,
     sensitivity, metadata, created_at)
-VALUES ($1, $2, -1, 'system', $3, mnemo_internal.message_tokens(jsonb_build_object('role', 'system', 'content', $3)),
+VALUES ($1, $7, $2, -1, 'system', $3,
+    mnemo_internal.message_tokens(jsonb_build_object('role', 'system', 'content', $3)),
     sha256(convert_to($3, 'UTF8')), $4, $5::jsonb, $6)
 RETURNING message_id, token_count
 """

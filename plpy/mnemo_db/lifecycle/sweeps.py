@@ -41,6 +41,7 @@ from .statements import (
     SESSION_MEMORY_TTL,
     SETTINGS,
     STORE_LEVELS,
+    SUMMARY_MESSAGE_ID,
     UNSUMMARISED,
     UPDATE_SESSION_SUMMARY,
 )
@@ -363,9 +364,10 @@ class Sweeps:
         ids = [m["message_id"] for m in span]
         meta = {"compaction": {"first_turn": first_turn, "last_turn": last_turn, "messages": k,
                                "tokens_removed": removed}}
+        new_id = self._run("summary_id", SUMMARY_MESSAGE_ID, ["text"], [tenant])[0]["message_id"]
         msg = self._run("ins_summary", INSERT_SUMMARY_MESSAGE,
-                        ["text", "uuid", "text", "text", "text", "timestamptz"],
-                        [tenant, session, content, sens, json.dumps(meta), p_now])[0]
+                        ["text", "uuid", "text", "text", "text", "timestamptz", "bigint"],
+                        [tenant, session, content, sens, json.dumps(meta), p_now, new_id])[0]
         flagged = self._run("flag", FLAG_COMPACTED, ["text", "uuid", "bigint", "bigint[]"],
                             [tenant, session, msg["message_id"], ids]).nrows()
         if flagged != k:

@@ -296,6 +296,144 @@ def test_api_key_of_the_session_holds_through_the_coordinator(admin):
     assert admin.execute("SELECT count(*) FROM mnemo.sessions WHERE tenant_id = %s", [b]).fetchone()[0] == 1
 
 
+class _ThreeWays:
+    """Writes one session of a tenant through the three ways a call reaches it: outside
+    a transaction block (Citus delegates it to the tenant's worker), in a transaction
+    block and with an API key set for the session (both run on the coordinator, each
+    statement routed to the worker)."""
+
+    def __init__(self, tenant: str):
+        self.tenant = tenant
+        with connect(DSN) as m:
+            m.create_tenant(tenant)
+            self.sid = m.start_session(tenant)
+            key = m.create_api_key(tenant, "ids")
+            self.secret = key["secret"] if isinstance(key, dict) else key
+        self.turn = 0
+
+    def _record(self, conn, messages: list[dict]) -> list[int]:
+        return conn.execute("SELECT mnemo.record_messages(%s, %s, %s::jsonb[])",
+                            [self.tenant, self.sid, [json.dumps(x) for x in messages]]).fetchone()[0]
+
+    def write(self, way: str, messages: list[dict]) -> list[int]:
+        if way == "delegated":
+            with psycopg.connect(DSN, autocommit=True) as conn:
+                return self._record(conn, messages)
+        if way == "block":
+            with psycopg.connect(DSN) as conn:  # BEGIN ... COMMIT
+                ids = self._record(conn, messages[:1])
+                return ids + (self._record(conn, messages[1:]) if messages[1:] else [])
+        with psycopg.connect(DSN, autocommit=True) as conn:  # a session's key: not delegated
+            conn.execute("SELECT set_config('mnemo.api_key', %s, false)", [self.secret])
+            return self._record(conn, messages)
+
+    def round(self, ways: tuple[str, str, str]) -> list[int]:
+        """A user turn, an assistant's tool call and its result, each another way."""
+        i, self.turn = self.turn, self.turn + 1
+        call = f"call_{i}"
+        return (self.write(ways[0], [{"role": "user", "content": f"Step {i}: list the files of project {i}"}])
+                + self.write(ways[1], [{"role": "assistant", "content": "", "tool_calls": [
+                    {"id": call, "type": "function", "function": {"name": "ls", "arguments": "{}"}}]}])
+                + self.write(ways[2], [{"role": "tool", "tool_call_id": call, "content": f"report_{i}.txt"},
+                                       {"role": "assistant", "content": f"Project {i} holds report_{i}.txt."}]))
+
+
+WAYS = ("delegated", "block", "keyed")
+
+
+def test_one_tenants_message_ids_follow_write_order_whichever_node_ran_the_call(admin):
+    """A call delegated to the tenant's worker drew its message ids from the worker's
+    sequence (its range, group id << 48), one the coordinator ran (in a transaction
+    block, or with an API key) from the coordinator's: one session's ids came out of
+    write order (562949953430344, then 13546), a tool result recorded in a transaction
+    after its call recorded outside one found no earlier call (MN006), and the messages
+    below the segments' watermark were never sealed, indexed or read as the live tail.
+    Now every way draws on the tenant's worker: ids increase in turn order, every tool
+    result pairs, and the segments and the recall index hold every recallable message."""
+    w = _ThreeWays("t_" + uuid.uuid4().hex[:12])
+    ids = []
+    for k in range(18):  # 72 messages: past the 64 a segment waits for
+        ids += w.round(tuple(WAYS[(k + j) % 3] for j in range(3)))
+    rows = admin.execute("SELECT message_id, turn_index FROM mnemo.messages WHERE tenant_id = %s"
+                         " ORDER BY turn_index", [w.tenant]).fetchall()
+    assert [r[0] for r in rows] == ids and [r[1] for r in rows] == list(range(len(ids)))
+    assert ids == sorted(ids) and len(set(ids)) == len(ids), ids
+    home = _worker_of(admin, w.tenant)
+    assert admin.execute("SELECT count(*) FILTER (WHERE result_message_id IS NOT NULL), count(*)"
+                         " FROM mnemo.tool_calls WHERE tenant_id = %s", [w.tenant]).fetchone() == (18, 18)
+    with connect(DSN) as m:
+        drain_jobs(m, w.tenant, worker=46)
+    # the sweep (on the coordinator) waits for a writer on the tenant's worker that
+    # holds the tenant's sealing lock there, as a delegated record_message does from
+    # before it draws its ids until it commits: it seals nothing while that is open
+    with psycopg.connect(DSN.replace(DSN.rsplit(":", 1)[1].split("/")[0], str(home))) as writer:
+        writer.execute("SELECT pg_advisory_xact_lock_shared(hashtext('mnemo.message_segments'), hashtext(%s))",
+                       [w.tenant])
+        assert admin.execute("SELECT mnemo_internal.build_message_segments(%s, 64)", [w.tenant]).fetchone()[0] == 0
+    admin.execute("CALL mnemo.run_sweep('segments', p_tenant_id => %s)", [w.tenant])
+    recallable = admin.execute(
+        "SELECT count(*) FROM mnemo.messages WHERE tenant_id = %s AND content IS NOT NULL"
+        " AND NOT is_pruned AND role IN ('user', 'assistant', 'tool') AND sensitivity <> 'secret'"
+        " AND message_id <= (SELECT max(last_message_id) FROM mnemo.message_segments WHERE tenant_id = %s)",
+        [w.tenant, w.tenant]).fetchone()[0]
+    sealed = admin.execute("SELECT coalesce(sum(n_messages), 0) FROM mnemo.message_segments WHERE tenant_id = %s",
+                           [w.tenant]).fetchone()[0]
+    assert sealed >= 64 and sealed == recallable, (sealed, recallable)
+    admin.execute("SELECT mnemo_internal.sync_recall_index(%s, 1)", [w.tenant])
+    indexed = admin.execute("SELECT count(*) FROM mnemo_internal.recall_index WHERE tenant_id = %s"
+                            " AND NOT is_memory", [w.tenant]).fetchone()[0]
+    assert indexed == sealed
+    # a call in a transaction block holds the lock on the worker until its commit (the
+    # ids are drawn there, through a routed query): the sweep waits for it too
+    w.write("delegated", [{"role": "user", "content": "one more, to seal"}])
+    with connect(DSN) as m:
+        drain_jobs(m, w.tenant, worker=46)
+    with psycopg.connect(DSN) as writer:
+        w._record(writer, [{"role": "user", "content": "and one not committed yet"}])
+        assert admin.execute("SELECT mnemo_internal.build_message_segments(%s, 1)", [w.tenant]).fetchone()[0] == 0
+    with connect(DSN) as m:
+        drain_jobs(m, w.tenant, worker=46)
+    assert admin.execute("SELECT mnemo_internal.build_message_segments(%s, 1)", [w.tenant]).fetchone()[0] == 2
+
+
+def test_message_ids_keep_increasing_after_the_tenant_moves(admin):
+    """A tenant's shard group moved to a node whose sequence stands lower (each worker
+    draws in its own range) must still get ids above its old ones there, whichever
+    way its calls come; and again after moving back."""
+    if citus_rebalance.local_cluster(DSN) is None:
+        pytest.skip("moves shard groups: the local cluster of scripts/citus.sh only")
+    workers = sorted(r[0] for r in admin.execute(
+        "SELECT nodeport FROM pg_dist_node WHERE groupid <> 0 AND noderole = 'primary'").fetchall())
+    for _ in range(40):  # a tenant on the worker of the highest range
+        w = _ThreeWays("t_" + uuid.uuid4().hex[:12])
+        if _worker_of(admin, w.tenant) == workers[-1]:
+            break
+    ids = w.round(WAYS)
+    shard = admin.execute("SELECT get_shard_id_for_distribution_column('mnemo.sessions', %s::text)",
+                          [w.tenant]).fetchone()[0]
+
+    def move(source: int, target: int) -> None:
+        admin.execute("SELECT citus_move_shard_placement(%s, '127.0.0.1', %s, '127.0.0.1', %s,"
+                      " shard_transfer_mode => 'block_writes')", [shard, source, target])
+        admin.execute("CALL citus_cleanup_orphaned_resources()")
+        assert _worker_of(admin, w.tenant) == target
+
+    move(workers[-1], workers[0])
+    try:
+        for ways in (WAYS, WAYS[::-1]):
+            ids += w.round(ways)
+    finally:
+        move(workers[0], workers[-1])
+    for ways in (WAYS[1:] + WAYS[:1], WAYS):
+        ids += w.round(ways)
+    rows = admin.execute("SELECT message_id FROM mnemo.messages WHERE tenant_id = %s ORDER BY turn_index",
+                         [w.tenant]).fetchall()
+    assert [r[0] for r in rows] == ids
+    assert ids == sorted(ids) and len(set(ids)) == len(ids), ids
+    assert admin.execute("SELECT count(*) FROM mnemo.tool_calls WHERE tenant_id = %s"
+                         " AND result_message_id IS NULL", [w.tenant]).fetchone()[0] == 0
+
+
 def test_a_worker_added_and_rebalanced_under_writes_loses_nothing(admin):
     """Growing the cluster (issue 45): a third worker added (scripts/citus.sh
     add-worker) and the shard groups rebalanced onto it (citus_rebalance_start,
