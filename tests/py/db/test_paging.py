@@ -285,7 +285,8 @@ def test_critical_stubs_and_evicts(db, tenant):
 def test_emergency_moves_the_working_set_too_but_not_the_last_user_turns_or_pins(db, tenant):
     """With the default working set (the 12 newest objects: all of these reads), only
     emergency moves it (docs/design.md §Semantic objects and paging: what stays is the last two user turns and the
-    pins), oldest first, until the history is at the target."""
+    pins), oldest first, until the history is below the critical threshold (not down to the
+    target: a working set larger than the window leaves one object at a time)."""
     s, reads = coding_session(db, tenant)
     restored = s.db.memory_restore(s.t, s.s, f"obj:{reads[2]}")
     s.window_for(1.5)
@@ -295,7 +296,9 @@ def test_emergency_moves_the_working_set_too_but_not_the_last_user_turns_or_pins
     evicted = [oid for oid in reads if res[oid]["fidelity"] == "evicted"]
     assert evicted and evicted == [oid for oid in reads if oid != reads[2]][:len(evicted)]  # oldest first
     assert res[reads[2]]["fidelity"] == "full"  # pinned by the restore
-    assert b["report"]["paging"]["history_tokens"] <= 0.6 * b["report"]["budget"]["available"]
+    # each read is ~1/9 of the history: out of emergency below 0.85, short of the target
+    assert 0.6 * b["report"]["budget"]["available"] < b["report"]["paging"]["history_tokens"] \
+        < 0.85 * b["report"]["budget"]["available"]
     text = text_of(b)
     assert "Refactor the billing module" in text  # the user turn
     assert "part_2_step_3(" in text and "part_0_step_3(" not in text
