@@ -22,7 +22,8 @@ Pinned objects (a fault or restore pinned them for some turns), anchored ones (t
 anchor tag) and the essential ones (the last two user turns, the newest object) never
 move under pressure; the protected working set (the newest, and a revisited source's
 among the newest: residency.plan_residency) moves in emergency only, last. Relevance
-is 1 for an object of a source the agent read or wrote more than once, 0 otherwise:
+is 1 for an object of a source the agent read or wrote more than once and for a test
+run's output (run again and again), 0 otherwise:
 what was read once leaves first (LRU-2; the generated long sessions' faults were re-reads of
 the files beside the one being edited, 14-23 calls after the read).
 """
