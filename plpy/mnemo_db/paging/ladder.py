@@ -12,7 +12,8 @@ asking for a small context once must not evict objects from the session). Zones:
     warning   < critical    full -> detail, detail -> compact, compact -> stub
     critical  < emergency   full, detail, compact -> stub; stub -> evicted
     emergency               everything -> evicted but the last two user turns, the
-                            newest tool call and pinned objects
+                            newest tool call and pinned objects (the working set
+                            only until the ratio is below critical)
 
 A zone acts until the ratio is at most `target` or its moves run out (hysteresis:
 changes come in batches, so most compiles change nothing and the prompt prefix stays
@@ -21,7 +22,8 @@ Pinned objects (a fault or restore pinned them for some turns), anchored ones (t
 anchor tag) and the essential ones (the last two user turns, the newest object) never
 move under pressure; the protected working set (the newest, and a revisited source's
 among the newest: residency.plan_residency) moves in emergency only, last. Relevance
-is 1 for an object of a source the agent read or wrote more than once, 0 otherwise:
+is 1 for an object of a source the agent read or wrote more than once and for a test
+run's output (run again and again), 0 otherwise:
 what was read once leaves first (LRU-2; the generated long sessions' faults were re-reads of
 the files beside the one being edited, 14-23 calls after the read).
 """
@@ -184,6 +186,13 @@ def relieve(objects: list[Resident], used: int, capacity: int, cfg: dict) -> tup
         for o in movable:
             if used <= cfg["target"] * capacity:
                 break
+            # the working set leaves only as far as the history must to leave
+            # emergency (below critical), oldest first: a working set larger than the
+            # window then goes one object at a time as new ones come, where going down
+            # to the target took a third of the window's newest reads at once (the
+            # generated sessions re-read two of them 36-51 calls later)
+            if o.protected and used < cfg["critical"] * capacity:
+                continue
             to = _step(zone, o.fidelity)
             # a file read goes from full to stub in one step: part of a file is no read
             # of it (an agent that needs the lines reads them again, a fault either

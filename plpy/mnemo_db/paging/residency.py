@@ -63,7 +63,7 @@ def plan_residency(prepared, objects: list[dict], capacity: int, cfg: dict, turn
         residents.append(Resident(
             object_id=o["object_id"], kind=o["kind"], fidelity=o["fidelity"], last_turn=o["last_turn"],
             pinned=o["pinned_until_turn"] > turn, anchored=o["anchored"],
-            relevance=float(o.get("accesses", 1) > 1),
+            relevance=float(o.get("accesses", 1) > 1 or o.get("result_class") == "test"),
             cost=lambda f, us=us: sum(unit_cost(prepared, u, LEVEL[f]) for u in us)))
     if not residents:
         return PagingPlan(floors=[0] * len(units), tokens=sum(prepared.full_costs), turn=turn,
@@ -74,7 +74,9 @@ def plan_residency(prepared, objects: list[dict], capacity: int, cfg: dict, turn
         o.protected = True
     # a source the agent came back to (read or written more than once) is its working
     # set: its objects among the newest `protect_hot` stay too (LRU-2: a source read
-    # once is what leaves first)
+    # once is what leaves first); so does a test run's output (relevance 1): agents
+    # run the tests again and again, and one run with nothing written since shows
+    # what the next would
     for o in residents[-cfg["protect_hot"]:] if cfg["protect_hot"] > 0 else ():
         if o.relevance > 0:
             o.protected = True
@@ -107,7 +109,8 @@ STATEMENTS = {
     SELECT coalesce(jsonb_agg(jsonb_build_object(
         'object_id', o.object_id, 'kind', o.kind, 'message_ids', o.message_ids, 'memory_id', o.memory_id,
         'last_turn', o.last_turn, 'fidelity', o.fidelity, 'pinned_until_turn', o.pinned_until_turn,
-        'anchored', o.anchored, 'summary', o.summary, 'accesses', o.accesses) ORDER BY o.first_turn), '[]')::text
+        'anchored', o.anchored, 'summary', o.summary, 'accesses', o.accesses, 'result_class', o.result_class)
+        ORDER BY o.first_turn), '[]')::text
     FROM (
         SELECT o.*, r.fidelity, r.pinned_until_turn, r.anchored,
             CASE WHEN o.source_key IS NULL THEN 1 ELSE count(*) OVER (PARTITION BY o.source_key) END AS accesses

@@ -267,3 +267,24 @@ def test_a_session_read_through_the_shell_re_reads_what_it_did_through_read_file
         got.append(([[(x.kind, x.key, x.start, x.end) for x in c.actions if x.kind == "read"] for c in a.calls],
                     [len(a.rereads(c)) for c in a.calls]))
     assert got[0] == got[1] and sum(got[0][1]) > 10
+
+
+def test_bounds_hold_a_result_until_its_last_re_read(tmp_path):
+    """bench/replay_bounds.py on a crafted session, its sums counted by hand: a.py read
+    at call 0 and again at call 3 (a re-read, 3 calls after), echoes between. Foresight
+    holds the first read in full at calls 1-3 only; LRU-2 holds each call's result for
+    two calls and misses the re-read; LRU-3 catches it."""
+    import replay_bounds
+
+    a = analysis_of(tmp_path, [read_a(), echo(1), echo(2), read_a(), echo(4)])
+    got = replay_bounds.bounds(a, None, [2, 3])
+    read0 = a.calls[0].index + 1  # the first read's result
+    assert got["rereads"] == 1 and got["lru2_faults"] == 1 and got["lru3_faults"] == 0
+    # bare = floor + the pending re-read's tokens at calls 1, 2, 3 (call 1: its new input)
+    assert got["bare"] == got["floor"] + 2 * a.tokens[read0]
+    results = {c.number: c.index + 1 for c in a.calls[:5]}
+    lru2 = sum(a.tokens[results[k]] for n in range(1, 6) for k in range(max(0, n - 2), n - 1))
+    assert got["lru2"] == got["floor"] + lru2
+    assert got["lru2+foresight"] == got["lru2"] + a.tokens[read0]  # held at call 3 as well
+    f = replay_bounds.figures(dict(got, sessions=1), [2, 3])
+    assert f["ceiling"] >= f["foresight_bare"] >= f["foresight_stubs"] >= f["foresight_whole"]

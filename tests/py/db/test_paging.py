@@ -223,6 +223,27 @@ def test_pressure_keeps_a_source_the_agent_came_back_to(db, tenant):
 
 
 @pytest.mark.usefixtures("small_working_set")
+def test_pressure_keeps_a_test_runs_output_after_the_reads_made_once(db, tenant):
+    """A test run's output is as relevant as a source the agent came back to: agents
+    run the tests again and again, and a run with nothing written since shows what the
+    next one would. Under pressure the reads made once leave before it, though it is
+    the oldest."""
+    s = Session(db, tenant)
+    s.say("user", "Fix the failing billing test.")
+    failure = "\n".join(f"tests/test_billing.py:{i}: in test_retry_{i}\n    assert retry_{i}(3) == {i}\n"
+                        f"E   AssertionError: retry_{i} returned {i + 1}" for i in range(30))
+    run = s.object_of(s.tool("bash", {"command": "python -m pytest -q tests/test_billing.py"}, failure)[0])
+    reads = [s.read(f"src/billing/part_{k}.py") for k in range(8)]
+    s.say("assistant", "I have read the billing parts; next I will change the retry loop.")
+    s.window_for(0.72)
+    assert s.compile()["report"]["paging"]["zone"] == "warning"
+    moved = {m["object_id"] for m in pressure_moves(s)}
+    assert reads[0] in moved and reads[1] in moved
+    assert run not in moved
+    assert s.residency()[run]["fidelity"] == "full"
+
+
+@pytest.mark.usefixtures("small_working_set")
 def test_caution_degrades_the_oldest_full_objects_and_then_holds(db, tenant):
     """Caution takes the oldest full objects one level down; a file read, whose detail
     a re-read does not spare, goes to stub in that step (ladder.relieve)."""
@@ -285,7 +306,8 @@ def test_critical_stubs_and_evicts(db, tenant):
 def test_emergency_moves_the_working_set_too_but_not_the_last_user_turns_or_pins(db, tenant):
     """With the default working set (the 12 newest objects: all of these reads), only
     emergency moves it (docs/design.md §Semantic objects and paging: what stays is the last two user turns and the
-    pins), oldest first, until the history is at the target."""
+    pins), oldest first, until the history is below the critical threshold (not down to the
+    target: a working set larger than the window leaves one object at a time)."""
     s, reads = coding_session(db, tenant)
     restored = s.db.memory_restore(s.t, s.s, f"obj:{reads[2]}")
     s.window_for(1.5)
@@ -295,7 +317,9 @@ def test_emergency_moves_the_working_set_too_but_not_the_last_user_turns_or_pins
     evicted = [oid for oid in reads if res[oid]["fidelity"] == "evicted"]
     assert evicted and evicted == [oid for oid in reads if oid != reads[2]][:len(evicted)]  # oldest first
     assert res[reads[2]]["fidelity"] == "full"  # pinned by the restore
-    assert b["report"]["paging"]["history_tokens"] <= 0.6 * b["report"]["budget"]["available"]
+    # each read is ~1/9 of the history: out of emergency below 0.85, short of the target
+    assert 0.6 * b["report"]["budget"]["available"] < b["report"]["paging"]["history_tokens"] \
+        < 0.85 * b["report"]["budget"]["available"]
     text = text_of(b)
     assert "Refactor the billing module" in text  # the user turn
     assert "part_2_step_3(" in text and "part_0_step_3(" not in text

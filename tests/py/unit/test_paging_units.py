@@ -142,3 +142,25 @@ def test_pressure_takes_a_file_read_to_stub_in_one_step():
     objects = [resident(1, "tool_result", 1), resident(2, "file_context", 2)]
     zone, changes, _ = ladder.relieve(objects, 2000, 3000, cfg)  # 0.67, target 1800
     assert [(c.object_id, c.to_fidelity) for c in changes] == [(1, "detail")]
+
+
+def test_emergency_takes_the_working_set_only_out_of_emergency():
+    """relieve in emergency: what is outside the working set goes down to the target;
+    the working set (protected) only until the history is below the critical
+    threshold, oldest first, so that a working set larger than the window leaves one
+    object at a time as new ones come."""
+    def resident(oid, protected):
+        costs = {"full": 1000, "detail": 300, "compact": 50, "stub": 10, "evicted": 0}
+        return ladder.Resident(oid, "file_context", "full", oid, protected=protected, cost=costs.__getitem__)
+
+    cfg = ladder.settings(None)  # critical 0.85, emergency 0.95, target 0.6
+    objects = [resident(1, False), resident(2, True), resident(3, True), resident(4, True), resident(5, True)]
+    zone, changes, used = ladder.relieve(objects, 5000, 5000, cfg)  # 1.0: emergency, target 3000
+    assert zone == "emergency"
+    # 1 (not protected) goes: 4000, 0.8 < 0.85; the protected ones stay, though 0.8 > the target
+    assert [(c.object_id, c.to_fidelity) for c in changes] == [(1, "evicted")]
+    assert used == 4000
+    objects = [resident(k, True) for k in range(1, 7)]
+    zone, changes, used = ladder.relieve(objects, 6000, 5000, cfg)  # 1.2
+    assert [c.object_id for c in changes] == [1, 2]  # oldest first, until 4000 < 4250
+    assert used == 4000
