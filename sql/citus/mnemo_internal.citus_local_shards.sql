@@ -5,18 +5,20 @@
 -- Citus table of mnemo and mnemo_internal (partitions aside: a partitioned table's
 -- shard holds its partitions' shards) with the shard of its tenant's hash (a
 -- reference table: its one shard); NULL unless every one of them is placed on this
--- node, exists here and has the row-level security of its table (enabled, forced, the
--- same policies). Why: a compile delegated to the tenant's worker read its tables
--- through Citus, each statement planned as a distributed query, deparsed for the shard
--- and planned again at every call (custom plans only on Citus); read from the shards,
--- a statement is planned once, as on one server, and may keep a generic plan
--- (docs/operations.md, "On Citus"). The same rows: a tenant's shards of co-located
--- tables sit on one worker, and Citus's local execution reads these very shards.
--- Resolved at each compile from the placements in Citus's metadata, so a shard group
--- moved away (a rebalance) is read through Citus again from the next compile on; a
--- compile that resolved its shards before the move's metadata changed reads the old
--- placement, as a Citus query planned then would, and holds its lock on it, so the
--- move's cleanup drops it only after the compile ends.
+-- node, exists here and has its table's row-level security (enabled, forced, the same
+-- policies) and the caller's SELECT privilege as on its table.
+-- Why: a compile delegated to the tenant's worker read its tables through Citus, each
+-- statement planned as a distributed query, deparsed for the shard and planned again
+-- at every call (custom plans only on Citus); read from the shards, a statement is
+-- planned once, as on one server, and may keep a generic plan (docs/operations.md,
+-- "On Citus"). The same rows: a tenant's shards of co-located tables sit on one
+-- worker, and Citus's local execution reads these very shards.
+-- The compiler checks at each compile that the tenant's shard group is placed here
+-- and calls this once per backend and group: a group moved away (a rebalance) is read
+-- through Citus again from the next compile on; a compile that found its shards before
+-- the move's metadata changed reads the old placement, as a Citus query planned then
+-- would: Citus drops a moved shard later, in its cleanup (every 15 s by default,
+-- citus.defer_shard_delete_interval), and not while a transaction holds its lock.
 CREATE OR REPLACE FUNCTION mnemo_internal.citus_local_shards(p_tenant_id text)
 RETURNS jsonb
 LANGUAGE sql
@@ -43,6 +45,9 @@ s AS (
 SELECT jsonb_object_agg(s.rel::text, s.shard::text)
 FROM s JOIN pg_class AS c ON c.oid = s.shard
 WHERE c.relrowsecurity = s.relrowsecurity AND c.relforcerowsecurity = s.relforcerowsecurity
+    -- the caller's privileges on the shard are those on its table (a shard moved here
+    -- is created with its table's grants; a read would fail without)
+    AND has_table_privilege(s.shard, 'SELECT') = has_table_privilege(s.rel, 'SELECT')
     AND (SELECT array_agg(ARRAY[p.polname::text, p.polcmd::text, p.polpermissive::text, p.polroles::text,
             pg_get_expr(p.polqual, p.polrelid), pg_get_expr(p.polwithcheck, p.polrelid)] ORDER BY p.polname)
         FROM pg_policy AS p WHERE p.polrelid = s.rel)

@@ -390,6 +390,10 @@ def test_a_worker_added_and_rebalanced_under_writes_loses_nothing(admin):
         n = admin.execute("SELECT count(*) FROM mnemo.messages WHERE tenant_id = %s", [tenant]).fetchone()[0]
         with psycopg.connect(DSN.replace(DSN.rsplit(":", 1)[1].split("/")[0], str(new))) as w:
             assert w.execute(f"SELECT count(*) FROM {shard} WHERE tenant_id = %s", [tenant]).fetchone()[0] == n > 0
+        # and it compiles there, from its shards there (compiler.PlpyDatabase)
+        with connect(DSN) as m:
+            messages = m.compile_context(tenant, sid, "what did I say?", budget=2000)
+        assert messages[0]["role"] == "system" and any(x["role"] == "user" for x in messages), messages
     # the node set restored, the groups even again
     assert citus_rebalance.workers(admin) == before
     per_worker = [r[0] for r in admin.execute(
