@@ -108,6 +108,8 @@ BEGIN
     END LOOP;
     GRANT EXECUTE ON FUNCTION mnemo_internal.citus_no_tenant() TO mnemo_app, mnemo_api_owner;
     GRANT EXECUTE ON FUNCTION mnemo_internal.citus_api_key_set() TO mnemo_app, mnemo_api_owner;
+    -- the compile's look-up of its tenant's shards on the node it runs on (compiler.py)
+    GRANT EXECUTE ON FUNCTION mnemo_internal.citus_local_shards(text) TO mnemo_api_owner;
 END
 $$;
 

@@ -182,6 +182,15 @@ BEGIN
     -- the role bindings read from this node's placement, not through Citus's planner:
     -- every row-level security check reads them (mnemo_internal.citus_local_bindings)
     PERFORM mnemo_internal.citus_local_bindings();
+    -- A compile on its tenant's worker reads the tenant's shards directly, with generic
+    -- plans once its backend has compiled often (plpy/mnemo_db/compile/compiler.py,
+    -- PlpyDatabase): plan_cache_mode is force_generic_plan while such a statement runs.
+    -- The routines those statements call that read through Citus keep custom plans,
+    -- whatever the caller's setting: a generic plan of theirs leaves the tenant a
+    -- parameter ("could not create distributed plan").
+    ALTER FUNCTION mnemo_internal.message_segment(text, bigint, bigint, integer, text[], bigint[], timestamptz[])
+        SET plan_cache_mode = force_custom_plan;
+    ALTER FUNCTION mnemo_internal.redaction_enabled(text) SET plan_cache_mode = force_custom_plan;
 END;
 $$;
 

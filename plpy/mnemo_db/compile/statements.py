@@ -4,6 +4,8 @@ the phases (phases.py) say what to read, rows.py reads what came back."""
 
 from __future__ import annotations
 
+import re
+
 from ..lifecycle import summarize
 from .policy import CHANNEL_EXCLUDED_KINDS, CHANNEL_SENSITIVITY, CHANNEL_SOURCES, RECENT_TURNS
 from .retrieval import BM25_B, BM25_K1, FREQUENT_GLOBAL, trigram_query
@@ -650,6 +652,25 @@ TENANT_STATEMENTS = {
     "recall_knn": (RECALL_KNN, ["halfvec", "integer"]),
     "frequent_memories": (FREQUENT_MEMORIES, []),
 }
+
+
+# The statements that only read the tenant's rows and reference tables: on Citus, a
+# compile running on the node that holds the tenant's shards reads them from the
+# shards themselves (compiler.PlpyDatabase, on_shards). Not the writes (log, paging's)
+# nor those that only call a routine (enter, check_as_of, raise_error), which go
+# through Citus; nor paging_objects (paging only).
+SHARD_READS = frozenset({"session", "history", "last_user", "candidate_pool", "message_segments",
+                         "candidate_pool_recalled", "recalled_messages", "candidate_rows"} | TENANT_STATEMENTS.keys())
+
+# A table named in a statement (schema-qualified: every statement names them so).
+_RELATION = re.compile(r"\b(mnemo(?:_internal)?\.\w+)\b")
+
+
+def on_shards(text: str, shards: dict[str, str]) -> str:
+    """A statement's text with each table that `shards` maps ({"mnemo.sessions":
+    "mnemo.sessions_102018", ...}: mnemo_internal.citus_local_shards) replaced by that
+    shard; routines and other names kept."""
+    return _RELATION.sub(lambda m: shards.get(m.group(1), m.group(1)), text)
 
 
 def for_tenant(text: str, quoted_tenant: str) -> str:

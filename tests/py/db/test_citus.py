@@ -213,6 +213,54 @@ def test_compile_and_the_write_path_run_on_the_workers(admin):
         _on_workers(admin, "ALTER SYSTEM RESET plan_cache_mode")
 
 
+def test_a_compile_on_its_worker_reads_the_tenant_shards_there(admin):
+    """A compile delegated to its tenant's worker reads the tenant's shards directly
+    (compiler.PlpyDatabase): Citus executes only its writes and what the routines it
+    calls read (citus.log_local_commands on the worker: no read of the memories, the
+    segments or the context log), and it compiles what the same call run on the
+    coordinator, through Citus, compiles."""
+    tenant = "t_" + uuid.uuid4().hex[:12]
+    with connect(DSN) as m:
+        m.create_tenant(tenant)
+        sid = m.start_session(tenant, context_window=8192)
+        for i in range(6):
+            m.record_message(tenant, sid, {"role": "user", "content": f"I moved to Lisbon in year {2000 + i}"})
+            m.record_message(tenant, sid, {"role": "assistant", "content": f"Noted {i}."})
+            m.remember(tenant, f"The deploy target {i} is Fly.io", kind="fact")
+        drain_jobs(m, tenant, worker=45)
+    # (SELECT f(...) alone: what Citus delegates)
+    call = ("SELECT mnemo.compile_context(%s, %s, 'where do I live and deploy?', '{\"budget\": 2000}')",
+            [tenant, sid])
+    home = DSN.replace(DSN.rsplit(":", 1)[1].split("/")[0], str(_worker_of(admin, tenant)))
+    with psycopg.connect(DSN, autocommit=True) as conn:
+        with conn.transaction():  # in a transaction block: run on the coordinator
+            conn.execute(*call)
+        with psycopg.connect(home, autocommit=True) as w:
+            w.execute("ALTER SYSTEM SET citus.log_local_commands = on")
+            w.execute("SELECT pg_reload_conf()")
+        local: list[str] = []
+        conn.add_notice_handler(lambda d: local.append(d.message_primary or ""))
+        try:
+            # the worker's backend of this connection reloads its settings after the
+            # command it is sent next: the first call may run without them
+            conn.execute(*call)
+            local.clear()
+            delegated = conn.execute(*call).fetchone()[0]
+        finally:
+            with psycopg.connect(home, autocommit=True) as w:
+                w.execute("ALTER SYSTEM RESET citus.log_local_commands")
+                w.execute("SELECT pg_reload_conf()")
+        with conn.transaction():
+            through_citus = conn.execute(*call).fetchone()[0]
+    commands = [n for n in local if n.startswith("executing the command locally")]
+    # what the routines it calls read goes through Citus (logged: the setting took)
+    assert any("mnemo.tenants_" in n for n in commands), commands
+    for shard in ("mnemo.memories_", "mnemo.message_segments_", "mnemo.system_prompts_", "mnemo.lexicon_"):
+        assert not any(shard in n for n in commands), (shard, commands)
+    assert delegated == through_citus
+    assert "Lisbon" in json.dumps(delegated) and "Fly.io" in json.dumps(delegated)
+
+
 def test_isolation_holds_through_the_coordinator(admin):
     a, b = ("t_" + uuid.uuid4().hex[:12] for _ in range(2))
     role = "r_" + uuid.uuid4().hex[:12]
@@ -480,6 +528,10 @@ def test_a_worker_added_and_rebalanced_under_writes_loses_nothing(admin):
         n = admin.execute("SELECT count(*) FROM mnemo.messages WHERE tenant_id = %s", [tenant]).fetchone()[0]
         with psycopg.connect(DSN.replace(DSN.rsplit(":", 1)[1].split("/")[0], str(new))) as w:
             assert w.execute(f"SELECT count(*) FROM {shard} WHERE tenant_id = %s", [tenant]).fetchone()[0] == n > 0
+        # and it compiles there, from its shards there (compiler.PlpyDatabase)
+        with connect(DSN) as m:
+            messages = m.compile_context(tenant, sid, "what did I say?", budget=2000)
+        assert messages[0]["role"] == "system" and any(x["role"] == "user" for x in messages), messages
     # the node set restored, the groups even again
     assert citus_rebalance.workers(admin) == before
     per_worker = [r[0] for r in admin.execute(

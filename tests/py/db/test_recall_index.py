@@ -53,9 +53,11 @@ def prepared(c, text: str, types: list[str], generic: bool = True):
     """A compile statement prepared as the compile prepares it (its parameter types),
     in a transaction of its own, as a long-lived backend's generic plan unless
     generic=False (a setting made inside the block still applies: the generic plan is
-    built at the first EXECUTE). On Citus a compile never goes generic (compiler.py:
-    with the tenant a parameter Citus cannot plan the statement), so neither does
-    this: the plan shown is the one the tenant's worker runs. Yields args -> its EXECUTE."""
+    built at the first EXECUTE). On Citus, through the coordinator, a statement cannot
+    go generic (with the tenant a parameter Citus cannot plan it), so neither does
+    this: the plan shown is the custom one the tenant's worker runs (as a compile on
+    the worker does on the tenant's shards for its backend's first 20 compiles,
+    compiler.py). Yields args -> its EXECUTE."""
     def listed(parts: list) -> sql.Composable:  # (no parameters: no parentheses)
         return sql.SQL("({})").format(sql.SQL(", ").join(parts)) if parts else sql.SQL("")
 

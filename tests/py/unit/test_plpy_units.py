@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from concurrent.futures import Future
 from datetime import UTC, datetime
 
@@ -10,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from mnemo_db import embedding, excerpt, tokens
-from mnemo_db.compile import packing, phases, policy, retrieval
+from mnemo_db.compile import packing, phases, policy, retrieval, statements
 from mnemo_db.compile.retrieval import CandidatePool
 from mnemo_db.formation.formation import Former
 from mnemo_db.timestamps import utc_datetime
@@ -734,3 +735,20 @@ def test_a_tool_outputs_stub_is_its_pointer_alone():
     assert plain["stub"]["content"].startswith("[stub of msg:11; memory_restore] [message | 2026-11-29 10:00 |")
     assert out_costs["stub"] < plain_costs["stub"]
     assert out["detail"] == plain["detail"] and out["compact"] == plain["compact"]
+
+
+def test_on_shards_names_the_shards_of_every_table_a_read_names():
+    """On Citus the compile's reads name the tenant's shards (compiler.PlpyDatabase):
+    every table each one names is replaced whole, routines and columns are kept."""
+    text = ("SELECT m.* FROM mnemo.messages AS m JOIN mnemo.message_segments AS s ON true, "
+            "mnemo_internal.message_segment($1, 0) AS t WHERE mnemo_internal.recall_tenants.x AND m.mnemo = 1")
+    shards = {"mnemo.messages": "mnemo.messages_102297", "mnemo.message_segments": "mnemo.message_segments_102285",
+              "mnemo_internal.recall_tenants": "mnemo_internal.recall_tenants_102405"}
+    assert statements.on_shards(text, shards) == (
+        "SELECT m.* FROM mnemo.messages_102297 AS m JOIN mnemo.message_segments_102285 AS s ON true, "
+        "mnemo_internal.message_segment($1, 0) AS t WHERE mnemo_internal.recall_tenants_102405.x AND m.mnemo = 1")
+    # only reads: the writes go through Citus
+    texts = {**statements.STATEMENTS, **statements.TENANT_STATEMENTS}
+    for name in statements.SHARD_READS:
+        assert statements._RELATION.search(texts[name][0]), name
+        assert not re.search(r"\b(INSERT|UPDATE|DELETE|MERGE)\b|FOR (UPDATE|SHARE)", texts[name][0]), name
