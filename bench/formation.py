@@ -10,7 +10,8 @@ A tenant is filled with the first --pool LoCoMo conversations, extracted offline
 memories are the pool each lookup searches); the next conversation's first --sessions
 sessions are imported beside them, and each session's extract job runs --reps times in
 each mode, alternating (ABBA), each in a transaction rolled back, so every run forms
-the same candidates against the same pool. A run before them, rolled back too, warms
+the same candidates against the same pool. --turns N splits each session into jobs of
+N turns, run in order in that transaction (the job runner's jobs after a turn or two). A run before them, rolled back too, warms
 the backend (its encoder's cache holds the session's candidates afterwards, in both
 modes alike: the figures are formation's, the encoder's share left out).
 
@@ -50,16 +51,27 @@ def schedstat_ns(pid: int) -> int:
     return total
 
 
-def run(conn, pid: int, tenant: str, session: str, lookup: str) -> tuple[float, float, dict]:
-    """One extract job over the session, rolled back: (CPU ms, wall ms, its stats)."""
-    payload = {"session_id": session, "from_turn": 0}
-    if lookup == "per_candidate":
-        payload["lookup"] = "per_candidate"
+def run(conn, pid: int, tenant: str, session: str, lookup: str, turns: int) -> tuple[float, float, dict]:
+    """The session's extract jobs, one over the whole session or one per `turns` turns
+    in order, rolled back together: (CPU ms, wall ms, their stats summed)."""
+    count = conn.execute("SELECT turn_count FROM mnemo.sessions WHERE tenant_id = %s AND session_id = %s",
+                         (tenant, session)).fetchone()[0]
+    step = turns or count
+    cpu = wall = 0.0
+    total: dict = {}
     with conn.transaction(force_rollback=True):
-        c0, t0 = schedstat_ns(pid), time.perf_counter()
-        got = conn.execute("SELECT mnemo_internal.extract(%s, %s::jsonb)", (tenant, json.dumps(payload))).fetchone()[0]
-        wall, cpu = (time.perf_counter() - t0) * 1e3, (schedstat_ns(pid) - c0) / 1e6
-    return cpu, wall, got
+        for lo in range(0, count, step):
+            payload = {"session_id": session, "from_turn": lo, "to_turn": lo + step - 1}
+            if lookup == "per_candidate":
+                payload["lookup"] = "per_candidate"
+            c0, t0 = schedstat_ns(pid), time.perf_counter()
+            got = conn.execute("SELECT mnemo_internal.extract(%s, %s::jsonb)",
+                               (tenant, json.dumps(payload))).fetchone()[0]
+            wall, cpu = wall + (time.perf_counter() - t0) * 1e3, cpu + (schedstat_ns(pid) - c0) / 1e6
+            for k, v in got.items():
+                if isinstance(v, int):
+                    total[k] = total.get(k, 0) + v
+    return cpu, wall, total
 
 
 def main() -> int:
@@ -68,6 +80,8 @@ def main() -> int:
     ap.add_argument("--pool", type=int, default=2, help="LoCoMo conversations extracted into the tenant first")
     ap.add_argument("--sessions", type=int, default=6, help="sessions of the next conversation measured")
     ap.add_argument("--reps", type=int, default=4, help="runs per mode and session (ABBA)")
+    ap.add_argument("--turns", type=int, default=0,
+                    help="turns an extract job (0: the whole session in one job; 2: the live proxy's jobs)")
     args = ap.parse_args()
 
     parts = list(select(importers.read_locomo(Path(args.data)), args.pool + 1, 0).values())
@@ -88,18 +102,18 @@ def main() -> int:
         cands, outcomes = 0, {}
         for s in measured:
             sid = str(s.session_id)
-            _, _, warm = run(conn, pid, tenant, sid, "batch")
+            _, _, warm = run(conn, pid, tenant, sid, "batch", args.turns)
             cands += warm["candidates"]
             for r in range(args.reps):
                 order = ("batch", "per_candidate") if r % 2 == 0 else ("per_candidate", "batch")
                 for mode in order:
-                    c, w, got = run(conn, pid, tenant, sid, mode)
+                    c, w, got = run(conn, pid, tenant, sid, mode, args.turns)
                     cpu[mode][r] += c
                     wall[mode][r] += w
                     outcomes.setdefault(sid, set()).add(json.dumps(
                         {k: got.get(k) for k in ("admitted", "merged", "superseded", "rejected", "skipped")}))
         same = all(len(v) == 1 for v in outcomes.values())  # both modes formed the same, every run
-        out = {"pool_memories": memories, "sessions": len(measured), "candidates": cands, "reps": args.reps,
+        out = {"pool_memories": memories, "sessions": len(measured), "candidates": cands, "reps": args.reps, "turns_a_job": args.turns,
                "same_outcomes": same, "tenant": tenant}
         for mode, runs in cpu.items():
             out[mode] = {"cpu_ms": round(statistics.median(runs), 1),
