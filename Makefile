@@ -21,7 +21,7 @@ PY := $(VENV)/bin/python
         test-sql test-py test-unit lint test-docker test-citus bench-embed bench-locomo bench-longmemeval \
         bench-extraction bench-self-statements \
         bench-context bench-ab bench-trust bench-peers bench-replay bench-proxy bench-first-compile bench-ingest \
-        bench-citus bench-floors clean
+        bench-citus bench-floors bench-formation clean
 
 help:
 	@echo "make up          install what is missing, start the local cluster, deploy, show a sample"
@@ -43,6 +43,7 @@ help:
 	@echo "make bench-proxy the proxy before a model-like provider (0.5 s to first token, 50 tokens/s), 1/8/32 sessions x 20 turns: added TTFB, CPU per call, job lag (one JSON line)"
 	@echo "make bench-citus a single node against coordinator + 2 workers (scripts/citus.sh): compile p50/p95, CPU per call split, ingest, projection for N workers, a rebalance under writes (one JSON line)"
 	@echo "make bench-ingest record_message / record_messages vs a raw INSERT, 1 and 8 connections; mnemo import (ARGS=--profile 600: where the time goes)"
+	@echo "make bench-formation an extract job's CPU with its memory lookups per batch vs per candidate (one JSON line)"
 	@echo "make bench-floors issue 43's floors: the product table's own INSERT vs a raw one (each index's cost), PostgreSQL's work a managed call, a bare relay (one JSON line)"
 	@echo "DATABASE_URL=... make up|test   use an existing server instead of the local cluster"
 
@@ -163,6 +164,11 @@ bench-ingest: deploy
 # --messages N --history N --calls N --relay-calls N (see bench/floors.py)
 bench-floors: deploy
 	@$(PY) bench/floors.py $(ARGS)
+
+# An extract job's lookups per batch against per candidate, in one run (ABBA, rolled
+# back). ARGS: --pool N --sessions N --reps N (see bench/formation.py)
+bench-formation: deploy
+	@$(PY) bench/formation.py $(ARGS)
 
 # ARGS: --conversations N --calls N --writers N --no-rebalance (see bench/citus.py)
 bench-citus: deploy

@@ -17,7 +17,10 @@ falling back) or the offline rules (extract.py), and hands each to `form`:
    mnemo_internal.insert_memory with their typed payload, entities, mentions, edges
    and a version; every decision goes to mnemo.admission_log.
 
-`remember` and `correct` (the explicit API) use the same steps 2-3 and 5's writes.
+Steps 1-4 read the tenant's memories once per job for all its candidates (lookups.Batch,
+one statement after the formation lock), each candidate still seeing what those before
+it wrote. `remember` and `correct` (the explicit API) use the same steps 2-3 and 5's
+writes, with a query per question (lookups.Lookups).
 """
 
 from __future__ import annotations
@@ -30,8 +33,10 @@ from .. import redact
 from ..timestamps import utc_datetime
 from ..vocabulary import most_sensitive, provenance_authority
 from . import admission, extract, helper_llm
+from .lookups import Batch, Lookups
 from .statements import (
     ADMISSION,
+    BATCH,
     CURRENT_FACTS,
     DECISION,
     EDGE,
@@ -47,6 +52,7 @@ from .statements import (
     MERGE,
     MESSAGES,
     NEAREST,
+    PAIRS,
     SAME_KEY,
     SAVE_STATE,
     SEEN,
@@ -95,6 +101,8 @@ class Former:
             "exact": p(EXACT, [t, "bytea"]),
             "embed": p(EMBED, ["text[]"]),
             "nearest": p(NEAREST, [t, "vector"]),
+            "batch": p(BATCH, [t, "text[]", "text[]", "text[]", "text[]", "text[]"]),
+            "pairs": p(PAIRS, ["text[]"]),
             "current_facts": p(CURRENT_FACTS, [t, t, t]),
             "same_key": p(SAME_KEY, [t, t, "bigint"]),
             "merge": p(MERGE, [t, "bigint", "bigint[]"]),
@@ -174,7 +182,10 @@ class Former:
         for c in cands:
             c.setdefault("method", used)
             c["sensitivity"] = most_sensitive(sens.get(i, "none") for i in c["source_message_ids"])
-        stats = self.form_all(tenant, cands, cfg.get("admission_threshold") or st["admit"], st["dedup"])
+        # payload "lookup": "per_candidate" reads the tenant's memories once per candidate,
+        # as formation did before batches (tests and bench/formation.py compare the two)
+        stats = self.form_all(tenant, cands, cfg.get("admission_threshold") or st["admit"], st["dedup"],
+                              batch=payload.get("lookup") != "per_candidate")
         if rows:
             self.execute("save_state", [tenant, session, max(r["turn_index"] for r in rows), used])
         stats.update({"method": used, "messages": len(msgs), "candidates": len(cands),
@@ -199,18 +210,22 @@ class Former:
         return helper_llm.config_from_rows(self.execute("helper", []))
 
     # ---------------------------------------------------------------- formation
-    def form_all(self, tenant: str, cands: list[dict], threshold: float, dedup: float) -> dict:
+    def form_all(self, tenant: str, cands: list[dict], threshold: float, dedup: float,
+                 batch: bool = True) -> dict:
         stats = {"admitted": 0, "rejected": 0, "merged": 0, "superseded": 0, "skipped": 0}
         if not cands:
             return stats
-        self.redact(tenant, cands)
+        redacts = self.redact(tenant, cands)
         vecs = [r["v"] for r in self.execute("embed", [[c["content"] for c in cands]])]
-        self.lock(tenant)  # only now: reading and encoding need no lock (see lock)
-        new_ids: list[int] = []
-        now = datetime.now(UTC)
         for c, vec in zip(cands, vecs, strict=True):
             c["embedding"] = vec
-            outcome, mid = self.form(tenant, c, threshold, dedup, now)
+        self.lock(tenant)  # only now: reading and encoding need no lock (see lock)
+        # the batch's reads after the lock: what another former wrote before is seen
+        look = Batch(self, tenant, cands, redacts) if batch else Lookups(self, tenant)
+        new_ids: list[int] = []
+        now = datetime.now(UTC)
+        for k, c in enumerate(cands):
+            outcome, mid = self.form(tenant, c, threshold, dedup, now, look=look, k=k)
             stats[outcome] = stats.get(outcome, 0) + 1
             if outcome in ("admitted", "superseded") and mid:
                 new_ids.append(mid)
@@ -223,11 +238,12 @@ class Former:
                              s["novelty"], s["utility"], s["recency"], s["threshold"], c["content"],
                              c["kind"], h, c["source_message_ids"], decision, c.get("method")])
 
-    def redact(self, tenant: str, cands: list[dict]) -> None:
+    def redact(self, tenant: str, cands: list[dict]) -> bool:
         """Candidates are redacted once, before anything (embedding, log, version,
-        payload) keeps them: form() and insert() take them redacted."""
+        payload) keeps them: form() and insert() take them redacted. -> whether the
+        tenant redacts."""
         if not cands or not self.execute("redacts", [tenant])[0]["on"]:
-            return
+            return False
         for c in cands:
             keys = [k for k in ("content", "decision", "rationale", "alternatives", "title", "subject",
                                 "object", "entities", "tags", "source_key", "tool") if c.get(k)]
@@ -235,39 +251,43 @@ class Former:
             if kinds:
                 c.update(value)
                 c["redactions"] = kinds
+        return True
 
     def form(self, tenant: str, c: dict, threshold: float, dedup: float, now: datetime,
-             explicit: bool = False) -> tuple[str, int | None]:
-        """One (redacted) candidate through idempotence, dedup, conflicts and admission."""
-        h = self.execute("hash", [c["content"]])[0]["h"]
+             explicit: bool = False, look: Lookups | None = None, k: int = 0) -> tuple[str, int | None]:
+        """One (redacted) candidate through idempotence, dedup, conflicts and admission;
+        `look` reads the tenant's memories (per candidate, or the batch's k-th)."""
+        look = look or Lookups(self, tenant)
+        h = look.hash(k, c)
         src = c["source_message_ids"]
-        if src and self.execute("seen", [tenant, h, src])[0]["seen"]:
+        if src and look.seen(k, h, src):
             return "skipped", None
-        exact = self.execute("exact", [tenant, h])
-        if exact:
-            mid = exact[0]["memory_id"]
+        mid = look.exact(k, h)
+        if mid is not None:
             if not explicit:
                 self.merge(tenant, mid, c, "exact_duplicate")
                 s = admission.score(c, 1.0, now, threshold)
                 self._log(tenant, c, h, mid, True, s, "merged_exact")
+                look.logged(h, src)
             return "merged", mid
 
         # Conflicts: one current value per functional predicate; file re-reads.
         losers: list[int] = []
         winner_over_candidate = None
         if c["kind"] == "fact" and c.get("functional") and c.get("subject") and c.get("predicate"):
-            for f in self.execute("current_facts", [tenant, c["subject"], c["predicate"]]):
+            for f in look.current_facts(k, c):
                 if (f["object"] or "").strip().lower() == (c.get("object") or "").strip().lower():
                     if not explicit:
                         self.merge(tenant, f["memory_id"], c, "same_fact")
                         s = admission.score(c, 1.0, now, threshold)
                         self._log(tenant, c, h, f["memory_id"], True, s, "merged_same_fact")
+                        look.logged(h, src)
                     return "merged", f["memory_id"]
                 if self.newer_wins(c, f):
                     losers.append(f["memory_id"])
                 else:
                     winner_over_candidate = f
-        near = self.execute("nearest", [tenant, c["embedding"]]) if c.get("embedding") else []
+        near = look.nearest(k, c) if c.get("embedding") else []
         best = max((r["cosine"] for r in near), default=None)
         if not losers and winner_over_candidate is None and not explicit and c["kind"] != "file_context":
             for r in near:
@@ -275,10 +295,12 @@ class Former:
                     self.merge(tenant, r["memory_id"], c, f"near_duplicate cosine={r['cosine']:.3f}")
                     s = admission.score(c, r["cosine"], now, threshold)
                     self._log(tenant, c, h, r["memory_id"], True, s, "merged_near")
+                    look.logged(h, src)
                     return "merged", r["memory_id"]
         s = admission.score(c, best, now, threshold)
         if not (explicit or s["admitted"] or losers):
             self._log(tenant, c, h, None, False, s, "rejected")
+            look.logged(h, src)
             return "rejected", None
         options = {}
         if winner_over_candidate is not None:
@@ -287,11 +309,14 @@ class Former:
                        "valid_to": _iso(_ts(winner_over_candidate["valid_epoch"]))}
         mid = self.insert(tenant, c, options)
         self._log(tenant, c, h, mid, True, s, "explicit" if explicit else "admitted")
+        look.logged(h, src)
+        look.formed(k, c, h, mid, current=winner_over_candidate is None)
         if c.get("source_key"):
             losers.extend(r["memory_id"] for r in self.execute("same_key", [tenant, c["source_key"], mid]))
         for old in losers:
             self.supersede(tenant, old, mid, c.get("valid_from") or now,
                            "file re-read" if c["kind"] == "file_context" else "contradicted by a newer statement")
+            look.superseded(old)
         return ("superseded" if losers else "admitted"), mid
 
     @staticmethod

@@ -69,6 +69,58 @@ FROM mnemo.memory_facts AS f
 JOIN mnemo.memories AS m ON m.tenant_id = f.tenant_id AND m.memory_id = f.memory_id
 WHERE f.tenant_id = $1 AND lower(f.subject) = lower($2) AND f.predicate = $3
     AND m.is_active AND m.superseded_by IS NULL
+ORDER BY m.memory_id
+"""
+# What form() reads about the tenant's memories, for every candidate of a batch in one
+# statement (formation.Batch): each one's hash, whether admission has seen it, its exact
+# duplicate, its NEAREST five (the same query, the HNSW index per candidate through
+# LATERAL) and the CURRENT_FACTS of its subject and predicate (NULL for a candidate that
+# is no functional fact). One tenant throughout ($1): a router query under Citus; the
+# candidates come in as arrays, unnested in FROM, never into an INSERT or UPDATE.
+# OFFSET 0 keeps the candidates' subquery whole: flattened, each candidate's vector was
+# parsed and its hash computed again for every memory compared (30 ms a candidate at 170).
+BATCH = """
+SELECT c.i, c.h,
+    cardinality(c.src) > 0 AND EXISTS (SELECT FROM mnemo.admission_log AS a
+        WHERE a.tenant_id = $1 AND a.candidate_hash = c.h AND a.source_message_ids && c.src) AS seen,
+    (SELECT m.memory_id FROM mnemo.memories AS m
+        WHERE m.tenant_id = $1 AND m.content_hash = c.h AND m.is_active AND m.superseded_by IS NULL
+        ORDER BY m.memory_id LIMIT 1) AS exact,
+    n.ids AS near_ids, n.kinds AS near_kinds, n.cos AS near_cos,
+    f.ids AS fact_ids, f.objects AS fact_objects, f.epochs AS fact_epochs,
+    f.provenances AS fact_provenances, f.confidences AS fact_confidences
+FROM (SELECT x.i, mnemo_internal.content_hash(x.content) AS h, coalesce(x.src::bigint[], '{}') AS src,
+        x.v::vector AS v, x.subject, x.predicate
+    FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[])
+        WITH ORDINALITY AS x (content, src, v, subject, predicate, i)
+    OFFSET 0) AS c
+LEFT JOIN LATERAL (
+    SELECT array_agg(k.memory_id) AS ids, array_agg(k.kind) AS kinds, array_agg(k.cosine) AS cos
+    FROM (SELECT m.memory_id, m.kind, 1 - (m.embedding <=> c.v) AS cosine
+        FROM mnemo.memories AS m
+        WHERE c.v IS NOT NULL AND m.tenant_id = $1 AND m.is_active AND m.superseded_by IS NULL
+            AND m.embedding IS NOT NULL AND (m.valid_to IS NULL OR m.valid_to > now())
+        ORDER BY m.embedding <=> c.v LIMIT 5) AS k
+) AS n ON true
+LEFT JOIN LATERAL (
+    SELECT array_agg(k.memory_id) AS ids, array_agg(k.object) AS objects, array_agg(k.valid_epoch) AS epochs,
+        array_agg(k.provenance_type) AS provenances, array_agg(k.confidence) AS confidences
+    FROM (SELECT m.memory_id, f.object, extract(epoch FROM m.valid_from)::float8 AS valid_epoch,
+            m.provenance_type, m.confidence::float8 AS confidence
+        FROM mnemo.memory_facts AS f
+        JOIN mnemo.memories AS m ON m.tenant_id = f.tenant_id AND m.memory_id = f.memory_id
+        WHERE c.subject IS NOT NULL AND f.tenant_id = $1 AND lower(f.subject) = lower(c.subject)
+            AND f.predicate = c.predicate AND m.is_active AND m.superseded_by IS NULL
+        ORDER BY m.memory_id) AS k
+) AS f ON true
+ORDER BY c.i
+"""
+# The cosine of each candidate of a batch to each one before it, by pgvector (the same
+# arithmetic NEAREST does once the earlier one is a memory): no table, no tenant.
+PAIRS = """
+WITH v AS MATERIALIZED (SELECT x.i, x.v::vector AS v FROM unnest($1::text[]) WITH ORDINALITY AS x (v, i))
+SELECT b.i, ARRAY(SELECT 1 - (a.v <=> b.v) FROM v AS a WHERE a.i < b.i ORDER BY a.i) AS cos
+FROM v AS b ORDER BY b.i
 """
 SAME_KEY = """
 SELECT m.memory_id FROM mnemo.memories AS m

@@ -451,3 +451,97 @@ def test_each_candidate_is_redacted_once_with_one_lookup(db, tenant, conv):
         conn.rollback()
     # one lookup for the batch; insert_memory, the one insert path, checks again for its own
     assert out["candidates"] > 1 and calls["redaction_enabled"] == 1 + calls["insert_memory"]
+
+
+def _formed(db, tenant):
+    """What formation wrote for a tenant, with its ids (memories, messages) replaced by
+    their order in the tenant, so two tenants fed the same conversation compare."""
+    mems = rows(db, "SELECT memory_id FROM mnemo.memories WHERE tenant_id = %(t)s ORDER BY memory_id", t=tenant)
+    msgs = rows(db, "SELECT message_id, turn_index FROM mnemo.messages WHERE tenant_id = %(t)s", t=tenant)
+    mem = {m[0]: i for i, m in enumerate(mems)} | {None: None}
+    turn = dict(msgs)
+
+    def turns(ids):
+        return sorted(turn[i] for i in ids or [])
+
+    out = {"memories": [(mem[r[0]], r[1], r[2], r[3], mem[r[4]], r[5], turns(r[6]), r[7], r[8], r[9])
+                        for r in rows(db, "SELECT m.memory_id, m.kind, m.content_full, m.is_active, m.superseded_by,"
+                                          " m.valid_to, m.source_message_ids, m.metadata, m.source_key,"
+                                          " coalesce(a.access_count, 0) FROM mnemo.memories AS m"
+                                          " LEFT JOIN mnemo.memory_access AS a USING (tenant_id, memory_id)"
+                                          " WHERE m.tenant_id = %(t)s ORDER BY m.memory_id", t=tenant)]}
+    out["links"] = sorted((mem[r[0]], r[1], mem[r[2]]) for r in rows(
+        db, "SELECT src_memory_id, relation, dst_memory_id FROM mnemo.memory_links WHERE tenant_id = %(t)s",
+        t=tenant))
+    out["facts"] = sorted((mem[r[0]], *r[1:]) for r in rows(
+        db, "SELECT memory_id, subject, predicate, object, valid_from, valid_to FROM mnemo.memory_facts"
+            " WHERE tenant_id = %(t)s", t=tenant))
+    out["versions"] = sorted((mem[r[0]], *r[1:]) for r in rows(
+        db, "SELECT memory_id, version, change, reason, new_value - 'superseded_by' - 'source_message_ids'"
+            " FROM mnemo.memory_versions"
+            " WHERE tenant_id = %(t)s", t=tenant))
+    out["admission"] = [(mem[r[0]], *r[1:-1], turns(r[-1])) for r in rows(
+        db, "SELECT memory_id, admitted, decision, content_preview, score_total, score_novelty,"
+            " source_message_ids FROM mnemo.admission_log WHERE tenant_id = %(t)s ORDER BY admission_id", t=tenant)]
+    return out
+
+
+def test_batch_formation_forms_what_per_candidate_formation_forms(db, tenant):
+    """The extract job reads the tenant's memories once for its batch of candidates
+    (lookups.Batch); the same conversation formed one lookup per candidate (payload
+    "lookup": "per_candidate") must give the same memories, merges, supersessions,
+    versions and admission decisions, within a batch and across two."""
+    other = "t_" + tenant[2:][::-1]
+    db.create_tenant(other)
+    read = {"role": "assistant", "content": None}
+
+    def feed(t, s, part):
+        day = timedelta(days=1)
+        if part == 1:
+            say(db, t, s, "user", "Hi! I live in Paris and I work at Acme Corp.", T0)
+            say(db, t, s, "user", "My favourite editor is Neovim with the Lazy plugin manager.", T0 + day)
+            say(db, t, s, "user", "My favourite editor is Neovim with the Lazy plugin manager.", T0 + day)
+            say(db, t, s, "user", "I have been training for the Berlin marathon with my running club every "
+                "Sunday.", T0 + 2 * day)
+            say(db, t, s, "user", "I have been training for the Berlin marathon with my running club every "
+                "Sunday morning.", T0 + 2 * day)
+            say(db, t, s, "user", "Sure, sounds good.", T0 + 2 * day)
+            say(db, t, s, "user", "Big news: I moved to Berlin last month. I need to renew my passport by "
+                "Friday.", T0 + 30 * day)
+            say(db, t, s, "user", "We decided to use PostgreSQL instead of MongoDB because we need "
+                "transactions across accounts.", T0 + 31 * day)
+        else:
+            for i, text in enumerate(("def main():\n    return serve(port=8080)\n",
+                                      "def main():\n    return serve(port=9090)\n",
+                                      "def main():\n    return serve(port=9090)\n")):
+                call = {"id": f"r{i}", "type": "function",
+                        "function": {"name": "read_file", "arguments": '{"path": "src/app.py"}'}}
+                db.record_message(t, s, {**read, "tool_calls": [call]}, created_at=T0 + 40 * day)
+                db.record_message(t, s, {"role": "tool", "tool_call_id": f"r{i}", "content": text},
+                                  created_at=T0 + 40 * day + timedelta(seconds=i))
+            say(db, t, s, "user", "My favourite editor is Neovim with the Lazy plugin manager.", T0 + 41 * day)
+            say(db, t, s, "user", "I live in Madrid.", T0 + 10 * day)  # older than Berlin: late
+            say(db, t, s, "user", "I just moved to Lisbon for the new job and I love it here.", T0 + 42 * day)
+            say(db, t, s, "user", "Now I live in Porto.", T0 + 43 * day)
+            say(db, t, s, "user", "We decided to use PostgreSQL instead of MongoDB because we need "
+                "transactions across accounts.", T0 + 44 * day)
+
+    sessions = {t: db.start_session(t, context_window=8192) for t in (tenant, other)}
+    stats = {}
+    for part in (1, 2):
+        for t, lookup in ((tenant, None), (other, "per_candidate")):
+            feed(t, sessions[t], part)
+            payload = {"lookup": lookup} if lookup else {}
+            stats[t, part] = extract(db, t, sessions[t], **payload)
+        assert stats[tenant, part] == stats[other, part]
+    assert stats[tenant, 1]["candidates"] >= 6 and stats[tenant, 2]["candidates"] >= 6
+    assert all(stats[tenant, p]["merged"] and stats[tenant, p]["superseded"] for p in (1, 2)), stats
+    batch, single = _formed(db, tenant), _formed(db, other)
+    for part in batch:
+        assert batch[part] == single[part], part
+    # what the conversation exercised: supersession within a batch and across, a late
+    # statement stored superseded, a file re-read, exact and near merges
+    superseded = {m[2] for m in batch["memories"] if m[4] is not None}
+    assert any("Paris" in c for c in superseded) and any("Berlin" in c for c in superseded)
+    assert any("Madrid" in c for c in superseded) and any("port=8080" in c for c in superseded)
+    assert {a[2] for a in batch["admission"]} >= {"merged_exact", "merged_near", "admitted", "rejected"}
