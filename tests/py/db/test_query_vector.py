@@ -5,6 +5,7 @@ mnemo_internal.run_embed_jobs). Real PostgreSQL, the real model."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import uuid
 
@@ -52,10 +53,11 @@ def test_the_job_uses_the_handed_vector_only_for_its_own_text(db, tenant, sessio
     db.record_message(tenant, session, {"role": "user", "content": QUESTION})
     db.compile_context(tenant, session)
     other = vector_of(db, "A sentence about something else entirely.")
-    db._call("UPDATE mnemo.jobs SET payload = payload || jsonb_build_object('vector', %(v)s::text)"
-             " || CASE WHEN %(stale)s THEN jsonb_build_object('text_md5', md5('another text')) ELSE '{}' END"
+    # the new keys built here: Citus takes no CASE over non-immutable functions in SET
+    swap = {"vector": other, **({} if text_md5 == "kept" else {"text_md5": hashlib.md5(b"another text").hexdigest()})}
+    db._call("UPDATE mnemo.jobs SET payload = payload || %(swap)s::jsonb"
              " WHERE tenant_id = %(t)s AND kind = 'embed' AND payload ? 'vector'",
-             {"t": tenant, "v": other, "stale": text_md5 != "kept"})
+             {"t": tenant, "swap": json.dumps(swap)})
     drain_jobs(db, tenant, WORKER)
     expected = other if text_md5 == "kept" else vector_of(db, QUESTION)
     assert stored_vector(db, tenant, QUESTION) == expected
