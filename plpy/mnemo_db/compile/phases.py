@@ -57,6 +57,7 @@ from .retrieval import (
     CandidatePool,
     asker_roles,
     fuse_candidates,
+    match_sentences,
     query_words,
     recall_k,
     recalled,
@@ -440,6 +441,7 @@ def run(db: Database, tenant_id: str, session_id: str | None, query: str | None,
     cosine = cosines(pool, query_vector, nameless)
     lap("vector")
     candidates = read_candidates(db, session, planned, pool, cosine)
+    match_sentences(candidates, query_vector, asker_roles(query), embedder.embed, session.weights["lexical"])
     lap("candidates")
     bundle = decide(session, history, planned, candidates, previous, query, recall_scope(session, pool), line_counter)
     if cut:

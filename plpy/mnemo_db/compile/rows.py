@@ -150,7 +150,7 @@ def candidates(r: dict, fused: list[dict]) -> list[dict]:
                       for name in ("detail", "compact", "stub") if r[f"content_{name}"][i]}
         out.append({
             "source": c["source"], "kind": r["kind"][i], "text": r["text"][i] or "",
-            "levels": levels, "relevance": c["relevance"],
+            "levels": levels, "relevance": c["relevance"], "cosine": c.get("cosine"),
             "sensitivity": r["sensitivity"][i], "is_pinned": c["is_pinned"],
             "access_count": c["access_count"],
             "last_accessed_at": utc_datetime(r["accessed_epoch"][i]),

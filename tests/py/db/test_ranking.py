@@ -241,6 +241,48 @@ def test_a_first_person_question_counts_the_users_turns_as_its_speaker(db, tenan
     assert order("What did you tell me about seeing a dermatologist about the rash?") == ["assistant", "user"]
 
 
+@pytest.mark.parametrize("text, expected", [
+    ("Can you plan my meals? By the way, I adopted two kittens last spring.",
+     ["Can you plan my meals?", "By the way, I adopted two kittens last spring."]),
+    ("Thanks! That helps a lot.", []),  # one sentence that says something: the turn's own vector
+    ("What is 3.5 times 2? I need it for the recipe.", ["What is 3.5 times 2?", "I need it for the recipe."]),
+    ('I asked "Is it safe?" She said it was fine.', ['I asked "Is it safe?"', "She said it was fine."]),
+    ("", []),
+    (None, []),
+])
+def test_sentences(text, expected):
+    assert retrieval.sentences(text) == expected
+
+
+def test_a_fact_said_in_passing_is_matched_by_its_sentence(db, tenant):
+    """Issue 42 §3: a user's turn that is a request with an aside ("By the way, I
+    adopted two kittens") holds the fact a first-person question asks for in one
+    sentence; the turn's vector is the request's, and another turn on the question's
+    topic is the closer match as a whole. For a question that names the user
+    (asker_roles) the turn's closest sentence is what counts; the same question in
+    the first person plural names no role, and the turns rank as wholes."""
+    s = db.start_session(tenant)
+    aside = db.record_message(tenant, s, {"role": "user", "content": (
+        "Can you suggest a weekly cleaning schedule for a two-bedroom apartment? I want the kitchen and the "
+        "bathroom tidy without losing my whole weekend to it. By the way, I adopted two kittens from the "
+        "animal shelter last spring.")})
+    db.record_message(tenant, s, {"role": "assistant", "content": (
+        "Monday: kitchen surfaces. Wednesday: bathroom. Saturday: floors and dusting, about an hour.")})
+    s = db.start_session(tenant)
+    topic = db.record_message(tenant, s, {"role": "user", "content": (
+        "Which toys keep shelter pets busy at home in the evenings?")})
+    db.record_message(tenant, s, {"role": "assistant", "content": "Puzzle feeders and wand toys work well."})
+    run_jobs(db, tenant)
+    q = db.start_session(tenant)
+
+    def order(query):
+        ranked = _ranked(db, tenant, q, query)
+        return sorted((aside, topic), key=lambda m: ranked.index(f"msg:{m}"))
+
+    assert order("How many pets did we adopt from the shelter?") == [topic, aside]
+    assert order("How many pets did I adopt from the shelter?") == [aside, topic]
+
+
 def test_the_items_cap_keeps_the_best_ranked(db, tenant):
     s = db.start_session(tenant)
     for k in range(6):
