@@ -8,12 +8,13 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
+import psycopg
 import pytest
 from helpers import run_jobs, text_of
 from mnemo_db.compile import options, retrieval, temporal
 from mnemo_db.compile.policy import DEFAULT_WEIGHTS
 
-from mnemosyne import errors
+from mnemosyne import default_dsn, errors
 from mnemosyne.importers import Parsed, Session, run_import
 
 
@@ -281,6 +282,52 @@ def test_a_fact_said_in_passing_is_matched_by_its_sentence(db, tenant):
 
     assert order("How many pets did we adopt from the shelter?") == [topic, aside]
     assert order("How many pets did I adopt from the shelter?") == [aside, topic]
+
+    # The sentences' vectors are the embed job's, stored with the turn's: the
+    # compile encodes none. Without them the turn ranks as a whole again, and
+    # with them back as before.
+    with psycopg.connect(default_dsn(), autocommit=True) as conn:
+        def stored(m):
+            return conn.execute("SELECT sentence_embeddings::text FROM mnemo.messages "
+                                "WHERE tenant_id = %s AND message_id = %s", (tenant, m)).fetchone()[0]
+        kept = stored(aside)
+        conn.execute("UPDATE mnemo.messages SET sentence_embeddings = NULL WHERE tenant_id = %s AND message_id = %s",
+                     (tenant, aside))
+        assert order("How many pets did I adopt from the shelter?") == [topic, aside]
+        conn.execute("UPDATE mnemo.messages SET sentence_embeddings = %s::vector(384)[] "
+                     "WHERE tenant_id = %s AND message_id = %s", (kept, tenant, aside))
+        assert order("How many pets did I adopt from the shelter?") == [aside, topic]
+
+
+def test_the_embed_job_stores_a_user_turns_sentence_vectors(db, tenant):
+    """The embed job encodes a user turn's sentences (retrieval.sentences, the one
+    split) with the turn and stores their vectors in order; a turn of one sentence,
+    an assistant's turn and a memory get none."""
+    s = db.start_session(tenant)
+    text = ("Can you plan a three-day trip to Lisbon for me? I like museums more than beaches. "
+            "Thanks! My budget is about nine hundred euros.")
+    user = db.record_message(tenant, s, {"role": "user", "content": text})
+    short = db.record_message(tenant, s, {"role": "user", "content": "What is the weather like in Lisbon in May?"})
+    said = db.record_message(tenant, s, {"role": "assistant", "content": (
+        "Day one: Belem and the Jeronimos Monastery. Day two: the Gulbenkian Museum. Day three: Sintra.")})
+    with psycopg.connect(default_dsn(), autocommit=True) as conn:
+        def stored(m):
+            return conn.execute(
+                "SELECT sentence_embeddings IS NULL, embedding IS NULL FROM mnemo.messages "
+                "WHERE tenant_id = %s AND message_id = %s", (tenant, m)).fetchone()
+        assert stored(user) == (True, True)  # nothing before the job runs
+        run_jobs(db, tenant)
+        for m in (short, said):
+            assert stored(m) == (True, False)
+        expected = retrieval.sentences(text)
+        assert expected == ["Can you plan a three-day trip to Lisbon for me?", "I like museums more than beaches.",
+                            "My budget is about nine hundred euros."]
+        (cosines,) = conn.execute("""
+            SELECT array_agg(1 - (v <=> mnemo.embed(x)) ORDER BY k)
+            FROM mnemo.messages AS m,
+                unnest(m.sentence_embeddings, %s::text[]) WITH ORDINALITY AS s (v, x, k)
+            WHERE m.tenant_id = %s AND m.message_id = %s""", (expected, tenant, user)).fetchone()
+    assert len(cosines) == 3 and min(cosines) > 0.9999
 
 
 def test_the_items_cap_keeps_the_best_ranked(db, tenant):
