@@ -4,7 +4,9 @@
 -- except a text whose vector a compile has already handed to its job (payload
 -- 'vector', with 'text_md5' of the text it embeds: the proxy compiles for the user
 -- message it has just recorded; used only while that is still the text), the
--- vectors are stored (store_embedding), the user messages embedded for the first
+-- vectors are stored (store_embedding) with, for a user turn of several sentences,
+-- its sentences' vectors (embed_target_sentences; encoded in the same batches, so
+-- that a compile matches them without encoding: retrieval.match_sentences), the user messages embedded for the first
 -- time get their topic and goal shift (paging_call 'embedded', session by session in
 -- (tenant, session) order, each session's row locked first as record_messages locks
 -- it, so a writer of the session and this never wait for each other's paging rows),
@@ -26,8 +28,13 @@ DECLARE
     v_ids bigint[];
     v_texts text[];
     v_known vector [];  -- a vector handed over by a compile (NULL: to encode)
+    v_said jsonb;  -- per job: the sentences to encode besides its text ([] : none)
+    v_sentences text[];  -- all jobs' sentences, job after job
+    v_from integer[];  -- per job: its first sentence in v_sentences (NULL: none)
+    v_to integer[];
     v_to_encode text[];
     v_vectors vector [];
+    v_sentence_vectors vector [];
     v_lex_tenants text[];
     v_lex_docs tsvector [];
     v_first_jobs bigint [];
@@ -36,10 +43,12 @@ BEGIN
     SELECT array_agg(t.tenant_id ORDER BY t.ord), array_agg(t.job_id ORDER BY t.ord),
         array_agg(t.txt ORDER BY t.ord),
         array_agg(CASE WHEN md5(t.txt) = t.payload ->> 'text_md5' THEN (t.payload ->> 'vector')::vector END
-            ORDER BY t.ord)
-    INTO v_tenants, v_ids, v_texts, v_known
+            ORDER BY t.ord),
+        jsonb_agg(coalesce(to_jsonb(t.said), '[]'::jsonb) ORDER BY t.ord)
+    INTO v_tenants, v_ids, v_texts, v_known, v_said
     FROM (
-        SELECT e.tenant_id, e.job_id, e.ord, j.payload, mnemo_internal.embed_target_text(j.tenant_id, j.payload) AS txt
+        SELECT e.tenant_id, e.job_id, e.ord, j.payload, mnemo_internal.embed_target_text(j.tenant_id, j.payload) AS txt,
+            mnemo_internal.embed_target_sentences(j.tenant_id, j.payload) AS said
         FROM unnest(p_tenants, p_job_ids) WITH ORDINALITY AS e (tenant_id, job_id, ord)
         JOIN mnemo.jobs AS j ON j.tenant_id = e.tenant_id AND j.job_id = e.job_id
     ) AS t;
@@ -49,20 +58,43 @@ BEGIN
     v_to_encode := ARRAY(
         SELECT CASE WHEN k.vec IS NULL THEN k.txt END
         FROM unnest(v_texts, v_known) WITH ORDINALITY AS k (txt, vec, ord) ORDER BY k.ord);
+    -- (the sentences of a job whose text is gone are not encoded: it stores nothing)
+    v_sentences := ARRAY(
+        SELECT s.txt
+        FROM jsonb_array_elements(v_said) WITH ORDINALITY AS t (said, ord)
+        CROSS JOIN LATERAL jsonb_array_elements_text(t.said) WITH ORDINALITY AS s (txt, k)
+        WHERE v_texts[t.ord] IS NOT NULL
+        ORDER BY t.ord, s.k);
+    SELECT array_agg(CASE WHEN c.n > 0 THEN c.upto - c.n + 1 END ORDER BY c.ord),
+        array_agg(CASE WHEN c.n > 0 THEN c.upto END ORDER BY c.ord)
+    INTO v_from, v_to
+    FROM (
+        SELECT t.ord, n.n, sum(n.n) OVER (ORDER BY t.ord) AS upto
+        FROM jsonb_array_elements(v_said) WITH ORDINALITY AS t (said, ord)
+        CROSS JOIN LATERAL (
+            SELECT CASE WHEN v_texts[t.ord] IS NOT NULL THEN jsonb_array_length(t.said) ELSE 0 END AS n
+        ) AS n
+    ) AS c;
+    -- the sentences go after the texts, through the same batches
+    v_to_encode := v_to_encode || v_sentences;
     -- The model's work, the long part, in chunks: a dead postmaster is noticed
     -- between them (the writes below are short). A NULL text gives a NULL vector.
     FOR i IN 1 .. cardinality(v_to_encode) BY 16 LOOP
         v_vectors := v_vectors || mnemo.embed_batch(v_to_encode[i:i + 15]);
         PERFORM mnemo_internal.stop_if_postmaster_died();
     END LOOP;
+    -- (v_sentences' vectors: v_vectors past the texts', offset by cardinality(v_texts))
+    v_sentence_vectors := v_vectors[cardinality(v_texts) + 1:];
     v_vectors := ARRAY(
         SELECT CASE WHEN k.txt IS NOT NULL THEN coalesce(k.known, k.vec) END
-        FROM unnest(v_texts, v_known, v_vectors) WITH ORDINALITY AS k (txt, known, vec, ord) ORDER BY k.ord);
+        FROM unnest(v_texts, v_known, v_vectors[1:cardinality(v_texts)]) WITH ORDINALITY AS k (txt, known, vec, ord)
+        ORDER BY k.ord);
     SELECT array_agg(s.tenant_id), array_agg(s.doc), array_agg(s.job_id) FILTER (WHERE s.doc IS NOT NULL)
     INTO v_lex_tenants, v_lex_docs, v_first_jobs
     FROM (
-        SELECT j.tenant_id, j.job_id, mnemo_internal.store_embedding(j.tenant_id, j.payload, v.vec) AS doc
-        FROM unnest(v_tenants, v_ids, v_vectors) AS v (tenant_id, job_id, vec)
+        SELECT j.tenant_id, j.job_id,
+            mnemo_internal.store_embedding(j.tenant_id, j.payload, v.vec, v_sentence_vectors[v.s_from:v.s_to]) AS doc
+        FROM unnest(v_tenants, v_ids, v_vectors, v_from, v_to) AS v (tenant_id, job_id, vec, s_from, s_to)
         JOIN mnemo.jobs AS j ON j.tenant_id = v.tenant_id AND j.job_id = v.job_id
         WHERE v.vec IS NOT NULL
     ) AS s;

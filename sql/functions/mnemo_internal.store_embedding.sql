@@ -1,11 +1,13 @@
--- mnemo_internal.store_embedding(p_tenant_id, p_payload, p_embedding) -> tsvector
+-- mnemo_internal.store_embedding(p_tenant_id, p_payload, p_embedding, p_sentences) -> tsvector
 -- Stores the result of an 'embed' job on its message or memory, and a message's
--- extractive levels (mnemo_internal.message_levels) with it. Returns the row's
+-- extractive levels (mnemo_internal.message_levels) and its sentences' vectors
+-- (p_sentences, embed_target_sentences' in order; NULL: none) with it, in one
+-- UPDATE. Returns the row's
 -- search tsvector when this is its first embedding (the caller then counts it into
 -- mnemo.lexicon, once), else NULL.
--- Writes: mnemo.messages.embedding and levels, or mnemo.memories.embedding.
+-- Writes: mnemo.messages.embedding, levels and sentence_embeddings, or mnemo.memories.embedding.
 CREATE OR REPLACE FUNCTION mnemo_internal.store_embedding(
-    p_tenant_id text, p_payload jsonb, p_embedding vector
+    p_tenant_id text, p_payload jsonb, p_embedding vector, p_sentences vector[]
 ) RETURNS tsvector
 LANGUAGE plpgsql
 VOLATILE
@@ -19,7 +21,7 @@ BEGIN
         WHEN 'message' THEN
             -- the epoch as created_at - 'epoch' (IMMUTABLE; the same number): Citus takes
             -- only IMMUTABLE functions in an UPDATE's coalesce
-            UPDATE mnemo.messages AS m SET embedding = p_embedding,
+            UPDATE mnemo.messages AS m SET embedding = p_embedding, sentence_embeddings = p_sentences,
                 levels = coalesce(m.levels, mnemo_internal.message_levels(
                     m.content, m.role, m.token_count, extract(epoch FROM m.created_at - 'epoch'::timestamptz)::float8))
             FROM (SELECT o.embedding IS NULL AS first FROM mnemo.messages AS o
@@ -42,5 +44,5 @@ BEGIN
 END;
 $$;
 
-COMMENT ON FUNCTION mnemo_internal.store_embedding(text, jsonb, vector) IS
+COMMENT ON FUNCTION mnemo_internal.store_embedding(text, jsonb, vector, vector[]) IS
 'Writes an embedding onto the message or memory an embed job names; returns its tsvector the first time.';

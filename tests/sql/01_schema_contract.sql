@@ -2,7 +2,7 @@
 -- the API's signatures, volatility and privileges, and the hygiene of every routine.
 -- Catalog checks only; nothing is written (and the transaction is rolled back).
 BEGIN;
-SELECT plan(242);
+SELECT plan(243);
 -- On Citus (make test-citus) mnemo.messages has one level, by month (Citus distributes
 -- one partition level; the shards are the tenant level) and mnemo_api_owner logs in
 -- (Citus reaches the workers as it): those checks skip there (docs/operations.md).
@@ -303,7 +303,7 @@ FROM unnest(ARRAY['current_tenant_id', 'bound_tenant_id']) AS f;
 SELECT function_lang_is('mnemo_internal', 'redaction_enabled', ARRAY['text']::name [], 'plpgsql',
     'redaction_enabled is PL/pgSQL (its plan is kept for the session)');
 
--- Internal helpers exist with their signatures ----------------------------------- 13
+-- Internal helpers exist with their signatures ----------------------------------- 14
 SELECT has_function('mnemo_internal', f, args::name [], format('mnemo_internal.%s(%s)', f, array_to_string(args, ', ')))
 FROM (VALUES
     ('current_tenant_id', ARRAY[]::text []),
@@ -317,7 +317,8 @@ FROM (VALUES
     ('process_job_batch', ARRAY['integer']),
     ('py_bootstrap', ARRAY[]::text []),
     ('run_job', ARRAY['text', 'text', 'jsonb']),
-    ('store_embedding', ARRAY['text', 'jsonb', 'vector']),
+    ('store_embedding', ARRAY['text', 'jsonb', 'vector', 'vector[]']),
+    ('embed_target_sentences', ARRAY['text', 'jsonb']),
     ('create_hash_partitions', ARRAY['regclass', 'integer', 'text', 'boolean'])
 ) AS v (f, args)
 ORDER BY f;
@@ -416,6 +417,7 @@ SELECT is_empty($$
                 'lifecycle_status', 'run_jobs', 'run_sweep', 'process_job_batch', 'run_job', 'fail_jobs',
                 'process_job', 'claim_job', 'claim_embed_jobs', 'store_embedding', 'extract',
                 'build_message_segments', 'add_to_lexicon', 'create_hash_partitions', 'embed_target_text',
+                'embed_target_sentences',
                 'memories_line_tokens', 'messages_line_tokens')
             OR p.proname LIKE 'sweep\_%' OR p.proname LIKE 'job\_%' OR p.prorettype = 'trigger'::regtype)
         AND (has_function_privilege('mnemo_app', p.oid, 'EXECUTE')

@@ -57,9 +57,11 @@ from .retrieval import (
     CandidatePool,
     asker_roles,
     fuse_candidates,
+    match_sentences,
     query_words,
     recall_k,
     recalled,
+    sentence_turns,
     without_names,
 )
 from .temporal import TIME_WORDS, date_ranges, temporal_intent
@@ -384,6 +386,19 @@ def read_candidates(db: Database, session: Session, plan: Plan, pool: CandidateP
     return rows.candidates(db.run("candidate_rows", statements.rows_args(session.tenant_id, fused))[0], fused)
 
 
+def match_turn_sentences(db: Database, tenant_id: str, candidates: list[dict], query_vector: np.ndarray | None,
+                         roles: frozenset[str], lexical: float) -> None:
+    """retrieval.match_sentences over the sentence vectors the turns' embed jobs
+    stored (one statement for the 20 turns at most; nothing encoded here)."""
+    turns = sentence_turns(candidates, query_vector, roles)
+    if not turns:
+        return
+    r = db.run("sentence_vectors", [tenant_id, [c["id"] for c in turns], [c["created_epoch"] for c in turns]])
+    vectors = {row["message_id"]: np.frombuffer(row["vectors"], dtype=">f4").astype(np.float32).reshape(-1, embedding.DIMENSIONS)
+               for row in r if row["vectors"]}
+    match_sentences(turns, vectors, query_vector, lexical)
+
+
 def log(db: Database, session: Session, query: str | None, report: dict, latency_ms: float) -> int | None:
     """The context_log row's id (None: the log option is off)."""
     if not session.options["log"]:
@@ -440,6 +455,8 @@ def run(db: Database, tenant_id: str, session_id: str | None, query: str | None,
     cosine = cosines(pool, query_vector, nameless)
     lap("vector")
     candidates = read_candidates(db, session, planned, pool, cosine)
+    match_turn_sentences(db, session.tenant_id, candidates, query_vector, asker_roles(query),
+                         session.weights["lexical"])
     lap("candidates")
     bundle = decide(session, history, planned, candidates, previous, query, recall_scope(session, pool), line_counter)
     if cut:

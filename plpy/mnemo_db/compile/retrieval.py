@@ -457,13 +457,13 @@ def fuse_candidates(pool: CandidatePool, cosine: np.ndarray, w: dict, room: int,
     # the kept rows' signals as Python values (indexing numpy arrays one element at a
     # time costs more than the rest of this loop)
     out = []
-    for message, id_, rel, pinned, access, found, epoch in zip(
+    for message, id_, rel, pinned, access, found, epoch, cos in zip(
             is_message.tolist(), ids[kept].tolist(), relevance[kept].tolist(), pool.pinned[kept].tolist(),
-            pool.access_count[kept].tolist(), found_by.tolist(), created.tolist()):
+            pool.access_count[kept].tolist(), found_by.tolist(), created.tolist(), kept_cosine.tolist()):
         out.append({
             "source": f"msg:{id_}" if message else f"mem:{id_}", "id": id_, "relevance": rel,
             "is_pinned": pinned, "access_count": access, "retrievers": RETRIEVER_SETS[found],
-            "created_epoch": epoch if message else None,
+            "created_epoch": epoch if message else None, "cosine": cos,
         })
     return out
 
@@ -529,6 +529,71 @@ def diversify(pool: CandidatePool, relevance: np.ndarray, discount: float, tie: 
         # threads, whose start cost more than the rest on a loaded machine
         closest = np.maximum(closest, vectors @ vectors[k])
     return out
+
+
+# A turn's sentences (sentences): split after a full stop, question or exclamation
+# mark (or one closing a quote) followed by a capital or a quote; a fragment of fewer
+# than SENTENCE_MIN_WORDS words ("Thanks!", "Hi there.") matches nothing in particular.
+_SENTENCE_END = re.compile(r"(?:(?<=[.!?])|(?<=[.!?][\"'”’]))\s+(?=[A-Z\"'“])")
+SENTENCE_MIN_WORDS = 3
+# The roles whose turns have their sentences embedded (the embed job:
+# mnemo_internal.message_sentences) and matched: those asker_roles can name.
+SENTENCE_ROLES = frozenset({"user"})
+# How many of the named role's most relevant turns have their sentences matched
+# (match_sentences): their vectors are read with one statement (sentence_vectors).
+SENTENCE_MATCHED = 20
+
+
+def sentences(text: str | None) -> list[str]:
+    """The sentences of a turn that say something (SENTENCE_MIN_WORDS words or more);
+    none for a turn of one sentence, whose own vector is that sentence's. The one
+    split: the embed job embeds these (mnemo_internal.message_sentences) and the
+    compile matches their vectors (match_sentences)."""
+    found = [s.strip() for s in _SENTENCE_END.split(text or "") if len(s.split()) >= SENTENCE_MIN_WORDS]
+    return found if len(found) > 1 else []
+
+
+def role_sentences(role: str | None, text: str | None) -> list[str]:
+    """The sentences the embed job embeds for a message: a turn of SENTENCE_ROLES only."""
+    return sentences(text) if role in SENTENCE_ROLES else []
+
+
+def sentence_turns(candidates: list[dict], query_vector: np.ndarray | None,
+                   roles: frozenset[str]) -> list[dict]:
+    """The candidate turns whose sentences match_sentences matches: the
+    SENTENCE_MATCHED most relevant turns of the roles the query names (asker_roles)
+    that have a vector; none without a query vector or a named role."""
+    if query_vector is None or not (roles & SENTENCE_ROLES):
+        return []
+    return sorted((c for c in candidates if c["source"].startswith("msg:") and c.get("role") in roles
+                   and c.get("cosine") is not None and not np.isnan(c["cosine"])),
+                  key=lambda c: -c["relevance"])[:SENTENCE_MATCHED]
+
+
+def match_sentences(turns: list[dict], vectors: dict[int, np.ndarray], query_vector: np.ndarray,
+                    lexical: float) -> None:
+    """A turn of the role a query names (asker_roles) is as close to the query as its
+    closest sentence: the content match of each of `turns` (sentence_turns; their
+    `relevance`, in place) counts that sentence's cosine where it is above the turn's
+    own (the candidates' `cosine`), with the vector's share of the content match,
+    1 - lexical. vectors: a turn's id -> its sentences' vectors (float32 rows), as
+    its embed job stored them (none yet: the turn keeps its own match); the compile
+    encodes nothing for them. A user's turn in a chat with an assistant is mostly a
+    request, and what it tells of the user ("By the way, I finally saw my doctor on
+    March 3rd") is a sentence said in passing: the whole turn's vector is the
+    request's, and the question that asks for the fact ("How many doctor's
+    appointments did I go to?") matches the turns about its topic better than the
+    one that holds it (issue 42 §3)."""
+    if not turns or not vectors:
+        return
+    q = np.asarray(query_vector, dtype=np.float32)
+    q = q / float(np.linalg.norm(q))
+    for c in turns:
+        said = vectors.get(c["id"])
+        if said is not None and len(said):
+            norms = np.linalg.norm(said, axis=1)
+            best = float(np.max((said @ q) / np.where(norms > 0, norms, 1.0)))
+            c["relevance"] += (1 - lexical) * max(0.0, best - max(c["cosine"], 0.0))  # fused: cosine >= 0
 
 
 RETRIEVERS = ("vector", "fulltext", "entity_tag", "trigram", "frequent")

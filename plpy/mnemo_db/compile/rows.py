@@ -149,8 +149,9 @@ def candidates(r: dict, fused: list[dict]) -> list[dict]:
             levels = {name: {"text": r[f"content_{name}"][i], "losses": losses.get(name, {})}
                       for name in ("detail", "compact", "stub") if r[f"content_{name}"][i]}
         out.append({
-            "source": c["source"], "kind": r["kind"][i], "text": r["text"][i] or "",
-            "levels": levels, "relevance": c["relevance"],
+            "source": c["source"], "id": c["id"], "created_epoch": c["created_epoch"],
+            "kind": r["kind"][i], "text": r["text"][i] or "",
+            "levels": levels, "relevance": c["relevance"], "cosine": c.get("cosine"),
             "sensitivity": r["sensitivity"][i], "is_pinned": c["is_pinned"],
             "access_count": c["access_count"],
             "last_accessed_at": utc_datetime(r["accessed_epoch"][i]),

@@ -559,6 +559,21 @@ FROM (
 """
 CANDIDATE_ROWS_TYPES = ["text", "bigint[]", "bigint[]", "float8[]"]
 
+# The sentence vectors the embed job stored for the turns retrieval.match_sentences
+# matches (sentence_turns: 20 at most), each turn's as one bytea (pgvector's send
+# format without its 4-byte header, one sentence after the other), looked up by the
+# whole primary key as CANDIDATE_ROWS looks messages up. A turn not embedded yet, or
+# of one sentence, has none.
+SENTENCE_VECTORS = """
+SELECT m.message_id,
+    (SELECT string_agg(substring(vector_send(s.v) FROM 5), ''::bytea ORDER BY s.i)
+     FROM unnest(m.sentence_embeddings) WITH ORDINALITY AS s (v, i)) AS vectors
+FROM unnest($2::bigint[], $3::float8[]) AS k (message_id, created_epoch)
+JOIN mnemo.messages AS m ON m.tenant_id = $1 AND m.message_id = k.message_id
+    AND m.created_at = to_timestamp(k.created_epoch)
+WHERE m.sentence_embeddings IS NOT NULL
+"""
+
 # The as_of option as a timestamp, through the API's one range check (MN001 when it
 # is not a timestamp or outside years 2-9998 UTC).
 CHECK_AS_OF = "SELECT mnemo_internal.checked_timestamp($1, 'option as_of') AS ts"
@@ -641,6 +656,7 @@ STATEMENTS = {
     "candidate_pool_recalled": (CANDIDATE_POOL_RECALLED, CANDIDATE_POOL_RECALLED_TYPES),
     "recalled_messages": (RECALLED_MESSAGES, RECALLED_MESSAGES_TYPES),
     "candidate_rows": (CANDIDATE_ROWS, CANDIDATE_ROWS_TYPES),
+    "sentence_vectors": (SENTENCE_VECTORS, ["text", "bigint[]", "float8[]"]),
     "log": (LOG, ["text", "uuid", "text", "text", "integer", "integer", "text", "text", "text", "text", "real"]),
     "raise_error": ("SELECT mnemo_internal.raise_error($1, $2, $3)", ["text", "text", "text"]),
     "query_job": (QUERY_JOB, ["text", "text"]),
@@ -660,7 +676,8 @@ TENANT_STATEMENTS = {
 # nor those that only call a routine (enter, check_as_of, raise_error), which go
 # through Citus; nor paging_objects (paging only).
 SHARD_READS = frozenset({"session", "history", "last_user", "candidate_pool", "message_segments",
-                         "candidate_pool_recalled", "recalled_messages", "candidate_rows"} | TENANT_STATEMENTS.keys())
+                         "candidate_pool_recalled", "recalled_messages", "candidate_rows",
+                         "sentence_vectors"} | TENANT_STATEMENTS.keys())
 
 # A table named in a statement (schema-qualified: every statement names them so).
 _RELATION = re.compile(r"\b(mnemo(?:_internal)?\.\w+)\b")

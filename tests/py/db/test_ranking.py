@@ -8,12 +8,13 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
+import psycopg
 import pytest
 from helpers import run_jobs, text_of
 from mnemo_db.compile import options, retrieval, temporal
 from mnemo_db.compile.policy import DEFAULT_WEIGHTS
 
-from mnemosyne import errors
+from mnemosyne import default_dsn, errors
 from mnemosyne.importers import Parsed, Session, run_import
 
 
@@ -239,6 +240,94 @@ def test_a_first_person_question_counts_the_users_turns_as_its_speaker(db, tenan
 
     assert order("When did I see my dermatologist about the rash?") == ["user", "assistant"]
     assert order("What did you tell me about seeing a dermatologist about the rash?") == ["assistant", "user"]
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("Can you plan my meals? By the way, I adopted two kittens last spring.",
+     ["Can you plan my meals?", "By the way, I adopted two kittens last spring."]),
+    ("Thanks! That helps a lot.", []),  # one sentence that says something: the turn's own vector
+    ("What is 3.5 times 2? I need it for the recipe.", ["What is 3.5 times 2?", "I need it for the recipe."]),
+    ('I asked "Is it safe?" She said it was fine.', ['I asked "Is it safe?"', "She said it was fine."]),
+    ("", []),
+    (None, []),
+])
+def test_sentences(text, expected):
+    assert retrieval.sentences(text) == expected
+
+
+def test_a_fact_said_in_passing_is_matched_by_its_sentence(db, tenant):
+    """Issue 42 §3: a user's turn that is a request with an aside ("By the way, I
+    adopted two kittens") holds the fact a first-person question asks for in one
+    sentence; the turn's vector is the request's, and another turn on the question's
+    topic is the closer match as a whole. For a question that names the user
+    (asker_roles) the turn's closest sentence is what counts; the same question in
+    the first person plural names no role, and the turns rank as wholes."""
+    s = db.start_session(tenant)
+    aside = db.record_message(tenant, s, {"role": "user", "content": (
+        "Can you suggest a weekly cleaning schedule for a two-bedroom apartment? I want the kitchen and the "
+        "bathroom tidy without losing my whole weekend to it. By the way, I adopted two kittens from the "
+        "animal shelter last spring.")})
+    db.record_message(tenant, s, {"role": "assistant", "content": (
+        "Monday: kitchen surfaces. Wednesday: bathroom. Saturday: floors and dusting, about an hour.")})
+    s = db.start_session(tenant)
+    topic = db.record_message(tenant, s, {"role": "user", "content": (
+        "Which toys keep shelter pets busy at home in the evenings?")})
+    db.record_message(tenant, s, {"role": "assistant", "content": "Puzzle feeders and wand toys work well."})
+    run_jobs(db, tenant)
+    q = db.start_session(tenant)
+
+    def order(query):
+        ranked = _ranked(db, tenant, q, query)
+        return sorted((aside, topic), key=lambda m: ranked.index(f"msg:{m}"))
+
+    assert order("How many pets did we adopt from the shelter?") == [topic, aside]
+    assert order("How many pets did I adopt from the shelter?") == [aside, topic]
+
+    # The sentences' vectors are the embed job's, stored with the turn's: the
+    # compile encodes none. Without them the turn ranks as a whole again, and
+    # with them back as before.
+    with psycopg.connect(default_dsn(), autocommit=True) as conn:
+        def stored(m):
+            return conn.execute("SELECT sentence_embeddings::text FROM mnemo.messages "
+                                "WHERE tenant_id = %s AND message_id = %s", (tenant, m)).fetchone()[0]
+        kept = stored(aside)
+        conn.execute("UPDATE mnemo.messages SET sentence_embeddings = NULL WHERE tenant_id = %s AND message_id = %s",
+                     (tenant, aside))
+        assert order("How many pets did I adopt from the shelter?") == [topic, aside]
+        conn.execute("UPDATE mnemo.messages SET sentence_embeddings = %s::vector(384)[] "
+                     "WHERE tenant_id = %s AND message_id = %s", (kept, tenant, aside))
+        assert order("How many pets did I adopt from the shelter?") == [aside, topic]
+
+
+def test_the_embed_job_stores_a_user_turns_sentence_vectors(db, tenant):
+    """The embed job encodes a user turn's sentences (retrieval.sentences, the one
+    split) with the turn and stores their vectors in order; a turn of one sentence,
+    an assistant's turn and a memory get none."""
+    s = db.start_session(tenant)
+    text = ("Can you plan a three-day trip to Lisbon for me? I like museums more than beaches. "
+            "Thanks! My budget is about nine hundred euros.")
+    user = db.record_message(tenant, s, {"role": "user", "content": text})
+    short = db.record_message(tenant, s, {"role": "user", "content": "What is the weather like in Lisbon in May?"})
+    said = db.record_message(tenant, s, {"role": "assistant", "content": (
+        "Day one: Belem and the Jeronimos Monastery. Day two: the Gulbenkian Museum. Day three: Sintra.")})
+    with psycopg.connect(default_dsn(), autocommit=True) as conn:
+        def stored(m):
+            return conn.execute(
+                "SELECT sentence_embeddings IS NULL, embedding IS NULL FROM mnemo.messages "
+                "WHERE tenant_id = %s AND message_id = %s", (tenant, m)).fetchone()
+        assert stored(user) == (True, True)  # nothing before the job runs
+        run_jobs(db, tenant)
+        for m in (short, said):
+            assert stored(m) == (True, False)
+        expected = retrieval.sentences(text)
+        assert expected == ["Can you plan a three-day trip to Lisbon for me?", "I like museums more than beaches.",
+                            "My budget is about nine hundred euros."]
+        (cosines,) = conn.execute("""
+            SELECT array_agg(1 - (v <=> mnemo.embed(x)) ORDER BY k)
+            FROM mnemo.messages AS m,
+                unnest(m.sentence_embeddings, %s::text[]) WITH ORDINALITY AS s (v, x, k)
+            WHERE m.tenant_id = %s AND m.message_id = %s""", (expected, tenant, user)).fetchone()
+    assert len(cosines) == 3 and min(cosines) > 0.9999
 
 
 def test_the_items_cap_keeps_the_best_ranked(db, tenant):
