@@ -16,10 +16,10 @@
 -- (mnemo_internal.citus_message_id_seq), not from Citus's: Citus bounds its sequence to
 -- the node's range and restarts it when it finds other bounds, and a tenant whose
 -- shards move to a node with a lower range must get ids above its old ones. So the
--- first draw of a backend for a placement of the tenant's shards (a move makes a new
--- placement) compares the sequence with the tenant's highest id there and moves it
--- past that (under an exclusive lock, which the draws hold shared, so no draw sees it
--- go back), to a value of its own residue modulo 1,024, so that no two nodes draw the
+-- first draw of a backend for the tenant on a placement of its shards (a move makes a
+-- new placement) compares the sequence with the tenant's highest id there and moves it
+-- past that (under an exclusive lock, which the draws hold shared for their nextval
+-- calls alone, so no draw sees it go back), to a value of its own residue modulo 1,024, so that no two nodes draw the
 -- same id (mnemo_internal.citus_message_id_seq).
 -- A table not distributed (yet): drawn here. Called by mnemo.record_messages.
 CREATE OR REPLACE FUNCTION mnemo_internal.message_ids(p_tenant_id text, p_n integer)
@@ -35,6 +35,7 @@ DECLARE
     v_ids bigint [] := '{}';
     v_rows bigint;
     v_checked text;
+    v_key text;
     v_max bigint;
     v_seq record;
 BEGIN
@@ -56,8 +57,16 @@ BEGIN
         RETURN v_ids;
     END IF;
     PERFORM pg_advisory_xact_lock_shared(hashtext('mnemo.message_segments'), hashtext(p_tenant_id));
+    -- Checked per tenant and placement: the tenants of one shard move together, and
+    -- each has its own highest id (a check made for a quiet tenant says nothing of a
+    -- busier one). md5: a tenant id may hold any character. Bounded: past 64 kB the
+    -- list starts again (a check made twice costs an index probe, nothing else).
+    v_key := v_placement || ':' || md5(p_tenant_id);
     v_checked := coalesce(current_setting('mnemo.message_id_placements', true), '');
-    IF v_placement IS NOT NULL AND strpos(v_checked || ',', ',' || v_placement || ',') = 0 THEN
+    IF length(v_checked) > 65536 THEN
+        v_checked := '';
+    END IF;
+    IF v_placement IS NOT NULL AND strpos(v_checked || ',', ',' || v_key || ',') = 0 THEN
         IF to_regclass('mnemo_citus.message_id_seq') IS NULL THEN
             RAISE EXCEPTION USING ERRCODE = 'MN011',
                 MESSAGE = 'this node has no mnemo_citus.message_id_seq',
@@ -67,23 +76,38 @@ BEGIN
         SELECT s.last_value, s.is_called INTO v_seq FROM mnemo_citus.message_id_seq AS s;
         -- (the next value: last_value, or 1,024 on once drawn)
         IF v_max >= v_seq.last_value + 1024 * v_seq.is_called::integer THEN
-            -- the tenant's shards came from a node that drew further: move the sequence
-            -- past its ids, while no draw runs on this node (they hold this lock shared)
-            PERFORM pg_advisory_xact_lock(hashtext('mnemo.message_id_seq'), 0);
-            SELECT s.last_value, s.is_called INTO v_seq FROM mnemo_citus.message_id_seq AS s;
-            IF v_max >= v_seq.last_value + 1024 * v_seq.is_called::integer THEN
-                -- the first value above v_max with this node's residue
-                PERFORM setval('mnemo_citus.message_id_seq',
-                    v_max - v_max % 1024 + v_seq.last_value % 1024
-                        + CASE WHEN v_max % 1024 >= v_seq.last_value % 1024 THEN 1024 ELSE 0 END, false);
-            END IF;
+            -- The tenant's shards came from a node that drew further: move the sequence
+            -- past its ids while no draw runs on this node (draws hold the lock shared).
+            -- Session locks held for these few statements only, not to commit: a
+            -- client idle in a transaction that drew must not stall every writer of
+            -- the node behind this (released on an error or a cancel too).
+            BEGIN
+                PERFORM pg_advisory_lock(hashtext('mnemo.message_id_seq'), 0);
+                SELECT s.last_value, s.is_called INTO v_seq FROM mnemo_citus.message_id_seq AS s;
+                IF v_max >= v_seq.last_value + 1024 * v_seq.is_called::integer THEN
+                    -- the first value above v_max with this node's residue
+                    PERFORM setval('mnemo_citus.message_id_seq',
+                        v_max - v_max % 1024 + v_seq.last_value % 1024
+                            + CASE WHEN v_max % 1024 >= v_seq.last_value % 1024 THEN 1024 ELSE 0 END, false);
+                END IF;
+                PERFORM pg_advisory_unlock(hashtext('mnemo.message_id_seq'), 0);
+            EXCEPTION WHEN OTHERS OR query_canceled THEN
+                PERFORM pg_advisory_unlock(hashtext('mnemo.message_id_seq'), 0);
+                RAISE;
+            END;
         END IF;
-        PERFORM set_config('mnemo.message_id_placements', v_checked || ',' || v_placement, false);
+        PERFORM set_config('mnemo.message_id_placements', v_checked || ',' || v_key, false);
     END IF;
-    PERFORM pg_advisory_xact_lock_shared(hashtext('mnemo.message_id_seq'), 0);
-    FOR i IN 1 .. coalesce(p_n, 0) LOOP
-        v_ids := array_append(v_ids, nextval('mnemo_citus.message_id_seq'));
-    END LOOP;
+    BEGIN
+        PERFORM pg_advisory_lock_shared(hashtext('mnemo.message_id_seq'), 0);
+        FOR i IN 1 .. coalesce(p_n, 0) LOOP
+            v_ids := array_append(v_ids, nextval('mnemo_citus.message_id_seq'));
+        END LOOP;
+        PERFORM pg_advisory_unlock_shared(hashtext('mnemo.message_id_seq'), 0);
+    EXCEPTION WHEN OTHERS OR query_canceled THEN
+        PERFORM pg_advisory_unlock_shared(hashtext('mnemo.message_id_seq'), 0);
+        RAISE;
+    END;
     RETURN v_ids;
 END;
 $$;

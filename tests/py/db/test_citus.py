@@ -482,6 +482,47 @@ def test_message_ids_keep_increasing_after_the_tenant_moves(admin):
                          " AND result_message_id IS NULL", [w.tenant]).fetchone()[0] == 0
 
 
+def test_a_quiet_tenant_checked_first_after_a_move_leaves_no_busier_one_behind(admin):
+    """The tenants of one shard move together, each with its own highest id: a worker
+    backend whose first draw after the move was for a quiet tenant (the node's sequence
+    moved past that tenant's ids only) must still check a busier tenant of the same
+    shard before drawing for it (the check was once made per placement, and the busy
+    tenant's next ids came out below its old ones, under its watermarks)."""
+    if citus_rebalance.local_cluster(DSN) is None:
+        pytest.skip("moves shard groups: the local cluster of scripts/citus.sh only")
+    workers = sorted(r[0] for r in admin.execute(
+        "SELECT nodeport FROM pg_dist_node WHERE groupid <> 0 AND noderole = 'primary'").fetchall())
+
+    def shard_of(tenant: str) -> int:
+        return admin.execute("SELECT get_shard_id_for_distribution_column('mnemo.sessions', %s::text)",
+                             [tenant]).fetchone()[0]
+    names = ("t_" + uuid.uuid4().hex[:12] for _ in range(400))
+    quiet_name = next(t for t in names if admin.execute(
+        "SELECT n.nodeport FROM pg_dist_placement AS p JOIN pg_dist_node AS n USING (groupid)"
+        " WHERE p.shardid = %s", [shard_of(t)]).fetchone()[0] == workers[-1])
+    shard = shard_of(quiet_name)
+    busy_name = next(t for t in names if shard_of(t) == shard)
+    quiet, busy = _ThreeWays(quiet_name), _ThreeWays(busy_name)
+    quiet.round(("delegated",) * 3)
+    ids = busy.round(("delegated",) * 3) + busy.round(("delegated",) * 3)  # drawn after the quiet one's
+
+    def move(source: int, target: int) -> None:
+        admin.execute("SELECT citus_move_shard_placement(%s, '127.0.0.1', %s, '127.0.0.1', %s,"
+                      " shard_transfer_mode => 'block_writes')", [shard, source, target])
+        admin.execute("CALL citus_cleanup_orphaned_resources()")
+
+    move(workers[-1], workers[0])
+    try:
+        # one coordinator session: its delegated calls reach the worker over one cached
+        # connection, one backend there, whose first draw is the quiet tenant's
+        with psycopg.connect(DSN, autocommit=True) as conn:
+            quiet._record(conn, [{"role": "user", "content": "still here"}])
+            ids += busy._record(conn, [{"role": "user", "content": "and busy"}])
+    finally:
+        move(workers[0], workers[-1])
+    assert ids == sorted(ids) and len(set(ids)) == len(ids), ids
+
+
 def test_a_worker_added_and_rebalanced_under_writes_loses_nothing(admin):
     """Growing the cluster (issue 45): a third worker added (scripts/citus.sh
     add-worker) and the shard groups rebalanced onto it (citus_rebalance_start,
