@@ -394,8 +394,7 @@ def match_turn_sentences(db: Database, tenant_id: str, candidates: list[dict], q
     if not turns:
         return
     r = db.run("sentence_vectors", [tenant_id, [c["id"] for c in turns], [c["created_epoch"] for c in turns]])
-    vectors = {row["message_id"]: np.frombuffer(row["vectors"], dtype=">f4").astype(np.float32).reshape(-1, embedding.DIMENSIONS)
-               for row in r if row["vectors"]}
+    vectors = {row["message_id"]: embedding.from_pgvector_bytes(row["vectors"], row["n"]) for row in r if row["vectors"]}
     match_sentences(turns, vectors, query_vector, lexical)
 
 

@@ -565,7 +565,7 @@ CANDIDATE_ROWS_TYPES = ["text", "bigint[]", "bigint[]", "float8[]"]
 # whole primary key as CANDIDATE_ROWS looks messages up. A turn not embedded yet, or
 # of one sentence, has none.
 SENTENCE_VECTORS = """
-SELECT m.message_id,
+SELECT m.message_id, cardinality(m.sentence_embeddings) AS n,
     (SELECT string_agg(substring(vector_send(s.v) FROM 5), ''::bytea ORDER BY s.i)
      FROM unnest(m.sentence_embeddings) WITH ORDINALITY AS s (v, i)) AS vectors
 FROM unnest($2::bigint[], $3::float8[]) AS k (message_id, created_epoch)
