@@ -108,11 +108,12 @@ lint:
 bench-embed: deploy
 	@$(PY) bench/embed.py
 
-# ARGS: --conversations N --questions N (see bench/locomo.py)
+# ARGS: --conversations N --questions N --baseline-plpy DIR (see bench/locomo.py)
 bench-locomo: deploy
 	@$(PY) bench/locomo.py $(ARGS)
 
-# ARGS: --questions N (spread over the types) --types T1,T2 --data PATH --recall-index (see bench/longmemeval.py)
+# ARGS: --questions N (spread over the types) --types T1,T2 --data PATH --recall-index
+# --baseline-plpy DIR (another build's plpy/ copy, scored beside this one; see bench/longmemeval.py)
 bench-longmemeval: deploy
 	@$(PY) bench/longmemeval.py $(ARGS)
 

@@ -11,6 +11,7 @@ and evidence is a set of such keys.
 from __future__ import annotations
 
 import math
+import re
 import statistics
 import sys
 import time
@@ -123,6 +124,25 @@ def memory_sources(conn: psycopg.Connection, tenant: str) -> dict[int, list[int]
         "SELECT memory_id, source_message_ids FROM mnemo.memories WHERE tenant_id = %s", (tenant,))}
 
 
+def baseline_client(dsn: str, plpy_dir: str):
+    """A client whose server backend runs another build's server code (a copy of its
+    plpy/, e.g. main's) in place of the deployed one, for a before/after of a compile
+    change on the same tenants and memories (--baseline-plpy). The python_path setting
+    is pointed there in a transaction that the backend bootstraps in (py_bootstrap)
+    and that is then rolled back: no other connection sees it, and this backend keeps
+    that code for its life."""
+    from mnemosyne.client import Client
+    conn = psycopg.connect(dsn)
+    rest = conn.execute("SELECT mnemo_internal.setting('python_path') #>> '{}'").fetchone()[0].split(":")[1:]
+    conn.execute("UPDATE mnemo_internal.settings SET value = to_jsonb(%s::text) WHERE key = 'python_path'",
+                 [":".join([plpy_dir, *rest])])
+    conn.execute("SELECT mnemo_internal.py_bootstrap()")
+    conn.execute("SELECT mnemo.embed('baseline check')")  # imports mnemo_db from there
+    conn.rollback()
+    conn.autocommit = True
+    return Client(conn)
+
+
 # ------------------------------------------------------------------ what a compile holds
 
 
@@ -145,6 +165,33 @@ def memory_items(report: dict) -> tuple[int, int]:
     """How many memory items (mem: sources) a compile holds, and their tokens."""
     mem = [i for i in report["items"] if i["source"].startswith("mem:")]
     return len(mem), sum(i["tokens"] for i in mem)
+
+
+# Words an answer's check skips: a gold answer is in a context when its other words are there
+ANSWER_STOPWORDS = frozenset({
+    "a", "an", "the", "and", "or", "of", "to", "in", "on", "at", "for", "by", "with", "from",
+    "is", "are", "was", "were", "be", "been", "it", "its", "this", "that", "as", "i", "my", "me",
+    "you", "your", "he", "she", "his", "her", "they", "their", "we", "our", "not", "no", "also"})
+ANSWER_MAX_WORDS = 6  # longer gold answers are descriptions (a preference rubric), not facts to find
+
+
+def answer_words(answer) -> list[str] | None:
+    """The content words of a short gold answer (lower case, stop words left out), or
+    None when the answer is missing or longer than ANSWER_MAX_WORDS content words."""
+    words = [w for w in re.findall(r"[a-z0-9]+", str(answer if answer is not None else "").lower())
+             if w not in ANSWER_STOPWORDS]
+    return words if 0 < len(words) <= ANSWER_MAX_WORDS else None
+
+
+def answer_in_context(bundle: dict, words: list[str]) -> bool:
+    """Whether every content word of a gold answer is in the text of the context's
+    messages: as a whole word when it is 3 characters or fewer (a number, 'May'), else
+    as part of one ('doctor' in 'doctors'). A memory that counts for its source turns
+    (context_keys) without carrying what they say shows up here as a miss."""
+    text = " ".join(m["content"] if isinstance(m.get("content"), str) else str(m.get("content") or "")
+                    for m in bundle["messages"]).lower()
+    tokens = set(re.findall(r"[a-z0-9]+", text))
+    return all(w in tokens if len(w) <= 3 else w in text for w in words)
 
 
 # A 16-character question with no tie to any memory: issue 42's probe of a block that
@@ -304,6 +351,18 @@ class Scores:
         self.any = defaultdict(list)      # ... -> [some evidence in: 0/1]
         self.tokens = defaultdict(list)   # (method, setting) -> [tokens used]
         self.found = defaultdict(list)    # (method, setting) -> [evidence turns found], with tokens
+        self.answer = defaultdict(list)   # (method, setting) -> [gold answer's words in the context: 0/1]
+
+    def add_answer(self, method: str, setting: str, bundle: dict, answer) -> None:
+        """Counts whether a short gold answer is in the compiled context
+        (answer_in_context); answers answer_words leaves out are not counted."""
+        words = answer_words(answer)
+        if words is not None:
+            self.answer[(method, setting)].append(1.0 if answer_in_context(bundle, words) else 0.0)
+
+    def answer_share(self, method: str, setting: str) -> float:
+        xs = self.answer[(method, setting)]
+        return round(statistics.fmean(xs), 4) if xs else 0.0
 
     def add(self, method: str, setting: str, cat, evidence: set[str], got: set[str],
             tokens: int | None = None) -> None:

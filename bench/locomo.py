@@ -15,7 +15,7 @@ token counts, which is cheaper than compile_context's labelled memory lines.
 
 With memories (issue 4), in the same run on the same tenants: after the turns-alone
 evaluation, the extract job turns every session into memories (offline rules), and
-compile_context is evaluated again at 1k and 2k. A memory in the context recalls the
+compile_context is evaluated again at 512, 1k and 2k. A memory in the context recalls the
 dia_ids of the messages it was extracted from (its source_message_ids), at full or
 detail fidelity like a turn. The JSON line gains "with_memories".
 
@@ -46,6 +46,7 @@ from conversations import (  # bench/conversations.py, shared with bench/longmem
     DSN,
     SHORT_QUESTION,
     Scores,
+    baseline_client,
     block_at_window,
     context_keys,
     form_memories,
@@ -65,7 +66,7 @@ from mnemosyne import connect, importers
 
 # LOCOMO_JSON, else shared/bench/ beside the checkout or beside the worktrees' folder
 DATA = os.environ.get("LOCOMO_JSON") or str(shared_data("bench", "locomo", "locomo10.json") or "locomo10.json")
-MEMORY_BUDGETS = (1024, 2048)
+MEMORY_BUDGETS = (512, 1024, 2048)
 KS = (5, 10, 25, 50)
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 
@@ -110,12 +111,16 @@ def main() -> int:
     ap.add_argument("--questions", type=int, default=0, help="limit questions per conversation")
     ap.add_argument("--recall-index", action="store_true",
                     help="give every tenant a recall index (a large tenant's read path) before evaluating")
+    ap.add_argument("--baseline-plpy", default="",
+                    help="a copy of another build's plpy/ (e.g. main's): its compiles with memories are"
+                         " scored beside this build's, on the same tenants (with_memories_base)")
     args = ap.parse_args()
     with open(DATA) as f:
         data = json.load(f)[: args.conversations]
     run = uuid.uuid4().hex[:6]
     scores = Scores()
     latencies: list[float] = []
+    base = baseline_client(DSN, args.baseline_plpy) if args.baseline_plpy else None
     with connect(DSN) as db, psycopg.connect(DSN, autocommit=True) as conn, jobs_paused(conn):
         t0 = time.perf_counter()
         tenants = ingest_all(db, conn, data, f"locomo_{run}", args.recall_index)
@@ -126,7 +131,7 @@ def main() -> int:
         formation = extract_memories(conn, [t for _, t, _ in tenants])
         window = {"question": [], "short": []}
         for sample, tenant, ids in tenants:
-            evaluate_memories(db, conn, sample, tenant, ids, scores, args.questions, window)
+            evaluate_memories(db, conn, sample, tenant, ids, scores, args.questions, window, base)
             print(f"evaluated {sample['sample_id']} with memories", flush=True)
     return report(scores, latencies, formation, args.recall_index, window_figures(window))
 
@@ -142,17 +147,27 @@ def scorable(sample: dict, known: set[str], limit: int) -> list[tuple[dict, set[
     return [(q, set(norm_evidence(q["evidence"])) & known) for q in (qs[:limit] if limit else qs)]
 
 
-def evaluate_memories(db, conn, sample, tenant, ids, scores, limit, window: dict) -> None:
-    """compile_context at 1k / 2k with the extracted memories present; and the memory
+def evaluate_memories(db, conn, sample, tenant, ids, scores, limit, window: dict, base=None) -> None:
+    """compile_context at 512 / 1k / 2k with the extracted memories present (and on
+    base, another build's server code, the same); and the memory
     block a whole 128k window takes, for each question and once for SHORT_QUESTION
     (window: probe -> [(tokens, items, evidence share: questions of categories 1-4)])."""
     sources = memory_sources(conn, tenant)
     for q, evidence in scorable(sample, set(ids.values()), limit):
         sid = db.start_session(tenant, agent_id="locomo", context_window=128000)
+        base_sid = base.start_session(tenant, agent_id="locomo", context_window=128000) if base else None
         for b in MEMORY_BUDGETS:
             bundle = db.compile_context_bundle(tenant, sid, q["question"], budget=b, log=False)
             scores.add("with_memories", str(b), q["category"], evidence,
                        context_keys(bundle["report"], ids, sources), bundle["report"]["tokens"]["total"])
+            if q["category"] != 5:
+                scores.add_answer("with_memories", str(b), bundle, q.get("answer"))
+            if base is not None:  # another build's server code (--baseline-plpy), same tenant and memories
+                bundle = base.compile_context_bundle(tenant, base_sid, q["question"], budget=b, log=False)
+                scores.add("with_memories_base", str(b), q["category"], evidence,
+                           context_keys(bundle["report"], ids, sources), bundle["report"]["tokens"]["total"])
+                if q["category"] != 5:
+                    scores.add_answer("with_memories_base", str(b), bundle, q.get("answer"))
         window["question"].append(block_at_window(db, tenant, sid, q["question"], ids, sources,
                                                   evidence if q["category"] != 5 else None))
     sid = db.start_session(tenant, agent_id="locomo", context_window=128000)
@@ -172,6 +187,8 @@ def evaluate(db, conn, sample, tenant, ids, scores, latencies, limit) -> None:
             latencies.append((time.perf_counter() - t) * 1000)
             scores.add("mnemosyne", str(b), cat, evidence, context_keys(bundle["report"], ids),
                        bundle["report"]["tokens"]["total"])
+            if cat != 5:
+                scores.add_answer("mnemosyne", str(b), bundle, q.get("answer"))
         ranked = ranked_keys(db, tenant, sid, question, ids)
         for k in KS:
             scores.add("mnemosyne", f"@{k}", cat, evidence, set(ranked[:k]))
@@ -223,6 +240,16 @@ def report(scores: Scores, latencies: list[float], formation: dict | None = None
                   f" -> {scores.tokens_per_evidence('with_memories', str(b))}")
             wm[str(b)]["tokens_per_evidence_turn"] = {
                 m: scores.tokens_per_evidence(m, str(b)) for m in ("mnemosyne", "with_memories")}
+            wm[str(b)]["answer_in_context"] = {m: scores.answer_share(m, str(b)) for m in ("mnemosyne", "with_memories")}
+            if scores.tokens[("with_memories_base", str(b))]:
+                m = "with_memories_base"
+                wm[str(b)]["base"] = {"memories": scores.mean(m, str(b)),
+                                      "answer_in_context": scores.answer_share(m, str(b)),
+                                      "tokens_per_evidence_turn": scores.tokens_per_evidence(m, str(b))}
+                print(f"{'':>8} baseline build with memories: {wm[str(b)]['base']}")
+            print(f"{'':>8} gold answer's words in the context ({len(scores.answer[('mnemosyne', str(b))])}"
+                  f" short answers): {scores.answer_share('mnemosyne', str(b))}"
+                  f" -> {scores.answer_share('with_memories', str(b))}")
         for probe, w in (window or {}).items():
             print(f"memory block in the whole 128k window, no budget ({probe}): {w['tokens']:.0f} tokens,"
                   f" {w['items']:.2f} items, max {w['max_tokens']}"

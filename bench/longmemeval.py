@@ -108,10 +108,12 @@ def evidence_of(inst: dict) -> set[str]:
 class Bench:
     """The figures of the questions run so far."""
 
-    def __init__(self, prefix: str, recall_index: bool = False):
-        self.prefix, self.recall_index = prefix, recall_index
+    def __init__(self, prefix: str, recall_index: bool = False, base=None):
+        # base: a client on another build's server code (conversations.baseline_client),
+        # whose compiles with memories are scored as "with_memories_base"
+        self.prefix, self.recall_index, self.base = prefix, recall_index, base
         self.scores = conv.Scores()
-        self.latencies = {"turns": [], "with_memories": []}
+        self.latencies = {"turns": [], "with_memories": []} | ({"with_memories_base": []} if base else {})
         self.mem_items = defaultdict(list)    # budget -> [memory items in the context]
         self.mem_item_tokens = defaultdict(list)  # budget -> [their tokens]
         self.block_tokens = defaultdict(list)  # budget -> [the memory block's tokens, with memories]
@@ -145,7 +147,7 @@ class Bench:
         asked = parse_date(inst["question_date"])
         question = inst["question"]
         sid = db.start_session(tenant, agent_id=AGENT, context_window=128000, started_at=asked)
-        self.compiles(db, tenant, sid, question, qtype, evidence, ids, "turns", None)
+        self.compiles(db, tenant, sid, question, qtype, evidence, ids, "turns", None, inst.get("answer"))
         ranked = conv.ranked_keys(db, tenant, sid, question, ids)
         for k in KS:
             self.scores.add("mnemosyne", f"@{k}", qtype, evidence, set(ranked[:k]))
@@ -158,19 +160,25 @@ class Bench:
         self.extraction["seconds"] += formed["seconds"]
         sid = db.start_session(tenant, agent_id=AGENT, context_window=128000, started_at=asked)
         sources = conv.memory_sources(conn, tenant)
-        self.compiles(db, tenant, sid, question, qtype, evidence, ids, "with_memories", sources)
+        self.compiles(db, tenant, sid, question, qtype, evidence, ids, "with_memories", sources, inst.get("answer"))
+        if self.base is not None:
+            base_sid = self.base.start_session(tenant, agent_id=AGENT, context_window=128000, started_at=asked)
+            self.compiles(self.base, tenant, base_sid, question, qtype, evidence, ids, "with_memories_base",
+                          sources, inst.get("answer"))
         self.window["question"].append(conv.block_at_window(db, tenant, sid, question, ids, sources, evidence))
         self.window["short"].append(conv.block_at_window(db, tenant, sid, conv.SHORT_QUESTION))
 
-    def compiles(self, db, tenant, sid, question, qtype, evidence, ids, phase, sources) -> None:
+    def compiles(self, db, tenant, sid, question, qtype, evidence, ids, phase, sources, answer=None) -> None:
         method = "mnemosyne" if phase == "turns" else phase
         for b in conv.BUDGETS:
             t = time.perf_counter()
-            report = db.compile_context_bundle(tenant, sid, question, budget=b, log=False)["report"]
+            bundle = db.compile_context_bundle(tenant, sid, question, budget=b, log=False)
             self.latencies[phase].append((time.perf_counter() - t) * 1000)
+            report = bundle["report"]
+            self.scores.add_answer(method, str(b), bundle, answer)
             self.scores.add(method, str(b), qtype, evidence, conv.context_keys(report, ids, sources),
                             report["tokens"]["total"])
-            if sources is not None:
+            if phase == "with_memories":
                 n, tokens = conv.memory_items(report)
                 self.mem_items[b].append(n)
                 self.mem_item_tokens[b].append(tokens)
@@ -193,24 +201,30 @@ class Bench:
             return round(statistics.fmean(xs), 2) if xs else 0.0
 
         n = sum(self.types.values())
+        base = ("with_memories_base",) if self.base is not None else ()
         return {
             "questions": n, "per_type": dict(self.types), "skipped_no_evidence": self.skipped,
             "evidence_share": {"turns": by_budget("mnemosyne"), "with_memories": by_budget("with_memories")}
-            | {m: by_budget(m) for m in BASELINES},
+            | {m: by_budget(m) for m in (*base, *BASELINES)},
             "all_evidence": {"turns": by_budget("mnemosyne", table=s.full),
-                             "with_memories": by_budget("with_memories", table=s.full)},
+                             "with_memories": by_budget("with_memories", table=s.full)}
+            | {m: by_budget(m, table=s.full) for m in base},
             "recall": {m: self.recall(m, cats) for m in RANKINGS},
             "by_type": {t: {"evidence_share": {"turns": by_budget("mnemosyne", (t,)),
-                                               "with_memories": by_budget("with_memories", (t,))},
+                                               "with_memories": by_budget("with_memories", (t,))}
+                            | {m: by_budget(m, (t,)) for m in base},
                             "recall": {m: self.recall(m, (t,)) for m in RANKINGS}}
                         for t in cats},
-            "tokens": {"turns": {str(b): s.mean_tokens("mnemosyne", str(b)) for b in conv.BUDGETS},
-                       "with_memories": {str(b): s.mean_tokens("with_memories", str(b)) for b in conv.BUDGETS}},
+            "tokens": {"turns": {str(b): s.mean_tokens("mnemosyne", str(b)) for b in conv.BUDGETS}}
+            | {m: {str(b): s.mean_tokens(m, str(b)) for b in conv.BUDGETS} for m in ("with_memories", *base)},
             "memory_items_per_compile": {str(b): mean(self.mem_items[b]) for b in conv.BUDGETS},
             "memory_item_tokens_per_compile": {str(b): mean(self.mem_item_tokens[b]) for b in conv.BUDGETS},
             "memory_block_tokens_per_compile": {str(b): mean(self.block_tokens[b]) for b in conv.BUDGETS},
+            "answer_in_context": {m: {str(b): s.answer_share(m, str(b)) for b in conv.BUDGETS}
+                                  for m in ("mnemosyne", "with_memories", *base)},
+            "answer_questions": len(s.answer[("mnemosyne", str(conv.BUDGETS[0]))]),
             "tokens_per_evidence_turn": {m: {str(b): s.tokens_per_evidence(m, str(b)) for b in conv.BUDGETS}
-                                         for m in ("mnemosyne", "with_memories")},
+                                         for m in ("mnemosyne", "with_memories", *base)},
             "block_at_128k_window": conv.window_figures(self.window),
             "memories_per_question": mean(self.memories),
             "extraction": dict(self.extraction) | {"seconds": round(self.extraction["seconds"], 1)},
@@ -250,6 +264,14 @@ def print_tables(f: dict) -> None:
     tpe = f["tokens_per_evidence_turn"]
     print("Tokens sent per evidence turn found (turns alone / with memories): " + ", ".join(
         f"{b} {tpe['mnemosyne'][b]} / {tpe['with_memories'][b]}" for b in map(str, conv.BUDGETS)))
+    aic = f["answer_in_context"]
+    print(f"Gold answer's words in the context's text ({f['answer_questions']} short answers;"
+          " turns alone / with memories): " + ", ".join(
+              f"{b} {aic['mnemosyne'][b]:.3f} / {aic['with_memories'][b]:.3f}" for b in map(str, conv.BUDGETS)))
+    if "with_memories_base" in es:
+        bs, ba, bt = es["with_memories_base"], aic["with_memories_base"], tpe["with_memories_base"]
+        print("The baseline build, with memories (evidence share, gold answer in the context, tokens per"
+              " evidence turn): " + ", ".join(f"{b} {bs[b]:.3f} / {ba[b]:.3f} / {bt[b]}" for b in map(str, conv.BUDGETS)))
     w = f["block_at_128k_window"]
     print(f"Memory block in the whole 128k window, no budget: the question {w['question']['tokens']:.0f} tokens"
           f" ({w['question']['items']:.2f} items, max {w['question']['max_tokens']},"
@@ -275,6 +297,9 @@ def main() -> int:
                          " --questions is then spread over these")
     ap.add_argument("--recall-index", action="store_true",
                     help="give every tenant a recall index (a large tenant's read path) before evaluating")
+    ap.add_argument("--baseline-plpy", default="",
+                    help="a copy of another build's plpy/ (e.g. main's): its compiles with memories are"
+                         " scored beside this build's, on the same tenants (with_memories_base)")
     args = ap.parse_args()
     if args.data is None or not Path(args.data).exists():
         sys.exit(f"no LongMemEval data at {args.data}: pass --data PATH")
@@ -282,7 +307,8 @@ def main() -> int:
         chosen = select(load(args.data), args.questions, tuple(t.strip() for t in args.types.split(",") if t.strip()))
     except ValueError as e:
         sys.exit(str(e))
-    bench = Bench(f"lme_{uuid.uuid4().hex[:6]}", args.recall_index)
+    base = conv.baseline_client(conv.DSN, args.baseline_plpy) if args.baseline_plpy else None
+    bench = Bench(f"lme_{uuid.uuid4().hex[:6]}", args.recall_index, base)
     t0 = time.perf_counter()
     with connect(conv.DSN) as db, psycopg.connect(conv.DSN, autocommit=True) as conn, conv.jobs_paused(conn):
         for i, inst in enumerate(chosen, 1):

@@ -15,6 +15,7 @@ Invariants (checked by tests/py/db/test_context_properties.py):
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -25,9 +26,11 @@ from .packing import (
     DAY_LINE_TOKENS,
     MEMORY_HEADER_TOKENS,
     Item,
+    Option,
     candidate_item,
     count_lines,
     full_options,
+    line_tokens,
     memory_block,
     memory_block_tokens,
     pack_items,
@@ -67,7 +70,8 @@ def noted_relevance(visible: list[dict], relevance: list[float]) -> list[float]:
     relevance also holds where it was said (its neighbours, the part of the
     conversation about the question: retrieval.fuse_candidates), which the note read
     alone cannot show. Packing then takes the cheaper of the two per token; when both
-    enter, the note goes (bundle.repeats_block)."""
+    enter, the note stands in for the turn when it says what made the turn relevant
+    in fewer tokens (stand_ins), else it goes (repeats_block)."""
     of = {c["source"]: r for c, r in zip(visible, relevance) if c["source"].startswith("msg:")}
     return [max([r] + [of[m] for m in c.get("derived_from") or () if m in of]) for c, r in zip(visible, relevance)]
 
@@ -197,9 +201,65 @@ def repeats_block(chosen: list[Item], derived_from: dict[str, frozenset[str]]) -
     """The chosen memories, pinned ones aside, all of whose source messages the block
     also holds whole: the block would say the same thing twice (a recalled turn and
     the note made of it). The turn
-    stays: it is what was said, under its own day line; the note only restates it."""
+    stays: it is what was said, under its own day line; the note only restates it
+    (unless the note stands in for it: stand_ins)."""
     whole = {i.source for i in chosen if i.source.startswith("msg:") and i.options[i.chosen].fidelity == "full"}
     return repeats_history(chosen, derived_from, whole)
+
+
+def stands_for_suffix(turns: list[str]) -> str:
+    """What a memory's line ends with when it stands in for turns: their ids, which
+    memory_restore brings back whole ("... (msg:456)")."""
+    return f" ({', '.join(turns)})"
+
+
+def stand_ins(items: list[Item], chosen: list[Item], derived_from: dict[str, frozenset[str]],
+              match: dict[str, float | None]) -> dict[str, tuple[list[str], list[Option]]]:
+    """The memories offered to the block (items) that stand in for chosen turns they
+    were extracted from: memory source -> (the turns, the memory's options with the
+    turns' ids at the end of each line: stands_for_suffix).
+
+    A memory says what made its turn relevant when its own match to the query is at
+    least the turn's: `match`, each candidate's content match (retrieval.fuse_candidates:
+    cosine and BM25, tag and date bonuses; a user turn's best sentence,
+    match_sentences) before what it borrows (a turn's neighbours, nearby turns and
+    length; a memory's source turns: noted_relevance). Where the turn matches better,
+    it holds something the note left out, and the turn stays. A memory that passes
+    stands in for those of its source turns in the block whose match it reaches, when
+    its line (at its chosen fidelity, else full), their ids added, costs fewer tokens
+    than theirs at the fidelities chosen:
+    the block then says the same in fewer tokens, and the turn is one memory_restore
+    away. A turn has one stand-in, the best matching memory (then the cheaper, the
+    lower id). No constant is involved: both sides are the compile's own signals."""
+    turns = {i.source: i for i in chosen if i.source.startswith("msg:")}
+    offers = []
+    for m in items:
+        own = match.get(m.source)
+        if not m.source.startswith("mem:") or own is None:
+            continue
+        reached = sorted(t for t in derived_from.get(m.source, ()) & turns.keys()
+                         if match.get(t) is not None and own >= match[t])
+        if reached:
+            offers.append((-own, m.options[m.chosen or 0].tokens, m.source, m, reached))
+    out: dict[str, tuple[list[str], list[Option]]] = {}
+    taken: set[str] = set()
+    for _, _, _, m, reached in sorted(offers, key=lambda o: o[:3]):
+        ts = [t for t in reached if t not in taken]
+        if not ts:
+            continue
+        suffix = stands_for_suffix(ts)
+        options = [Option(o.fidelity, o.text + suffix, line_tokens(o.text + suffix)) for o in m.options]
+        if options[m.chosen or 0].tokens < sum(turns[t].options[turns[t].chosen].tokens for t in ts):
+            out[m.source] = (ts, options)
+            taken.update(ts)
+    return out
+
+
+def standing(m: Item, options: list[Option], turns: list[Item]) -> Item:
+    """A memory as it stands in for turns: its lines naming them, and worth at least
+    what they were (it carries what made them relevant: stand_ins), so packing again
+    keeps it where it kept them."""
+    return replace(m, options=options, value=max([m.value] + [t.value for t in turns]), chosen=None)
 
 
 # Packings of the memory block at most: each may choose new turns that make more notes
@@ -208,19 +268,42 @@ BLOCK_PACKINGS = 3
 
 
 def pack_block(items: list[Item], budget: int, order: Callable[[Item], tuple],
-               derived_from: dict[str, frozenset[str]]) -> tuple[list[Item], list[Item], set[str]]:
-    """pack_memories, packed again without the notes that repeats_block finds, so their
-    tokens go to other candidates: (the items still offered, the chosen, the repeats)."""
+               derived_from: dict[str, frozenset[str]], match: dict[str, float | None] | None = None
+               ) -> tuple[list[Item], list[Item], set[str], dict[str, str]]:
+    """pack_memories, packed again without the turns a memory stands in for
+    (stand_ins; the memory's line then names them) and without the notes that
+    repeats_block finds, so their tokens go to other candidates: (the items still
+    offered, the chosen, the repeats, turn -> the memory standing in for it).
+    match: each candidate's own match to the query (none: no stand-ins)."""
     repeated: set[str] = set()
+    stood: dict[str, str] = {}
     chosen = pack_memories(items, budget, order)
     for _ in range(BLOCK_PACKINGS - 1):
-        twice = repeats_block(chosen, derived_from)
-        if not twice:
+        standing_in = stand_ins(items, chosen, derived_from, match) if match else {}
+        now_stood = {t: m for m, (ts, _) in standing_in.items() for t in ts}
+        # the notes that repeat the turns the block keeps
+        twice = repeats_block([i for i in chosen if i.source not in now_stood], derived_from)
+        if not twice and not standing_in:
             break
         repeated |= twice
-        items = [i for i in items if i.source not in twice]
+        stood |= now_stood
+        by_source = {i.source: i for i in items}
+        left = set(stood) | twice
+        items = [standing(i, standing_in[i.source][1], [by_source[t] for t in standing_in[i.source][0]])
+                 if i.source in standing_in else i for i in items if i.source not in left]
         chosen = pack_memories(items, budget, order)
-    return items, chosen, repeated
+    return items, chosen, repeated, stood
+
+
+def stood_in_omissions(stood: dict[str, str], chosen: list[Item], in_history: set[str]) -> list[dict]:
+    """The report's omission for each turn a memory stood in for (pack_block): reason
+    `stood_in`, with the memory that carries it, which the block holds; a turn whose
+    memory did not stay (B made drop_to_fit drop it) was left out for the budget, and
+    one the wider history now holds is no omission."""
+    kept = {i.source for i in chosen}
+    return [{"source": t, "reason": "stood_in", "stood_in_by": m} if m in kept
+            else {"source": t, "reason": "budget"}
+            for t, m in sorted(stood.items()) if t not in in_history]
 
 
 def memory_candidates(items: list[Item], in_history: set[str], max_items: int | None) -> list[Item]:
@@ -335,7 +418,8 @@ def decide(session: Session, history: list[dict], plan: Plan, candidates: list[d
     limit = memory_limit(plan, all_items, available)
     mem_budget = min(available - pick.tokens - summary_tokens, limit)
     order = block_order(previous)
-    items, chosen, repeated_in_block = pack_block(items, mem_budget, order, derived)
+    match = {c["source"]: c.get("match") for c in visible} if weights["stand_in"] > 0 else None
+    items, chosen, repeated_in_block, stood = pack_block(items, mem_budget, order, derived, match)
 
     # Unused memory budget flows back to history: packed again, wider, when the first
     # packing cut or degraded it (the memories are chosen by then; what the wider
@@ -351,6 +435,7 @@ def decide(session: Session, history: list[dict], plan: Plan, candidates: list[d
             chosen = [i for i in chosen if i.source not in in_history]
 
     chosen, mem_tokens = drop_to_fit(chosen, available - pick.tokens - summary_tokens, limit)
+    stood_omissions = stood_in_omissions(stood, chosen, in_history)
 
     # Assemble
     used = mem_tokens + summary_tokens + pick.tokens
@@ -382,6 +467,7 @@ def decide(session: Session, history: list[dict], plan: Plan, candidates: list[d
             "items": report_items(chosen, pick, {i.source: k + 1 for k, i in enumerate(all_items)}),
             "omissions": hidden + [{"source": src, "reason": "repeats_history"} for src in sorted(repeated)]
             + [{"source": src, "reason": "repeats_block"} for src in sorted(repeated_in_block)]
+            + stood_omissions
             + omissions_after(items, chosen, in_history, pick, summary, history, plan.prepared.floors),
             "provenance": {
                 "query": query,

@@ -60,6 +60,13 @@ DEFAULT_WEIGHTS = {
     "stickiness": 0.10,
     # Packing values an item by its score times exp((relevance - best) / temperature).
     "temperature": 0.05,
+    # Above 0, a memory may stand in for its source turns in the memory block
+    # (bundle.stand_ins). Off by default: measured on LoCoMo, the offline extractor's
+    # notes match a question as well as their turns yet often drop the clause that
+    # answers it ("Maria really enjoys the upside-down poses." for "...They make me
+    # feel free and light."): on LoCoMo the gold answers in the context fell by 3
+    # points (docs/design.md §Packing, issue 42 §1).
+    "stand_in": 0.0,
 }
 # Which sensitivities each channel may see (docs/design.md §Channels); `secret` never.
 CHANNEL_SENSITIVITY = {

@@ -389,7 +389,10 @@ def fuse_candidates(pool: CandidatePool, cosine: np.ndarray, w: dict, room: int,
     every pinned memory, every trigram match, and the most used global memories.
     Ties go to the memory, then the lower id: the same pool and query give the same
     candidates. Each comes with the retrievers that found it (the report's
-    provenance)."""
+    provenance), and its own `match`: the capped content match and tag and date
+    bonuses above, before what it borrows from other turns, its length prior, the
+    diversity discount and the role rule (bundle.stand_ins compares a memory's with
+    its source turns')."""
     n = pool.size
     if n == 0:
         return []
@@ -457,11 +460,12 @@ def fuse_candidates(pool: CandidatePool, cosine: np.ndarray, w: dict, room: int,
     # the kept rows' signals as Python values (indexing numpy arrays one element at a
     # time costs more than the rest of this loop)
     out = []
-    for message, id_, rel, pinned, access, found, epoch, cos in zip(
-            is_message.tolist(), ids[kept].tolist(), relevance[kept].tolist(), pool.pinned[kept].tolist(),
-            pool.access_count[kept].tolist(), found_by.tolist(), created.tolist(), kept_cosine.tolist()):
+    for message, id_, rel, own, pinned, access, found, epoch, cos in zip(
+            is_message.tolist(), ids[kept].tolist(), relevance[kept].tolist(), rel0[kept].tolist(),
+            pool.pinned[kept].tolist(), pool.access_count[kept].tolist(), found_by.tolist(), created.tolist(),
+            kept_cosine.tolist()):
         out.append({
-            "source": f"msg:{id_}" if message else f"mem:{id_}", "id": id_, "relevance": rel,
+            "source": f"msg:{id_}" if message else f"mem:{id_}", "id": id_, "relevance": rel, "match": own,
             "is_pinned": pinned, "access_count": access, "retrievers": RETRIEVER_SETS[found],
             "created_epoch": epoch if message else None, "cosine": cos,
         })
@@ -593,7 +597,10 @@ def match_sentences(turns: list[dict], vectors: dict[int, np.ndarray], query_vec
         if said is not None and len(said):
             norms = np.linalg.norm(said, axis=1)
             best = float(np.max((said @ q) / np.where(norms > 0, norms, 1.0)))
-            c["relevance"] += (1 - lexical) * max(0.0, best - max(c["cosine"], 0.0))  # fused: cosine >= 0
+            gain = (1 - lexical) * max(0.0, best - max(c["cosine"], 0.0))  # fused: cosine >= 0
+            c["relevance"] += gain
+            if c.get("match") is not None:
+                c["match"] += gain
 
 
 RETRIEVERS = ("vector", "fulltext", "entity_tag", "trigram", "frequent")

@@ -152,6 +152,7 @@ def candidates(r: dict, fused: list[dict]) -> list[dict]:
             "source": c["source"], "id": c["id"], "created_epoch": c["created_epoch"],
             "kind": r["kind"][i], "text": r["text"][i] or "",
             "levels": levels, "relevance": c["relevance"], "cosine": c.get("cosine"),
+            "match": c.get("match"),
             "sensitivity": r["sensitivity"][i], "is_pinned": c["is_pinned"],
             "access_count": c["access_count"],
             "last_accessed_at": utc_datetime(r["accessed_epoch"][i]),

@@ -243,6 +243,14 @@ LEFT JOIN mnemo.messages AS x ON f.source LIKE 'msg:%' AND x.tenant_id = $1
     AND x.message_id = substr(f.source, 5)::bigint AND x.session_id = f.session_id
 LEFT JOIN mnemo.sessions AS ss ON f.source LIKE 'msg:%' AND ss.tenant_id = $1 AND ss.session_id = f.session_id
 WHERE f.session_id IS DISTINCT FROM $2 OR f.source LIKE 'mem:%'""", ["text", "uuid", "text", "integer"]),
+    # a turn of another session by its id (memory_restore of a recalled turn, or of one
+    # a memory stands in for), with what Store.may_see needs
+    "recalled": ("""SELECT x.role, x.name, coalesce(convert_from(a.bytes, 'UTF8'), x.content) AS text,
+    x.sensitivity, ss.channel, ss.agent_id
+FROM mnemo.messages AS x
+JOIN mnemo.sessions AS ss ON ss.tenant_id = x.tenant_id AND ss.session_id = x.session_id
+LEFT JOIN mnemo.artifacts AS a ON a.tenant_id = x.tenant_id AND a.artifact_id = x.artifact_id
+WHERE x.tenant_id = $1 AND x.message_id = $3 AND x.session_id <> $2""", ["text", "uuid", "bigint"]),
     "helper": ("SELECT mnemo_internal.helper_answer($1::jsonb)::text AS reply", ["text"]),
     "raise": ("SELECT mnemo_internal.raise_error($1, $2, $3)", ["text", "text", "text"]),
     # Per compile of the span: what it sent (memory, summary and history tokens) and

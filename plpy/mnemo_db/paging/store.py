@@ -437,7 +437,9 @@ class Pager:
     def restore(self, t: str, s: str, ref: str, reason: str | None) -> dict:
         """memory_restore: the object to full, pinned for pin_turns turns; a fault."""
         cfg, turn = self.cfg(), self.turn(t, s)
-        obj = self.resolve(t, s, ref)
+        obj = self.resolve(t, s, ref, missing_ok=isinstance(ref, str) and ref.strip().startswith("msg:"))
+        if obj is None:
+            return self.restore_recalled(t, s, ref)
         before = obj["fidelity"]
         self.run("fault", [t, s, obj["object_id"], obj.get("memory_id"), "restore", before, turn, reason, None,
                          None, None, None, []])
@@ -453,6 +455,22 @@ class Pager:
         return {"id": f"obj:{obj['object_id']}", "kind": obj["kind"], "label": obj["label"], "from": before,
                 "fidelity": "full", "pinned_until_turn": turn + cfg["pin_turns"], "content": content,
                 "tokens": tokens.count(content)}
+
+    def restore_recalled(self, t: str, s: str, ref: str) -> dict:
+        """memory_restore of a turn of another session (msg:N): one the memory block
+        recalled abbreviated, or one a memory stood in for (compile.bundle.stand_ins),
+        whole, when this session may see it by the rules memory_query's search keeps
+        (may_see). It is no object of this session: nothing is pinned or logged as a
+        fault, and a later compile recalls it by relevance as before."""
+        n = ref.strip()[4:]
+        row = self.one("recalled", [t, s, int(n)]) if n.isdigit() and len(n) <= 18 else None
+        reader = self.one("reader", [t, s]) if row is not None else None
+        if row is None or reader is None or not self.may_see(reader, row, True):
+            raise PagingError("MN010", f"unknown id {ref} in session {s}",
+                              "Use an id the context shows (obj:N, msg:N, mem:N).")
+        content = f"{row['role']}: {row['text'] or ''}"
+        return {"id": f"msg:{int(n)}", "kind": "recalled_turn", "label": f"a {row['role']} turn of another session",
+                "from": "recalled", "fidelity": "full", "content": content, "tokens": tokens.count(content)}
 
     def release(self, t: str, s: str, refs: list, reason: str | None) -> dict:
         """memory_release: the objects to stub, or evicted when the session is under pressure."""
@@ -527,27 +545,34 @@ class Pager:
         memories and the messages of its other sessions that best match the question,
         held to the compile's rules (policy): the channel's sensitivities and excluded
         kinds, the other sessions its channel may recall, within the recall scope."""
-        from ..compile import policy
-
         reader = self.one("reader", [t, s])
         if reader is None:
             return []
+        return [answers.Source(r["ref"], r["text"] or "")
+                for r in self.run("elsewhere", [t, s, question[:2000], ELSEWHERE_CANDIDATES])
+                if self.may_see(reader, r, r["ref"].startswith("msg:"))]
+
+    @staticmethod
+    def may_see(reader, r, message: bool) -> bool:
+        """Whether the reading session (its channel, agent and recall scope) may see a
+        memory or another session's message (r: its sensitivity, a memory's kind, a
+        message's session channel and agent; message: r is a message), by the
+        compile's rules (policy): the channel's sensitivities and excluded kinds, the
+        other sessions its channel may recall, within the recall scope."""
+        from ..compile import policy
+
         channel = reader["channel"] if reader["channel"] in policy.CHANNEL_SENSITIVITY else "private"
-        seen = policy.CHANNEL_SENSITIVITY[channel]
-        excluded = policy.CHANNEL_EXCLUDED_KINDS.get(channel, ())
-        recallable = policy.CHANNEL_SOURCES[channel]
-        out = []
-        for r in self.run("elsewhere", [t, s, question[:2000], ELSEWHERE_CANDIDATES]):
-            if r["sensitivity"] not in seen or r["memory_kind"] in excluded:
-                continue
-            if r["ref"].startswith("msg:"):
-                if r["channel"] not in recallable:
-                    continue
-                other_agent = r["agent_id"] != reader["agent_id"]
-                if other_agent and (r["channel"] == "agent" or r["channel"] == "private" and reader["scope"] == "agent"):
-                    continue
-            out.append(answers.Source(r["ref"], r["text"] or ""))
-        return out
+        if r["sensitivity"] not in policy.CHANNEL_SENSITIVITY[channel]:
+            return False
+        if r.get("memory_kind") in policy.CHANNEL_EXCLUDED_KINDS.get(channel, ()):
+            return False
+        if message:
+            if r["channel"] not in policy.CHANNEL_SOURCES[channel]:
+                return False
+            other_agent = r["agent_id"] != reader["agent_id"]
+            if other_agent and (r["channel"] == "agent" or r["channel"] == "private" and reader["scope"] == "agent"):
+                return False
+        return True
 
     def handle(self, t: str, s: str, call) -> dict:
         """The role: tool message answering one phantom tool call (an OpenAI tool_call

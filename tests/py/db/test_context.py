@@ -478,6 +478,86 @@ def test_a_memory_whose_turns_the_block_recalls_whole_is_left_out_for_another(db
     assert {"source": f"mem:{note}", "reason": "repeats_block"} in report["omissions"]
 
 
+# A long turn that says one thing the questions below ask about, and much else
+_OFFSITE = (" After that we talked about the quarterly offsite for a long while: the venue by the lake, the"
+            " bus that leaves at eight, who brings the projector, the vegetarian menu, the evening walk along"
+            " the shore, the budget for the boat trip, and whether the slides should be ready by Thursday.")
+
+
+def _block_line(messages: list[dict], source: str) -> str | None:
+    """The memory block's line of an item, if the block has one."""
+    block = next((m["content"] for m in messages if m["content"].startswith(policy.MEMORY_HEADER)), "")
+    return next((line for line in block.splitlines() if line.startswith(f"[{source} ")), None)
+
+
+def test_a_memory_that_says_what_its_turn_matched_in_fewer_tokens_stands_in_for_it(db, tenant):
+    """Issue 42 §1: a short note that carries what made its long source turn relevant
+    (its own match to the question at least the turn's) is sent in the turn's place,
+    its line naming the turn for memory_restore; the report says so, and the tokens
+    the turn took go to other candidates: here turns that the block could not hold
+    beside the turn whole. The block still costs exactly what the report says. (The
+    tenant turns it on: scoring.stand_in; off, the note goes as repeats_block.)"""
+    db.conn.execute("UPDATE mnemo.tenants SET config = config || '{\"scoring\": {\"stand_in\": 1}}'"
+                    " WHERE tenant_id = %s", [tenant])
+    old = db.start_session(tenant, context_window=128000)
+    turn_text = "Our staging database moved to the host db-stg-4.internal last week." + _OFFSITE * 3
+    turn = say(db, tenant, old, "user", turn_text)
+    port = say(db, tenant, old, "user", "Since the move the staging database listens on port 6543, and its"
+               " backups run nightly at two to the bucket stg-backups; the read replica is db-stg-5.internal.")
+    pool = say(db, tenant, old, "user", "The staging database's connection pool allows forty clients, and its"
+               " credentials rotate on the first Monday of each month through the vault path secret/stg/db.")
+    more = [say(db, tenant, old, "user", text) for text in (
+        "The staging web servers restart every Sunday night after the weekly deploy of the release branch.",
+        "Staging alerts go to the #stg-alerts channel, and the on-call engineer acknowledges them within an hour.",
+        "The staging load balancer terminates TLS with a certificate that renews itself every sixty days.",
+        "Nobody should run migrations on staging during the demo hours on Tuesday and Thursday afternoons.")]
+    note = db.remember(tenant, "The staging database host is db-stg-4.internal", kind="fact",
+                       options={"source_message_ids": [turn]})
+    run_jobs(db, tenant)
+    s = db.start_session(tenant, context_window=128000)
+    bundle = db.compile_context_bundle(tenant, s, "Which host does the staging database use?",
+                                       budget=360, log=False)
+    report = bundle["report"]
+    memory = {i["source"]: i for i in report["items"] if i["section"] == "memory"}
+    assert f"msg:{turn}" not in memory and memory[f"mem:{note}"]["fidelity"] == "full"
+    assert {"source": f"msg:{turn}", "reason": "stood_in", "stood_in_by": f"mem:{note}"} in report["omissions"]
+    line = _block_line(bundle["messages"], f"mem:{note}")
+    assert line is not None and line.endswith(f"db-stg-4.internal (msg:{turn})")
+    # the freed tokens: every other turn is sent, which the block's limit could not
+    # hold beside the turn whole (without the stand-in, three of them were left out)
+    assert {f"msg:{m}" for m in (port, pool, *more)} <= memory.keys()
+    whole = tokens.count(f"[msg:{turn} user] {turn_text}\n")
+    others = sum(i["tokens"] for src, i in memory.items() if src != f"mem:{note}")
+    assert whole + others > report["budget"]["memory_limit"]
+    block = next(m for m in bundle["messages"] if m["content"].startswith(policy.MEMORY_HEADER))
+    assert tokens.count_message(block) == report["tokens"]["memory"]
+    # the turn is one call away
+    restored = db.memory_restore(tenant, s, f"msg:{turn}")
+    assert "db-stg-4.internal" in json.dumps(restored)
+
+
+def test_a_memory_that_leaves_out_what_its_turn_matched_does_not_stand_in(db, tenant):
+    """The other side of the test above: a note of the same long turn that says
+    something else in it (the offsite) matches the question less than the turn, so
+    the turn stays, and the note does not stand in for it."""
+    db.conn.execute("UPDATE mnemo.tenants SET config = config || '{\"scoring\": {\"stand_in\": 1}}'"
+                    " WHERE tenant_id = %s", [tenant])
+    old = db.start_session(tenant, context_window=128000)
+    turn = say(db, tenant, old, "user",
+               "Our staging database moved to the host db-stg-4.internal last week." + _OFFSITE * 3)
+    note = db.remember(tenant, "The quarterly offsite is at the venue by the lake", kind="fact",
+                       options={"source_message_ids": [turn]})
+    run_jobs(db, tenant)
+    s = db.start_session(tenant, context_window=128000)
+    report = db.compile_context_bundle(tenant, s, "Which host does the staging database use?",
+                                       budget=1000, log=False)["report"]
+    memory = {i["source"]: i["fidelity"] for i in report["items"] if i["section"] == "memory"}
+    assert memory.get(f"msg:{turn}") == "full"
+    assert not [o for o in report["omissions"] if o["reason"] == "stood_in"]
+    assert f"mem:{note}" not in memory
+    assert {"source": f"mem:{note}", "reason": "repeats_block"} in report["omissions"]
+
+
 def test_budget_from_the_window_arithmetic(db, tenant):
     s = db.start_session(tenant, context_window=6000, response_reserve=1000,
                          system_prompt=SYSTEM_PROMPT)

@@ -175,3 +175,21 @@ def test_query_answers_from_the_tenants_other_sessions_and_memories(db, tenant):
     assert "Helix" in got["answer"] and f"mem:{mem}" in got["sources"], got
     got = db.memory_query(tenant, now, "What is the vault combination?", max_tokens=60)
     assert "31-7-22" not in got["answer"], got
+
+
+def test_restore_brings_back_a_turn_of_another_session_that_the_session_may_see(db, tenant):
+    """Issue 42 §1: the memory block names turns of other sessions (a recalled turn
+    abbreviated, or one a memory stands in for), and memory_restore
+    brings such a turn back whole, by the rules memory_query's search keeps: another
+    agent's `agent` session stays its own, and an id of no turn is still unknown."""
+    earlier = db.start_session(tenant, agent_id="assistant")
+    told = db.record_message(tenant, earlier, {"role": "user", "content": "Big news: I moved to Lisbon in March."})
+    hidden = db.start_session(tenant, agent_id="other-agent", channel="agent")
+    secret = db.record_message(tenant, hidden, {"role": "user", "content": "The vault combination is 31-7-22."})
+    now = db.start_session(tenant, agent_id="assistant")
+    got = db.memory_restore(tenant, now, f"msg:{told}")
+    assert got["id"] == f"msg:{told}" and got["fidelity"] == "full" and "Lisbon in March" in got["content"]
+    with pytest.raises(NotFound):
+        db.memory_restore(tenant, now, f"msg:{secret}")
+    with pytest.raises(NotFound):
+        db.memory_restore(tenant, now, f"msg:{told + 10_000_000}")

@@ -81,3 +81,25 @@ def test_the_haystack_in_date_order_with_positional_keys():
     assert [[key for _, key, _ in turns] for _, turns in sessions] == [["1:0", "1:1"], ["0:0"]]
     assert sessions[0][1][0][0] == {"role": "user", "content": "I adopted a beagle."}
     assert longmemeval.evidence_of(inst) == {"1:0"}
+
+
+def test_a_gold_answer_is_in_a_context_when_its_content_words_are():
+    """conversations.answer_words / answer_in_context: the check that a context holds
+    the answer, not only a memory that counts for the evidence turn. Short words match
+    whole ('3' is not in '30'), longer ones as part of a word ('doctor' in
+    'doctors'); a long answer (a preference rubric) and a missing one are not counted."""
+    import conversations
+    bundle = {"messages": [{"role": "system", "content": "[mem:1 fact] I saw 3 doctors, Dr. Patel last."},
+                           {"role": "user", "content": None}]}
+    assert conversations.answer_words("Dr. Patel") == ["dr", "patel"]
+    assert conversations.answer_in_context(bundle, conversations.answer_words("3 doctors"))
+    assert conversations.answer_in_context(bundle, conversations.answer_words("Patel"))
+    assert not conversations.answer_in_context(bundle, conversations.answer_words("30 doctors"))
+    assert not conversations.answer_in_context(bundle, conversations.answer_words("Dr. Smith"))
+    assert conversations.answer_words(None) is None and conversations.answer_words("the") is None
+    assert conversations.answer_words("The user would prefer suggestions that build on their baking success") is None
+    scores = conversations.Scores()
+    scores.add_answer("m", "512", bundle, "Patel")
+    scores.add_answer("m", "512", bundle, "Smith")
+    scores.add_answer("m", "512", bundle, None)  # not counted
+    assert scores.answer_share("m", "512") == 0.5

@@ -752,3 +752,41 @@ def test_on_shards_names_the_shards_of_every_table_a_read_names():
     for name in statements.SHARD_READS:
         assert statements._RELATION.search(texts[name][0]), name
         assert not re.search(r"\b(INSERT|UPDATE|DELETE|MERGE)\b|FOR (UPDATE|SHARE)", texts[name][0]), name
+
+
+def _line_item(source: str, text: str, value: float) -> packing.Item:
+    line = f"[{source} {'user' if source.startswith('msg:') else 'fact'}] {text}"
+    return packing.Item(source=source, kind="message" if source.startswith("msg:") else "fact", score=value,
+                        options=[packing.Option("full", line, packing.line_tokens(line))], value=value,
+                        created_at=datetime(2024, 5, 1, tzinfo=UTC))
+
+
+def test_a_memory_stands_in_for_its_turn_only_when_it_matches_as_well_and_costs_less():
+    """bundle.stand_ins: a note stands in for a chosen source turn when its own match
+    to the query is at least the turn's and its line, the turn's id added, is
+    cheaper; its line then ends with that id, at the cost line_tokens counts. The
+    best matching note takes the turn; a note that matches less, or costs more, does
+    not stand in."""
+    from mnemo_db.compile import bundle
+    long_turn = "Our staging database moved to db-stg-4.internal last week." + " We also planned the offsite." * 20
+    turn = _line_item("msg:7", long_turn, 1.0)
+    note = _line_item("mem:1", "Staging database host: db-stg-4.internal", 0.9)
+    other = _line_item("mem:2", "The staging database host is db-stg-4.internal, moved last week", 0.9)
+    for it in (turn, note, other):
+        it.chosen = 0
+    derived = {"mem:1": frozenset({"msg:7"}), "mem:2": frozenset({"msg:7"})}
+    got = bundle.stand_ins([turn, note, other], [turn, note, other], derived,
+                           {"msg:7": 0.5, "mem:1": 0.6, "mem:2": 0.55})
+    assert list(got) == ["mem:1"] and got["mem:1"][0] == ["msg:7"]
+    line = got["mem:1"][1][0]
+    assert line.text.endswith("db-stg-4.internal (msg:7)") and line.tokens == packing.line_tokens(line.text)
+    # matched less than the turn: the turn stays
+    assert bundle.stand_ins([turn, note], [turn, note], derived, {"msg:7": 0.7, "mem:1": 0.6}) == {}
+    # no match known (a candidate from elsewhere): nothing stands in
+    assert bundle.stand_ins([turn, note], [turn, note], derived, {"msg:7": 0.5}) == {}
+    # a note no cheaper than the turn's line
+    short = _line_item("msg:7", "Host: db-stg-4.internal", 1.0)
+    short.chosen = 0
+    assert bundle.stand_ins([short, note], [short, note], derived, {"msg:7": 0.5, "mem:1": 0.6}) == {}
+    # standing, it is worth what the turn was
+    assert bundle.standing(note, got["mem:1"][1], [turn]).value == 1.0
