@@ -10,7 +10,9 @@ and evidence is a set of such keys.
 
 from __future__ import annotations
 
+import json
 import math
+import re
 import statistics
 import sys
 import time
@@ -94,9 +96,11 @@ def seal(conn: psycopg.Connection, tenants: list[str], recall_index: bool = Fals
             conn.execute("SELECT mnemo_internal.sync_recall_index(%s, 1)", (tenant,))
 
 
-def form_memories(conn: psycopg.Connection, tenants: list[str], log=print) -> dict:
+def form_memories(conn: psycopg.Connection, tenants: list[str], log=print, digests: bool = True) -> dict:
     """Turns every session of these tenants into memories with the extract job, run by
-    the job runner; logs and returns the counts."""
+    the job runner; then, with digests, runs the digests sweep for each tenant as
+    pg_cron would before the question is asked, and the jobs again (the digests'
+    embeddings). Logs and returns the counts."""
     t0 = time.perf_counter()
     conn.execute("UPDATE mnemo.tenants SET config = config - 'formation' WHERE tenant_id = ANY(%s)", (tenants,))
     conn.execute(
@@ -109,12 +113,31 @@ def form_memories(conn: psycopg.Connection, tenants: list[str], log=print) -> di
         "SELECT (SELECT count(*) FROM mnemo.messages WHERE tenant_id = ANY(%(t)s)),"
         " (SELECT count(*) FROM mnemo.memories WHERE tenant_id = ANY(%(t)s)),"
         " (SELECT count(*) FROM mnemo.admission_log WHERE tenant_id = ANY(%(t)s))", {"t": tenants}).fetchone()
+    n_digests, digest_s = run_digests(conn, tenants) if digests else (0, 0.0)
     failed = conn.execute("SELECT count(*) FROM mnemo.jobs WHERE tenant_id = ANY(%s) AND status = 'failed'",
                           (tenants,)).fetchone()[0]
     log(f"extraction: {n_msgs} messages -> {n_log} candidates -> {n_mem} memories in {seconds:.1f} s"
-        f" ({n_msgs / seconds:.0f} messages/s; {failed} failed jobs)")
+        f" ({n_msgs / seconds:.0f} messages/s; {failed} failed jobs)"
+        + (f"; {n_digests} digests in {digest_s:.1f} s" if digests else ""))
     return {"messages": n_msgs, "candidates": n_log, "memories": n_mem, "seconds": round(seconds, 1),
-            "messages_per_s": round(n_msgs / seconds, 1), "failed_jobs": failed}
+            "messages_per_s": round(n_msgs / seconds, 1), "failed_jobs": failed, "digests": n_digests}
+
+
+def run_digests(conn: psycopg.Connection, tenants: list[str]) -> tuple[int, float]:
+    """The digests sweep for each tenant, as pg_cron runs it, then the jobs (the
+    digests' embeddings): (the tenants' digests, seconds)."""
+    t = time.perf_counter()
+    for tenant in tenants:
+        conn.execute("CALL mnemo.run_sweep('digests', p_tenant_id => %s)", (tenant,))
+    run_jobs(conn)
+    return len(digest_ids(conn, tenants)), time.perf_counter() - t
+
+
+def digest_ids(conn: psycopg.Connection, tenants: list[str]) -> set[int]:
+    """The active digests (the digests sweep's memories) of these tenants."""
+    return {r[0] for r in conn.execute(
+        "SELECT memory_id FROM mnemo.memories WHERE tenant_id = ANY(%s) AND is_active"
+        " AND source_key LIKE 'digest:%%'", (tenants,))}
 
 
 def memory_sources(conn: psycopg.Connection, tenant: str) -> dict[int, list[int]]:
@@ -139,6 +162,33 @@ def context_keys(report: dict, ids: dict[int, str], sources: dict[int, list[int]
         elif kind == "mem:" and sources is not None:
             got.update(ids[m] for m in sources.get(int(i["source"][4:]), ()) if m in ids)
     return got
+
+
+# Whether the answer is really in the context, not only the turns a memory stands for:
+# every content word of the gold answer is a word of the context's text. (A count,
+# "3", is rarely written out where its instances are: read it per question type.)
+_WORD = re.compile(r"[a-z0-9]+(?:[.,:][0-9]+)*")
+_NOT_CONTENT = frozenset([
+    "a", "an", "the", "and", "or", "of", "in", "on", "at", "to", "for", "by", "with", "from", "is",
+    "are", "was", "were", "be", "been", "i", "you", "my", "me", "your", "it", "its", "this",
+    "that", "these", "those", "he", "she", "they", "them", "his", "her", "their", "our", "we",
+    "as", "about", "than", "then", "so"
+])
+
+
+def answer_words(answer) -> set[str]:
+    return {w for w in _WORD.findall(str(answer if answer is not None else "").lower()) if w not in _NOT_CONTENT}
+
+
+def answer_in(bundle: dict, answer) -> float | None:
+    """1.0 when every content word of the answer is in the compiled context's text,
+    else 0.0; None when the answer has none."""
+    words = answer_words(answer)
+    if not words:
+        return None
+    text = " ".join(m["content"] if isinstance(m.get("content"), str) else json.dumps(m.get("content"))
+                    for m in bundle["messages"])
+    return 1.0 if words <= set(_WORD.findall(text.lower())) else 0.0
 
 
 def memory_items(report: dict) -> tuple[int, int]:
@@ -304,6 +354,8 @@ class Scores:
         self.any = defaultdict(list)      # ... -> [some evidence in: 0/1]
         self.tokens = defaultdict(list)   # (method, setting) -> [tokens used]
         self.found = defaultdict(list)    # (method, setting) -> [evidence turns found], with tokens
+        self.answer = defaultdict(list)   # (method, setting) -> [answer_in: 1.0 / 0.0]
+        self.digest_items = defaultdict(list)  # (method, setting) -> [digests in the context]
 
     def add(self, method: str, setting: str, cat, evidence: set[str], got: set[str],
             tokens: int | None = None) -> None:
@@ -324,6 +376,10 @@ class Scores:
     def mean(self, method: str, setting: str, cats=(1, 2, 3, 4), table=None) -> float:
         xs = [x for c in cats for x in (self.recall if table is None else table)[(method, setting, c)]]
         return round(statistics.fmean(xs), 4) if xs else 0.0
+
+    def answer_share(self, method: str, setting: str) -> float | None:
+        xs = self.answer[(method, setting)]
+        return round(statistics.fmean(xs), 4) if xs else None
 
     def mean_tokens(self, method: str, setting: str) -> float:
         xs = self.tokens[(method, setting)]

@@ -46,14 +46,17 @@ from conversations import (  # bench/conversations.py, shared with bench/longmem
     DSN,
     SHORT_QUESTION,
     Scores,
+    answer_in,
     block_at_window,
     context_keys,
+    digest_ids,
     form_memories,
     jobs_paused,
     memory_sources,
     pct,
     ranked_keys,
     record_sessions,
+    run_digests,
     score_baselines,
     seal,
     shared_data,
@@ -65,7 +68,7 @@ from mnemosyne import connect, importers
 
 # LOCOMO_JSON, else shared/bench/ beside the checkout or beside the worktrees' folder
 DATA = os.environ.get("LOCOMO_JSON") or str(shared_data("bench", "locomo", "locomo10.json") or "locomo10.json")
-MEMORY_BUDGETS = (1024, 2048)
+MEMORY_BUDGETS = (512, 1024, 2048)
 KS = (5, 10, 25, 50)
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 
@@ -110,6 +113,8 @@ def main() -> int:
     ap.add_argument("--questions", type=int, default=0, help="limit questions per conversation")
     ap.add_argument("--recall-index", action="store_true",
                     help="give every tenant a recall index (a large tenant's read path) before evaluating")
+    ap.add_argument("--no-digests", action="store_true",
+                    help="do not run the digests sweep after formation (the figures without it)")
     args = ap.parse_args()
     with open(DATA) as f:
         data = json.load(f)[: args.conversations]
@@ -123,7 +128,12 @@ def main() -> int:
         for sample, tenant, ids in tenants:
             evaluate(db, conn, sample, tenant, ids, scores, latencies, args.questions)
             print(f"evaluated {sample['sample_id']}", flush=True)
-        formation = extract_memories(conn, [t for _, t, _ in tenants])
+        formation = extract_memories(conn, [t for _, t, _ in tenants], False)
+        if not args.no_digests:  # the same memories without the digests first, then the sweep
+            for sample, tenant, ids in tenants:
+                evaluate_memories(db, conn, sample, tenant, ids, scores, args.questions, None, "without_digests")
+            formation["digests"], seconds = run_digests(conn, [t for _, t, _ in tenants])
+            print(f"digests: {formation['digests']} in {seconds:.1f} s", flush=True)
         window = {"question": [], "short": []}
         for sample, tenant, ids in tenants:
             evaluate_memories(db, conn, sample, tenant, ids, scores, args.questions, window)
@@ -131,9 +141,10 @@ def main() -> int:
     return report(scores, latencies, formation, args.recall_index, window_figures(window))
 
 
-def extract_memories(conn: psycopg.Connection, tenants: list[str]) -> dict:
-    """Turns every session of these tenants into memories with the extract job."""
-    return form_memories(conn, tenants, log=lambda line: print(line, flush=True))
+def extract_memories(conn: psycopg.Connection, tenants: list[str], digests: bool = True) -> dict:
+    """Turns every session of these tenants into memories with the extract job (and
+    runs the digests sweep, with digests)."""
+    return form_memories(conn, tenants, log=lambda line: print(line, flush=True), digests=digests)
 
 
 def scorable(sample: dict, known: set[str], limit: int) -> list[tuple[dict, set[str]]]:
@@ -142,21 +153,30 @@ def scorable(sample: dict, known: set[str], limit: int) -> list[tuple[dict, set[
     return [(q, set(norm_evidence(q["evidence"])) & known) for q in (qs[:limit] if limit else qs)]
 
 
-def evaluate_memories(db, conn, sample, tenant, ids, scores, limit, window: dict) -> None:
-    """compile_context at 1k / 2k with the extracted memories present; and the memory
-    block a whole 128k window takes, for each question and once for SHORT_QUESTION
-    (window: probe -> [(tokens, items, evidence share: questions of categories 1-4)])."""
+def evaluate_memories(db, conn, sample, tenant, ids, scores, limit, window: dict | None,
+                      method: str = "with_memories") -> None:
+    """compile_context at 512 / 1k / 2k with the extracted memories present, scored as
+    `method`; and, with window, the memory block a whole 128k window takes, for each
+    question and once for SHORT_QUESTION (window: probe -> [(tokens, items, evidence
+    share: questions of categories 1-4)])."""
     sources = memory_sources(conn, tenant)
+    digests = {f"mem:{d}" for d in digest_ids(conn, [tenant])}
     for q, evidence in scorable(sample, set(ids.values()), limit):
         sid = db.start_session(tenant, agent_id="locomo", context_window=128000)
         for b in MEMORY_BUDGETS:
             bundle = db.compile_context_bundle(tenant, sid, q["question"], budget=b, log=False)
-            scores.add("with_memories", str(b), q["category"], evidence,
+            scores.add(method, str(b), q["category"], evidence,
                        context_keys(bundle["report"], ids, sources), bundle["report"]["tokens"]["total"])
+            scores.digest_items[(method, str(b))].append(sum(i["source"] in digests for i in bundle["report"]["items"]))
+            if q["category"] != 5 and (found := answer_in(bundle, q.get("answer"))) is not None:
+                scores.answer[(method, str(b))].append(found)
+        if window is None:
+            continue
         window["question"].append(block_at_window(db, tenant, sid, q["question"], ids, sources,
                                                   evidence if q["category"] != 5 else None))
-    sid = db.start_session(tenant, agent_id="locomo", context_window=128000)
-    window["short"].append(block_at_window(db, tenant, sid, SHORT_QUESTION))
+    if window is not None:
+        sid = db.start_session(tenant, agent_id="locomo", context_window=128000)
+        window["short"].append(block_at_window(db, tenant, sid, SHORT_QUESTION))
 
 
 def evaluate(db, conn, sample, tenant, ids, scores, latencies, limit) -> None:
@@ -172,6 +192,8 @@ def evaluate(db, conn, sample, tenant, ids, scores, latencies, limit) -> None:
             latencies.append((time.perf_counter() - t) * 1000)
             scores.add("mnemosyne", str(b), cat, evidence, context_keys(bundle["report"], ids),
                        bundle["report"]["tokens"]["total"])
+            if cat != 5 and (found := answer_in(bundle, q.get("answer"))) is not None:
+                scores.answer[("mnemosyne", str(b))].append(found)
         ranked = ranked_keys(db, tenant, sid, question, ids)
         for k in KS:
             scores.add("mnemosyne", f"@{k}", cat, evidence, set(ranked[:k]))
@@ -223,6 +245,20 @@ def report(scores: Scores, latencies: list[float], formation: dict | None = None
                   f" -> {scores.tokens_per_evidence('with_memories', str(b))}")
             wm[str(b)]["tokens_per_evidence_turn"] = {
                 m: scores.tokens_per_evidence(m, str(b)) for m in ("mnemosyne", "with_memories")}
+            wm[str(b)]["answer_in_context"] = {m: scores.answer_share(m, str(b))
+                                               for m in ("mnemosyne", "without_digests", "with_memories")}
+            if scores.tokens[("without_digests", str(b))]:
+                wm[str(b)]["without_digests"] = {
+                    "evidence": scores.mean("without_digests", str(b)),
+                    "all_evidence": scores.mean("without_digests", str(b), table=scores.full),
+                    "tokens_per_evidence_turn": scores.tokens_per_evidence("without_digests", str(b))}
+                print(f"{'':>8} same run, memories without the digests: {wm[str(b)]['without_digests']}")
+            dg = scores.digest_items[("with_memories", str(b))]
+            wm[str(b)]["digests_in_context"] = round(statistics.fmean(dg), 2) if dg else 0.0
+            wm[str(b)]["all_evidence"] = {m: scores.mean(m, str(b), table=scores.full)
+                                          for m in ("mnemosyne", "with_memories")}
+            print(f"{'':>8} answer in the context: {wm[str(b)]['answer_in_context']['mnemosyne']}"
+                  f" -> {wm[str(b)]['answer_in_context']['with_memories']}; digests in it {wm[str(b)]['digests_in_context']}")
         for probe, w in (window or {}).items():
             print(f"memory block in the whole 128k window, no budget ({probe}): {w['tokens']:.0f} tokens,"
                   f" {w['items']:.2f} items, max {w['max_tokens']}"

@@ -108,16 +108,21 @@ def evidence_of(inst: dict) -> set[str]:
 class Bench:
     """The figures of the questions run so far."""
 
-    def __init__(self, prefix: str, recall_index: bool = False):
-        self.prefix, self.recall_index = prefix, recall_index
+    def __init__(self, prefix: str, recall_index: bool = False, digests: bool = True):
+        self.prefix, self.recall_index, self.digests = prefix, recall_index, digests
         self.scores = conv.Scores()
-        self.latencies = {"turns": [], "with_memories": []}
+        self.latencies = {"turns": [], "with_memories": [], "without_digests": []}
         self.mem_items = defaultdict(list)    # budget -> [memory items in the context]
         self.mem_item_tokens = defaultdict(list)  # budget -> [their tokens]
         self.block_tokens = defaultdict(list)  # budget -> [the memory block's tokens, with memories]
         # probe -> [(the block's tokens in a 128k window with no budget, its memory items,
         # the share of the evidence turns in that context: the question's only)]
         self.window = {"question": [], "short": []}
+        # (phase, budget) -> [1.0/0.0 per question whose answer has content words]:
+        # the gold answer's content words all in the context's text (conv.answer_in)
+        self.answer_in = defaultdict(list)
+        self.digest_items = defaultdict(list)  # budget -> [digests in the context, with memories]
+        self.digests_formed: list[int] = []
         self.types: Counter = Counter()
         self.memories: list[int] = []
         self.extraction = Counter()
@@ -145,36 +150,49 @@ class Bench:
         asked = parse_date(inst["question_date"])
         question = inst["question"]
         sid = db.start_session(tenant, agent_id=AGENT, context_window=128000, started_at=asked)
-        self.compiles(db, tenant, sid, question, qtype, evidence, ids, "turns", None)
+        self.compiles(db, tenant, sid, question, qtype, evidence, ids, "turns", None, inst.get("answer"))
         ranked = conv.ranked_keys(db, tenant, sid, question, ids)
         for k in KS:
             self.scores.add("mnemosyne", f"@{k}", qtype, evidence, set(ranked[:k]))
         conv.score_baselines(self.scores, conn, tenant, question, qtype, evidence, ids, conv.tenant_turns(conn, tenant),
                              KS, names=BASELINES)
 
-        formed = conv.form_memories(conn, [tenant], log=log)
+        formed = conv.form_memories(conn, [tenant], log=log, digests=False)
         self.memories.append(formed["memories"])
         self.extraction.update({k: formed[k] for k in ("messages", "candidates", "memories", "failed_jobs")})
         self.extraction["seconds"] += formed["seconds"]
+        if self.digests:  # the same memories without the digests first, then the sweep as pg_cron runs it
+            sid = db.start_session(tenant, agent_id=AGENT, context_window=128000, started_at=asked)
+            self.compiles(db, tenant, sid, question, qtype, evidence, ids, "without_digests",
+                          conv.memory_sources(conn, tenant), inst.get("answer"))
+            n, seconds = conv.run_digests(conn, [tenant])
+            self.digests_formed.append(n)
+            log(f"digests: {n} in {seconds:.1f} s")
         sid = db.start_session(tenant, agent_id=AGENT, context_window=128000, started_at=asked)
         sources = conv.memory_sources(conn, tenant)
-        self.compiles(db, tenant, sid, question, qtype, evidence, ids, "with_memories", sources)
+        self.compiles(db, tenant, sid, question, qtype, evidence, ids, "with_memories", sources, inst.get("answer"),
+                      conv.digest_ids(conn, [tenant]))
         self.window["question"].append(conv.block_at_window(db, tenant, sid, question, ids, sources, evidence))
         self.window["short"].append(conv.block_at_window(db, tenant, sid, conv.SHORT_QUESTION))
 
-    def compiles(self, db, tenant, sid, question, qtype, evidence, ids, phase, sources) -> None:
+    def compiles(self, db, tenant, sid, question, qtype, evidence, ids, phase, sources, answer=None,
+                 digests: set[int] = frozenset()) -> None:
         method = "mnemosyne" if phase == "turns" else phase
         for b in conv.BUDGETS:
             t = time.perf_counter()
-            report = db.compile_context_bundle(tenant, sid, question, budget=b, log=False)["report"]
+            bundle = db.compile_context_bundle(tenant, sid, question, budget=b, log=False)
+            report = bundle["report"]
             self.latencies[phase].append((time.perf_counter() - t) * 1000)
+            if (found := conv.answer_in(bundle, answer)) is not None:
+                self.answer_in[(phase, b)].append(found)
             self.scores.add(method, str(b), qtype, evidence, conv.context_keys(report, ids, sources),
                             report["tokens"]["total"])
-            if sources is not None:
+            if phase == "with_memories":
                 n, tokens = conv.memory_items(report)
                 self.mem_items[b].append(n)
                 self.mem_item_tokens[b].append(tokens)
                 self.block_tokens[b].append(report["tokens"]["memory"])
+                self.digest_items[b].append(sum(i["source"] in {f"mem:{d}" for d in digests} for i in report["items"]))
 
     # ---------------------------------------------------------------- figures
 
@@ -193,8 +211,15 @@ class Bench:
             return round(statistics.fmean(xs), 2) if xs else 0.0
 
         n = sum(self.types.values())
+        phases = ("turns", "without_digests", "with_memories") if self.digests else ("turns", "with_memories")
         return {
             "questions": n, "per_type": dict(self.types), "skipped_no_evidence": self.skipped,
+            "without_digests": {  # the same run's memories before the digests sweep (issue 42)
+                "evidence_share": by_budget("without_digests"),
+                "all_evidence": by_budget("without_digests", table=s.full),
+                "tokens_per_evidence_turn": {str(b): s.tokens_per_evidence("without_digests", str(b))
+                                             for b in conv.BUDGETS},
+                "by_type": {t: by_budget("without_digests", (t,)) for t in cats}} if self.digests else None,
             "evidence_share": {"turns": by_budget("mnemosyne"), "with_memories": by_budget("with_memories")}
             | {m: by_budget(m) for m in BASELINES},
             "all_evidence": {"turns": by_budget("mnemosyne", table=s.full),
@@ -213,12 +238,17 @@ class Bench:
                                          for m in ("mnemosyne", "with_memories")},
             "block_at_128k_window": conv.window_figures(self.window),
             "memories_per_question": mean(self.memories),
+            "digests": {"per_question": mean(self.digests_formed),
+                        "in_context_per_compile": {str(b): mean(self.digest_items[b]) for b in conv.BUDGETS}},
+            "answer_in_context": {p: {str(b): round(statistics.fmean(self.answer_in[(p, b)]), 4)
+                                      if self.answer_in[(p, b)] else None for b in conv.BUDGETS}
+                                  for p in phases},
             "extraction": dict(self.extraction) | {"seconds": round(self.extraction["seconds"], 1)},
             "latency_ms": {p: {"p50": round(conv.pct(xs, .5), 2), "p95": round(conv.pct(xs, .95), 2), "compiles": len(xs)}
                            for p, xs in self.latencies.items()},
             "ingest": {"turns": self.turns, "seconds": round(self.ingest_s, 1),
                        "turns_per_s": round(self.turns / self.ingest_s, 1) if self.ingest_s else 0.0},
-            "recall_index": self.recall_index,
+            "recall_index": self.recall_index, "digests_sweep": self.digests,
         }
 
 
@@ -256,6 +286,18 @@ def print_tables(f: dict) -> None:
           f" evidence {w['question'].get('evidence', 0):.3f}); "
           f"{conv.SHORT_QUESTION!r} {w['short']['tokens']:.0f} tokens ({w['short']['items']:.2f} items,"
           f" max {w['short']['max_tokens']})")
+    dg, ans = f["digests"], f["answer_in_context"]
+    print(f"Digests per question: {dg['per_question']}; in the context per compile: "
+          + ", ".join(f"{b} {n}" for b, n in dg["in_context_per_compile"].items()))
+    print("Gold answer's content words all in the context (turns alone / with memories): " + ", ".join(
+        f"{b} {ans['turns'][b]} / {ans['with_memories'][b]}" for b in map(str, conv.BUDGETS)))
+    if (wd := f["without_digests"]) is not None:
+        print("Same run, memories without the digests: evidence share " + ", ".join(
+            f"{b} {wd['evidence_share'][b]:.3f}" for b in map(str, conv.BUDGETS))
+            + "; all in " + ", ".join(f"{b} {wd['all_evidence'][b]:.3f}" for b in map(str, conv.BUDGETS))
+            + "; tokens per evidence turn " + ", ".join(
+                f"{b} {wd['tokens_per_evidence_turn'][b]}" for b in map(str, conv.BUDGETS))
+            + "; answer in " + ", ".join(f"{b} {ans['without_digests'][b]}" for b in map(str, conv.BUDGETS)))
     lat, ing = f["latency_ms"], f["ingest"]
     print(f"\nmemories formed per question: {f['memories_per_question']}"
           f"; compile p50 / p95: turns alone {lat['turns']['p50']:.1f} / {lat['turns']['p95']:.1f} ms,"
@@ -275,6 +317,8 @@ def main() -> int:
                          " --questions is then spread over these")
     ap.add_argument("--recall-index", action="store_true",
                     help="give every tenant a recall index (a large tenant's read path) before evaluating")
+    ap.add_argument("--no-digests", action="store_true",
+                    help="do not run the digests sweep after formation (the figures without it)")
     args = ap.parse_args()
     if args.data is None or not Path(args.data).exists():
         sys.exit(f"no LongMemEval data at {args.data}: pass --data PATH")
@@ -282,7 +326,7 @@ def main() -> int:
         chosen = select(load(args.data), args.questions, tuple(t.strip() for t in args.types.split(",") if t.strip()))
     except ValueError as e:
         sys.exit(str(e))
-    bench = Bench(f"lme_{uuid.uuid4().hex[:6]}", args.recall_index)
+    bench = Bench(f"lme_{uuid.uuid4().hex[:6]}", args.recall_index, not args.no_digests)
     t0 = time.perf_counter()
     with connect(conv.DSN) as db, psycopg.connect(conv.DSN, autocommit=True) as conn, conv.jobs_paused(conn):
         for i, inst in enumerate(chosen, 1):
