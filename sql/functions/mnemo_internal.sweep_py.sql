@@ -35,7 +35,7 @@
 --               with a memory_versions row, or archived when the group no longer
 --               forms (plpy/mnemo_db/lifecycle/digests.py).
 -- Called by mnemo.run_sweep, which commits after each batch. Returns {"rows", "done",
--- "state" (the cursor for the next batch), "counts"}. Writes: memories, lexicon,
+-- "state" (the cursor for the next batch), "counts"}. Writes: memories,
 -- memory_versions, memory_archive, sessions, messages, compaction_log, jobs.
 CREATE OR REPLACE FUNCTION mnemo_internal.sweep_py(
     p_sweep text,

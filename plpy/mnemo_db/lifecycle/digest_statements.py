@@ -43,8 +43,7 @@ SELECT e.entity_id, e.name FROM mnemo.entities AS e WHERE e.tenant_id = $1 AND e
 """
 # The tenant's digests now, to compare with what the pool asks for.
 DIGEST_EXISTING = """
-SELECT m.memory_id, m.source_key, m.kind, m.content_full, m.sensitivity, m.source_message_ids,
-    m.embedding IS NOT NULL AS counted
+SELECT m.memory_id, m.source_key, m.kind, m.content_full, m.sensitivity, m.source_message_ids
 FROM mnemo.memories AS m
 WHERE m.tenant_id = $1 AND m.is_active AND m.source_key LIKE 'digest:%'
 FOR UPDATE
@@ -55,12 +54,10 @@ SELECT mnemo_internal.insert_memory($1, NULL, $2, $3, 'system_inferred', $4::jso
 """
 # In place: the text and what follows from it; the lower fidelities and declared
 # losses are cleared for the summaries sweep to write again, and an embed job is
-# queued (the old vector serves until then). Returns the old and new search
-# documents, for the lexicon (a memory is counted there from its first embedding).
+# queued (the old vector serves until then). A digest is not counted into the lexicon
+# (mnemo_internal.store_embedding), so there is nothing to move there.
 DIGEST_UPDATE = """
-WITH old AS (
-    SELECT o.search_tsv FROM mnemo.memories AS o WHERE o.tenant_id = $1 AND o.memory_id = $2
-), u AS (
+WITH u AS (
     UPDATE mnemo.memories AS m
     SET kind = $3, content_full = $4, content_stub = left(split_part(btrim($4), E'\\n', 1), 160),
         tokens_full = mnemo.count_tokens($4),
@@ -70,21 +67,15 @@ WITH old AS (
         content_detail = NULL, tokens_detail = NULL, content_compact = NULL, tokens_compact = NULL,
         losses = '{}', updated_at = $10
     WHERE m.tenant_id = $1 AND m.memory_id = $2 AND m.is_active
-    RETURNING m.search_tsv
+    RETURNING m.memory_id
 )
-SELECT old.search_tsv AS old_tsv, u.search_tsv AS new_tsv,
-    mnemo_internal.enqueue_job($1, 'embed', 'memory:' || $2,
-        jsonb_build_object('target', 'memory', 'memory_id', $2)) AS job_id
-FROM old, u
+SELECT mnemo_internal.enqueue_job($1, 'embed', 'memory:' || $2,
+    jsonb_build_object('target', 'memory', 'memory_id', $2)) AS job_id
+FROM u
 """
 DIGEST_VERSION = """
 INSERT INTO mnemo.memory_versions (tenant_id, memory_id, version, change, reason, old_value, new_value, created_at)
 VALUES ($1, $2, mnemo_internal.next_memory_version($1, $2), $3, $4, $5::jsonb, $6::jsonb, $7)
-"""
-# The lexicon after updates in place: old documents out, new ones in (last: lexicon
-# rows are the last locks a transaction takes, as in run_jobs).
-DIGEST_RELEXICON = """
-SELECT mnemo_internal.subtract_from_lexicon($1, $2), mnemo_internal.add_to_lexicon($1, $3)
 """
 # The stems of words (digests.nouns), as the full-text index makes them.
 DIGEST_STEMS = """

@@ -14,10 +14,11 @@ Pure functions here (the grouping and the text); sweeps.py reads and writes the 
 Members (the pool): a tenant's active memories that every reader of a digest could
 see: scope 'global' only (a 'local' memory is its own session's alone), never a
 'secret' one (secrets are not copied into other rows), no 'summary' (compaction's) and
-no digest. A digest's sensitivity is its most sensitive member's, so a channel that
-may not read one member does not read the digest either; its kind is 'summary',
-or a member's kind that some channel excludes (policy.CHANNEL_EXCLUDED_KINDS, e.g.
-'preference') so that channel excludes the digest too.
+no digest, and no kind that some channel excludes (policy.CHANNEL_EXCLUDED_KINDS:
+'preference' on the public channel), so a digest never shows one where it is hidden. A
+digest's sensitivity is its most sensitive member's, so a channel that may not read one
+member does not read the digest either. Its kind is 'summary': a compile gives it its
+own relevance, not its best turn's (compile/bundle.py GATHERING_KINDS).
 
 Groups:
 - entity: the memories that mention one entity (mnemo.entity_mentions);
@@ -185,6 +186,7 @@ def groups(pool: list[Member], entity_names: dict[int, str], noun_stems: set[str
     stems (the full-text index's lexemes) of nouns() of the pool's texts."""
     by_entity: dict[int, list[Member]] = {}
     by_lexeme: dict[str, list[Member]] = {}
+    pool = [m for m in pool if m.kind not in _EXCLUDED_KINDS]
     for m in pool:
         for e in set(m.entities):
             by_entity.setdefault(e, []).append(m)
@@ -245,9 +247,7 @@ def render(group: Group) -> Digest:
     shown = f"{total} notes" if len(listed) == total else f"the {len(listed)} of {total} notes chosen by session"
     head = f'Digest of "{group.label}" ({shown} over {occ} sessions, oldest first): '
     sources = sorted({s for m in listed for s in m.sources})
-    kinds = {m.kind for m in listed}
-    excluded = sorted(kinds & _EXCLUDED_KINDS)
-    return Digest(key=group.key, kind=excluded[0] if excluded else "summary", text=head + "; ".join(lines),
+    return Digest(key=group.key, kind="summary", text=head + "; ".join(lines),
                   sources=sources, sensitivity=most_sensitive(m.sensitivity for m in listed),
                   confidence=min(m.confidence for m in listed), members=[m.memory_id for m in listed],
                   total=total, occasions=occ, newest=max(m.day for m in listed),

@@ -424,7 +424,6 @@ class Sweeps:
         wanted = {d.key: d for d in digests.digests(pool, names, stems)}
         existing = {r["source_key"]: r for r in self._run("dg_existing", ds.DIGEST_EXISTING, ["text"], [tenant])}
         counts = {"digests_formed": 0, "digests_updated": 0, "digests_retired": 0}
-        old_docs, new_docs = [], []
         for key, d in wanted.items():
             meta = {"digest": {"key": key, "label": d.label, "members": d.members, "total": d.total,
                                "sessions": d.occasions}}
@@ -445,14 +444,11 @@ class Sweeps:
             if (cur["content_full"], cur["kind"], cur["sensitivity"], list(cur["source_message_ids"] or [])) == (
                     d.text, d.kind, d.sensitivity, d.sources):
                 continue  # the group is as it was
-            r = self._run("dg_update", ds.DIGEST_UPDATE,
-                          ["text", "bigint", "text", "text", "bigint[]", "text", "real", "timestamptz", "text",
-                           "timestamptz"],
-                          [tenant, cur["memory_id"], d.kind, d.text, d.sources, d.sensitivity, d.confidence,
-                           d.newest_at or d.newest.isoformat() + "T00:00:00Z", json.dumps(meta), p_now])
-            if r.nrows() and cur["counted"]:
-                old_docs.append(r[0]["old_tsv"])
-                new_docs.append(r[0]["new_tsv"])
+            self._run("dg_update", ds.DIGEST_UPDATE,
+                      ["text", "bigint", "text", "text", "bigint[]", "text", "real", "timestamptz", "text",
+                       "timestamptz"],
+                      [tenant, cur["memory_id"], d.kind, d.text, d.sources, d.sensitivity, d.confidence,
+                       d.newest_at or d.newest.isoformat() + "T00:00:00Z", json.dumps(meta), p_now])
             self._version(tenant, cur["memory_id"], "updated", "digest: its group changed",
                           {"content": cur["content_full"], "source_message_ids": list(cur["source_message_ids"])},
                           {"content": d.text, "members": d.members}, p_now)
@@ -461,9 +457,6 @@ class Sweeps:
         if gone:
             counts["digests_retired"] = self._archive([tenant] * len(gone), gone,
                                                       ["digest: its group no longer forms one"] * len(gone), p_now)
-        if old_docs:
-            self._run("dg_relex", ds.DIGEST_RELEXICON, ["text[]", "tsvector[]", "tsvector[]"],
-                      [[tenant] * len(old_docs), old_docs, new_docs])
         return counts
 
     def _version(self, tenant: str, mid: int, change: str, reason: str, old: dict | None, new: dict,

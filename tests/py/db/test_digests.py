@@ -70,8 +70,15 @@ def two_visits(conn, db, tenant: str) -> tuple[list[int], list[int]]:
     return [m1, m2], [t1, t2]
 
 
+def lexicon_docs(conn, tenant: str) -> int:
+    return conn.execute("SELECT coalesce(sum(doc_count), 0) FROM mnemo.lexicon WHERE tenant_id = %s AND lexeme = ''",
+                        (tenant,)).fetchone()[0]
+
+
 def test_forms_a_dated_digest_across_two_sessions_and_the_compile_sends_it(conn, db, tenant):
     _, turns = two_visits(conn, db, tenant)
+    run_jobs(db, tenant)
+    docs = lexicon_docs(conn, tenant)
     sweep(conn, "digests", tenant=tenant)
     d = doctor_digest(conn, tenant)
     assert d is not None, digests_of(conn, tenant)
@@ -91,6 +98,10 @@ def test_forms_a_dated_digest_across_two_sessions_and_the_compile_sends_it(conn,
     assert conn.execute("SELECT count(*) FROM mnemo.jobs WHERE tenant_id = %s AND kind = 'embed'"
                         " AND dedup_key = %s", (tenant, f"memory:{d['memory_id']}")).fetchone()[0] == 1
     run_jobs(db, tenant)
+    assert conn.execute("SELECT embedding IS NOT NULL FROM mnemo.memories WHERE tenant_id = %s AND memory_id = %s",
+                        (tenant, d["memory_id"])).fetchone()[0]
+    # it restates its members: not counted again into the tenant's BM25 statistics
+    assert lexicon_docs(conn, tenant) == docs
     sid = db.start_session(tenant, started_at=MAY)
     report = db.compile_context_bundle(tenant, sid, "How many doctors did I see?", budget=2000, log=False)["report"]
     # sent, or left out only because every turn it lists is sent whole (a tenant this

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import date
 
+from mnemo_db.compile.bundle import noted_relevance
 from mnemo_db.lifecycle import digests as dg
 from mnemo_db.lifecycle.digests import Member
 
@@ -69,9 +70,10 @@ def test_the_text_dates_each_member_oldest_first_and_marks_earlier_values():
                       "(2023-04-10) The user went to a new doctor.")
     assert d.sources == [101, 102] and d.members == [1, 2]
     assert (d.sensitivity, d.kind, d.confidence, d.newest) == ("high", "summary", 0.4, date(2023, 4, 10))
-    # a kind some channel excludes is the digest's kind, so that channel excludes it too
-    pref = m(3, "s3", "2023-05-01", "The user prefers the doctor in the mornings.", kind="preference")
-    assert dg.render(dg.Group("k", "doctor", members + [pref])).kind == "preference"
+    # a kind some channel excludes is never a member, so no channel sees it in a digest
+    pref = m(3, "s3", "2023-05-01", "The user prefers the doctor in the mornings.", ["doctor"], kind="preference")
+    visit = m(4, "s4", "2023-05-02", "The user saw the doctor.", ["doctor"])
+    assert dg.groups([pref, visit], {}, {"doctor"}) == []
 
 
 def test_a_capped_digest_names_as_many_sessions_as_it_can():
@@ -87,3 +89,12 @@ def test_a_capped_digest_names_as_many_sessions_as_it_can():
 def test_a_long_member_is_cut_at_a_word():
     text, day = dg.member_text("word " * 200 + "(said 3 March 2023)")
     assert day == date(2023, 3, 3) and text.endswith(" ...") and len(text) <= dg.MEMBER_CHARS + 4
+
+
+def test_a_digest_keeps_its_own_relevance_a_note_takes_its_turns():
+    """A note is as relevant as the turn it was written from; a digest (kind 'summary')
+    gathers many turns, and one relevant turn among them does not make it relevant."""
+    visible = [{"source": "msg:1", "kind": "message"}, {"source": "msg:2", "kind": "message"},
+               {"source": "mem:7", "kind": "fact", "derived_from": ["msg:1"]},
+               {"source": "mem:8", "kind": "summary", "derived_from": ["msg:1", "msg:2", "msg:3"]}]
+    assert noted_relevance(visible, [0.9, 0.1, 0.2, 0.3]) == [0.9, 0.1, 0.9, 0.3]
