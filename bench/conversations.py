@@ -95,9 +95,11 @@ def seal(conn: psycopg.Connection, tenants: list[str], recall_index: bool = Fals
             conn.execute("SELECT mnemo_internal.sync_recall_index(%s, 1)", (tenant,))
 
 
-def form_memories(conn: psycopg.Connection, tenants: list[str], log=print) -> dict:
+def form_memories(conn: psycopg.Connection, tenants: list[str], log=print, digests: bool = True) -> dict:
     """Turns every session of these tenants into memories with the extract job, run by
-    the job runner; logs and returns the counts."""
+    the job runner; then, with digests, runs the digests sweep for each tenant as
+    pg_cron would before the question is asked, and the jobs again (the digests'
+    embeddings). Logs and returns the counts."""
     t0 = time.perf_counter()
     conn.execute("UPDATE mnemo.tenants SET config = config - 'formation' WHERE tenant_id = ANY(%s)", (tenants,))
     conn.execute(
@@ -110,12 +112,26 @@ def form_memories(conn: psycopg.Connection, tenants: list[str], log=print) -> di
         "SELECT (SELECT count(*) FROM mnemo.messages WHERE tenant_id = ANY(%(t)s)),"
         " (SELECT count(*) FROM mnemo.memories WHERE tenant_id = ANY(%(t)s)),"
         " (SELECT count(*) FROM mnemo.admission_log WHERE tenant_id = ANY(%(t)s))", {"t": tenants}).fetchone()
+    n_digests, digest_s = run_digests(conn, tenants) if digests else (0, 0.0)
     failed = conn.execute("SELECT count(*) FROM mnemo.jobs WHERE tenant_id = ANY(%s) AND status = 'failed'",
                           (tenants,)).fetchone()[0]
     log(f"extraction: {n_msgs} messages -> {n_log} candidates -> {n_mem} memories in {seconds:.1f} s"
-        f" ({n_msgs / seconds:.0f} messages/s; {failed} failed jobs)")
+        f" ({n_msgs / seconds:.0f} messages/s; {failed} failed jobs)"
+        + (f"; {n_digests} digests in {digest_s:.1f} s" if digests else ""))
     return {"messages": n_msgs, "candidates": n_log, "memories": n_mem, "seconds": round(seconds, 1),
-            "messages_per_s": round(n_msgs / seconds, 1), "failed_jobs": failed}
+            "messages_per_s": round(n_msgs / seconds, 1), "failed_jobs": failed, "digests": n_digests}
+
+
+def run_digests(conn: psycopg.Connection, tenants: list[str]) -> tuple[int, float]:
+    """The digests sweep for each tenant, as pg_cron runs it, then the jobs (the
+    digests' embeddings): (the tenants' active digests, seconds)."""
+    t = time.perf_counter()
+    for tenant in tenants:
+        conn.execute("CALL mnemo.run_sweep('digests', p_tenant_id => %s)", (tenant,))
+    run_jobs(conn)
+    n = conn.execute("SELECT count(*) FROM mnemo.memories WHERE tenant_id = ANY(%s) AND is_active"
+                     " AND source_key LIKE 'digest:%%'", (tenants,)).fetchone()[0]
+    return n, time.perf_counter() - t
 
 
 def memory_sources(conn: psycopg.Connection, tenant: str) -> dict[int, list[int]]:

@@ -114,6 +114,8 @@ def main() -> int:
     ap.add_argument("--baseline-plpy", default="",
                     help="a copy of another build's plpy/ (e.g. main's): its compiles with memories are"
                          " scored beside this build's, on the same tenants (with_memories_base)")
+    ap.add_argument("--no-digests", action="store_true",
+                    help="leave the digests sweep out (it runs after formation, as pg_cron would)")
     args = ap.parse_args()
     with open(DATA) as f:
         data = json.load(f)[: args.conversations]
@@ -121,14 +123,14 @@ def main() -> int:
     scores = Scores()
     latencies: list[float] = []
     base = baseline_client(DSN, args.baseline_plpy) if args.baseline_plpy else None
-    with connect(DSN) as db, psycopg.connect(DSN, autocommit=True) as conn, jobs_paused(conn):
+    with connect(DSN) as db, psycopg.connect(DSN, autocommit=True) as conn, jobs_paused(conn, "mnemo-%"):
         t0 = time.perf_counter()
         tenants = ingest_all(db, conn, data, f"locomo_{run}", args.recall_index)
         print(f"ingest + embeddings + segments: {time.perf_counter() - t0:.1f} s", flush=True)
         for sample, tenant, ids in tenants:
             evaluate(db, conn, sample, tenant, ids, scores, latencies, args.questions)
             print(f"evaluated {sample['sample_id']}", flush=True)
-        formation = extract_memories(conn, [t for _, t, _ in tenants])
+        formation = extract_memories(conn, [t for _, t, _ in tenants], not args.no_digests)
         window = {"question": [], "short": []}
         for sample, tenant, ids in tenants:
             evaluate_memories(db, conn, sample, tenant, ids, scores, args.questions, window, base)
@@ -136,9 +138,10 @@ def main() -> int:
     return report(scores, latencies, formation, args.recall_index, window_figures(window))
 
 
-def extract_memories(conn: psycopg.Connection, tenants: list[str]) -> dict:
-    """Turns every session of these tenants into memories with the extract job."""
-    return form_memories(conn, tenants, log=lambda line: print(line, flush=True))
+def extract_memories(conn: psycopg.Connection, tenants: list[str], digests: bool = True) -> dict:
+    """Turns every session of these tenants into memories with the extract job (and,
+    with digests, the digests sweep: conversations.form_memories)."""
+    return form_memories(conn, tenants, log=lambda line: print(line, flush=True), digests=digests)
 
 
 def scorable(sample: dict, known: set[str], limit: int) -> list[tuple[dict, set[str]]]:

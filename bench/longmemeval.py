@@ -108,10 +108,11 @@ def evidence_of(inst: dict) -> set[str]:
 class Bench:
     """The figures of the questions run so far."""
 
-    def __init__(self, prefix: str, recall_index: bool = False, base=None):
+    def __init__(self, prefix: str, recall_index: bool = False, base=None, digests: bool = True):
         # base: a client on another build's server code (conversations.baseline_client),
-        # whose compiles with memories are scored as "with_memories_base"
-        self.prefix, self.recall_index, self.base = prefix, recall_index, base
+        # whose compiles with memories are scored as "with_memories_base"; digests: the
+        # digests sweep runs after formation (conversations.form_memories)
+        self.prefix, self.recall_index, self.base, self.digests = prefix, recall_index, base, digests
         self.scores = conv.Scores()
         self.latencies = {"turns": [], "with_memories": []} | ({"with_memories_base": []} if base else {})
         self.mem_items = defaultdict(list)    # budget -> [memory items in the context]
@@ -154,9 +155,9 @@ class Bench:
         conv.score_baselines(self.scores, conn, tenant, question, qtype, evidence, ids, conv.tenant_turns(conn, tenant),
                              KS, names=BASELINES)
 
-        formed = conv.form_memories(conn, [tenant], log=log)
+        formed = conv.form_memories(conn, [tenant], log=log, digests=self.digests)
         self.memories.append(formed["memories"])
-        self.extraction.update({k: formed[k] for k in ("messages", "candidates", "memories", "failed_jobs")})
+        self.extraction.update({k: formed[k] for k in ("messages", "candidates", "memories", "failed_jobs", "digests")})
         self.extraction["seconds"] += formed["seconds"]
         sid = db.start_session(tenant, agent_id=AGENT, context_window=128000, started_at=asked)
         sources = conv.memory_sources(conn, tenant)
@@ -300,6 +301,8 @@ def main() -> int:
     ap.add_argument("--baseline-plpy", default="",
                     help="a copy of another build's plpy/ (e.g. main's): its compiles with memories are"
                          " scored beside this build's, on the same tenants (with_memories_base)")
+    ap.add_argument("--no-digests", action="store_true",
+                    help="leave the digests sweep out (it runs after formation, as pg_cron would)")
     args = ap.parse_args()
     if args.data is None or not Path(args.data).exists():
         sys.exit(f"no LongMemEval data at {args.data}: pass --data PATH")
@@ -308,9 +311,9 @@ def main() -> int:
     except ValueError as e:
         sys.exit(str(e))
     base = conv.baseline_client(conv.DSN, args.baseline_plpy) if args.baseline_plpy else None
-    bench = Bench(f"lme_{uuid.uuid4().hex[:6]}", args.recall_index, base)
+    bench = Bench(f"lme_{uuid.uuid4().hex[:6]}", args.recall_index, base, not args.no_digests)
     t0 = time.perf_counter()
-    with connect(conv.DSN) as db, psycopg.connect(conv.DSN, autocommit=True) as conn, conv.jobs_paused(conn):
+    with connect(conv.DSN) as db, psycopg.connect(conv.DSN, autocommit=True) as conn, conv.jobs_paused(conn, "mnemo-%"):
         for i, inst in enumerate(chosen, 1):
             t = time.perf_counter()
             turns_before = bench.turns

@@ -4,7 +4,7 @@
 -- (p_sentences, embed_target_sentences' in order; NULL: none) with it, in one
 -- UPDATE. Returns the row's
 -- search tsvector when this is its first embedding (the caller then counts it into
--- mnemo.lexicon, once), else NULL.
+-- mnemo.lexicon, once), else NULL; never a digest's (source_key digest:...).
 -- Writes: mnemo.messages.embedding, levels and sentence_embeddings, or mnemo.memories.embedding.
 CREATE OR REPLACE FUNCTION mnemo_internal.store_embedding(
     p_tenant_id text, p_payload jsonb, p_embedding vector, p_sentences vector[]
@@ -32,7 +32,10 @@ BEGIN
             RETURNING o.first, m.search_tsv INTO v_first, v_tsv;
         WHEN 'memory' THEN
             UPDATE mnemo.memories AS mem SET embedding = p_embedding
-            FROM (SELECT o.embedding IS NULL AS first FROM mnemo.memories AS o
+            -- (a digest, lifecycle/digests.py, restates its members: counting it
+            -- would count their words twice into the tenant's BM25 statistics)
+            FROM (SELECT o.embedding IS NULL AND coalesce(o.source_key, '') NOT LIKE 'digest:%' AS first
+                FROM mnemo.memories AS o
                 WHERE o.tenant_id = p_tenant_id AND o.memory_id = (p_payload ->> 'memory_id')::bigint) AS o
             WHERE mem.tenant_id = p_tenant_id AND mem.memory_id = (p_payload ->> 'memory_id')::bigint
             RETURNING o.first, mem.search_tsv INTO v_first, v_tsv;

@@ -28,6 +28,12 @@
 --               four fidelities with declared losses (helper LLM or offline, as for
 --               summaries; compaction_log.method helper_llm / extractive); the session
 --               summary is updated; compaction_log records rho (docs/design.md §Lifecycle).
+--   digests     per tenant whose memories changed since the last run: its global,
+--               non-secret memories grouped by entity and by topic word; a group over
+--               two or more sessions keeps one dated digest memory (source_key
+--               digest:entity:<id> / digest:topic:<stem>), inserted, updated in place
+--               with a memory_versions row, or archived when the group no longer
+--               forms (plpy/mnemo_db/lifecycle/digests.py).
 -- Called by mnemo.run_sweep, which commits after each batch. Returns {"rows", "done",
 -- "state" (the cursor for the next batch), "counts"}. Writes: memories,
 -- memory_versions, memory_archive, sessions, messages, compaction_log, jobs.
@@ -54,4 +60,4 @@ return batch(p_now, p_tenant_id, p_batch_size, json.loads(p_state or '{}'))
 $$;
 
 COMMENT ON FUNCTION mnemo_internal.sweep_py(text, timestamptz, text, integer, jsonb) IS
-'One batch of the promotion, expiry, summaries or compaction sweep (see mnemo.run_sweep).';
+'One batch of the promotion, expiry, summaries, compaction or digests sweep (see mnemo.run_sweep).';

@@ -31,7 +31,10 @@ VALUES
     ('segments', false, '* * * * *', 0),
     -- Access statistics of the memories that compile_context sent (from context_log),
     -- folded a few seconds after the compiles, not in one burst a minute (cron/jobs.sql).
-    ('access', false, '* * * * *', 45)
+    ('access', false, '* * * * *', 45),
+    -- Digests: per entity and per topic, one dated memory listing the facts said across
+    -- sessions (docs/design.md §Lifecycle), for tenants whose memories changed.
+    ('digests', true, '*/10 * * * *', 0)
 $$;
 
 COMMENT ON FUNCTION mnemo_internal.sweeps() IS

@@ -64,6 +64,14 @@ def visible_candidates(candidates: list[dict], channel: str) -> tuple[list[dict]
     return visible, omissions
 
 
+# Memories that gather many turns (a compaction's summary; a digest of the facts said
+# across sessions, lifecycle/digests.py) say more than any one of them: one relevant
+# turn among theirs does not make the whole relevant, so they keep their own relevance
+# (measured on digests, issue 42: with their best turn's, they took the place of the
+# turns at 512 tokens, LongMemEval multi-session evidence 0.883 -> 0.642).
+GATHERING_KINDS = frozenset(["summary"])
+
+
 def noted_relevance(visible: list[dict], relevance: list[float]) -> list[float]:
     """Each candidate's relevance, a memory's at least that of the candidate turns it
     was written from (derived_from): a note says what its turn said, and the turn's
@@ -71,9 +79,11 @@ def noted_relevance(visible: list[dict], relevance: list[float]) -> list[float]:
     conversation about the question: retrieval.fuse_candidates), which the note read
     alone cannot show. Packing then takes the cheaper of the two per token; when both
     enter, the note stands in for the turn when it says what made the turn relevant
-    in fewer tokens (stand_ins), else it goes (repeats_block)."""
+    in fewer tokens (stand_ins), else it goes (repeats_block). A memory of
+    GATHERING_KINDS keeps its own."""
     of = {c["source"]: r for c, r in zip(visible, relevance) if c["source"].startswith("msg:")}
-    return [max([r] + [of[m] for m in c.get("derived_from") or () if m in of]) for c, r in zip(visible, relevance)]
+    return [r if c.get("kind") in GATHERING_KINDS else max([r] + [of[m] for m in c.get("derived_from") or () if m in of])
+            for c, r in zip(visible, relevance)]
 
 
 def without_said_day(c: dict) -> dict:

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import json
 import time
-from datetime import datetime
+from datetime import date, datetime
 
 from ..formation import helper_llm
 from ..timestamps import utc_datetime
 from ..vocabulary import most_sensitive
-from . import llm_summarize, rules, summarize
+from . import digest_statements as ds
+from . import digests, llm_summarize, rules, summarize
 from .statements import (
     ACTIVE_HISTORY,
     ARCHIVE,
@@ -389,3 +390,77 @@ class Sweeps:
                   [tenant, session, msg["message_id"], memory_id, first_turn, last_turn, k, removed,
                    msg["token_count"], ratio, before, after, p_now, method])
         return {"messages": k, "ratio": ratio, "active_after": after}
+
+    # -- digests: facts gathered across sessions per entity and topic -----------------
+    def digests_batch(self, p_now: str, tenant: str | None, batch: int, state: dict) -> str:
+        """One tenant's digests (digests.py): the next tenant after the cursor with a
+        memory changed since the last run, its pool grouped, and each digest inserted,
+        updated in place (a memory_versions row) or left as it is; a digest its group
+        no longer asks for is deactivated and archived. batch: unused (a batch is one
+        tenant, its pool bounded by digests.POOL_LIMIT)."""
+        if "since" not in state:  # the run's first batch
+            state = {**state, "since": self._run("dg_since", ds.DIGEST_SINCE, ["text"], [tenant])[0]["since"]}
+        rows = self._run("dg_next", ds.DIGEST_NEXT_TENANT, ["text", "text", "text"],
+                         [tenant, state.get("t", ""), state["since"]])
+        if not rows.nrows():
+            return _result(0, True, state)
+        t = rows[0]["tenant_id"]
+        counts = self.tenant_digests(t, p_now)
+        return _result(sum(counts.values()), False, {**state, "t": t}, counts)
+
+    def tenant_digests(self, tenant: str, p_now: str) -> dict:
+        pool = [digests.Member(
+            memory_id=r["memory_id"], session=r["session_id"], day=date.fromisoformat(r["day"]),
+            text=r["content_full"], kind=r["kind"], sensitivity=r["sensitivity"], superseded=r["superseded"],
+            confidence=r["confidence"], sources=tuple(r["source_message_ids"] or ()),
+            entities=tuple(r["entities"] or ()), lexemes=tuple(r["lexemes"] or ()), said_at=r["said_at"])
+            for r in self._run("dg_pool", ds.DIGEST_POOL, ["text", "timestamptz", "integer"],
+                               [tenant, p_now, digests.POOL_LIMIT])]
+        ent_ids = sorted({e for m in pool for e in m.entities})
+        names = {r["entity_id"]: r["name"] for r in self._run(
+            "dg_names", ds.DIGEST_ENTITY_NAMES, ["text", "bigint[]"], [tenant, ent_ids])} if ent_ids else {}
+        words = sorted(digests.nouns([m.text for m in pool]))
+        stems = set(self._run("dg_stems", ds.DIGEST_STEMS, ["text[]"], [words])[0]["stems"]) if words else set()
+        wanted = {d.key: d for d in digests.digests(pool, names, stems)}
+        existing = {r["source_key"]: r for r in self._run("dg_existing", ds.DIGEST_EXISTING, ["text"], [tenant])}
+        counts = {"digests_formed": 0, "digests_updated": 0, "digests_retired": 0}
+        for key, d in wanted.items():
+            meta = {"digest": {"key": key, "label": d.label, "members": d.members, "total": d.total,
+                               "sessions": d.occasions}}
+            cur = existing.get(key)
+            if cur is None:
+                # dated as its newest member (what a compile's recency and day lines read)
+                said = d.newest_at or d.newest.isoformat() + "T00:00:00Z"
+                opts = {"scope": "global", "tier": "episodic", "confidence": d.confidence,
+                        "created_at": said, "valid_from": said, "source_key": key, "metadata": meta}
+                mid = self._run("dg_insert", ds.DIGEST_INSERT,
+                                ["text", "text", "text", "text", "bigint[]", "text", "text"],
+                                [tenant, d.kind, d.text, json.dumps({"method": "digest", "group": key}),
+                                 d.sources, d.sensitivity, json.dumps(opts)])[0]["memory_id"]
+                self._version(tenant, mid, "created", f"digest of {d.occasions} sessions", None,
+                              {"content": d.text, "members": d.members}, p_now)
+                counts["digests_formed"] += 1
+                continue
+            if (cur["content_full"], cur["kind"], cur["sensitivity"], list(cur["source_message_ids"] or [])) == (
+                    d.text, d.kind, d.sensitivity, d.sources):
+                continue  # the group is as it was
+            self._run("dg_update", ds.DIGEST_UPDATE,
+                      ["text", "bigint", "text", "text", "bigint[]", "text", "real", "timestamptz", "text",
+                       "timestamptz"],
+                      [tenant, cur["memory_id"], d.kind, d.text, d.sources, d.sensitivity, d.confidence,
+                       d.newest_at or d.newest.isoformat() + "T00:00:00Z", json.dumps(meta), p_now])
+            self._version(tenant, cur["memory_id"], "updated", "digest: its group changed",
+                          {"content": cur["content_full"], "source_message_ids": list(cur["source_message_ids"])},
+                          {"content": d.text, "members": d.members}, p_now)
+            counts["digests_updated"] += 1
+        gone = [r["memory_id"] for k, r in existing.items() if k not in wanted]
+        if gone:
+            counts["digests_retired"] = self._archive([tenant] * len(gone), gone,
+                                                      ["digest: its group no longer forms one"] * len(gone), p_now)
+        return counts
+
+    def _version(self, tenant: str, mid: int, change: str, reason: str, old: dict | None, new: dict,
+                 p_now: str) -> None:
+        self._run("dg_version", ds.DIGEST_VERSION,
+                  ["text", "bigint", "text", "text", "text", "text", "timestamptz"],
+                  [tenant, mid, change, reason, json.dumps(old) if old is not None else None, json.dumps(new), p_now])
