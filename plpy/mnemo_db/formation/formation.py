@@ -31,7 +31,7 @@ from datetime import UTC, datetime
 
 from .. import redact
 from ..timestamps import utc_datetime
-from ..vocabulary import most_sensitive, provenance_authority
+from ..vocabulary import UPDATED, most_sensitive, provenance_authority
 from . import admission, extract, helper_llm
 from .lookups import Batch, Lookups
 from .statements import (
@@ -315,7 +315,7 @@ class Former:
             losers.extend(r["memory_id"] for r in self.execute("same_key", [tenant, c["source_key"], mid]))
         for old in losers:
             self.supersede(tenant, old, mid, c.get("valid_from") or now,
-                           "file re-read" if c["kind"] == "file_context" else "contradicted by a newer statement")
+                           "file re-read" if c["kind"] == "file_context" else UPDATED)
             look.superseded(old)
         return ("superseded" if losers else "admitted"), mid
 
