@@ -10,6 +10,7 @@ from ..lifecycle import summarize
 from ..vocabulary import UPDATED
 from .policy import CHANNEL_EXCLUDED_KINDS, CHANNEL_SENSITIVITY, CHANNEL_SOURCES, RECENT_TURNS
 from .retrieval import BM25_B, BM25_K1, FREQUENT_GLOBAL, trigram_query
+from .updates import EARLIER_VALUE
 
 ENTER = "SELECT mnemo_internal.enter_tenant($1)"
 
@@ -535,35 +536,14 @@ FROM (
         -- each text's tokens as a line's text part (migration 0012; NULL: count it)
         mm.line_tokens[1] AS full_tokens, mm.line_tokens[2] AS detail_tokens,
         mm.line_tokens[3] AS compact_tokens, mm.line_tokens[4] AS stub_tokens,
-        -- the messages it was formed from, and those of the earlier value it states,
-        -- space-separated (arrays of arrays must be even)
-        nullif(array_to_string(mm.source_message_ids || coalesce(e.source_message_ids, '{}'), ' '), '')
-            AS derived_from,
+        -- its and its earlier value's (e) source messages, space-separated (arrays of arrays must be even)
+        nullif(array_to_string(mm.source_message_ids || e.source_message_ids, ' '), '') AS derived_from,
         e.text AS earlier_text, extract(epoch FROM e.valid_to)::float8 AS earlier_until_epoch
     FROM mnemo.memories AS mm
     -- (the ids again on the access rows: without them a generic plan hashed every
     -- access row of the tenant, 7,790 for ~40 memories at 100k messages)
     LEFT JOIN mnemo.memory_access AS ma ON ma.tenant_id = $1 AND ma.memory_id = mm.memory_id
-        AND ma.memory_id = ANY($2)
-    -- A knowledge update (formation superseded the memory it replaced: its
-    -- superseded_reason, vocabulary.UPDATED): the newest earlier value the channel may
-    -- see ($5), as the compile's time ($6, as_of) knew it, by the (tenant_id,
-    -- superseded_by) index. Its value is its fact's object where the two facts share a
-    -- predicate and the object is a thing of its own (an entity: "Berlin", not a
-    -- sentence), else its text; updates.with_earlier writes it after the memory's.
-    LEFT JOIN LATERAL (
-        SELECT CASE WHEN ef.object_entity_id IS NOT NULL AND ef.predicate = nf.predicate THEN ef.object
-                ELSE em.content_full END AS text,
-            em.valid_to, em.source_message_ids
-        FROM mnemo.memories AS em
-        LEFT JOIN mnemo.memory_facts AS ef ON ef.tenant_id = $1 AND ef.memory_id = em.memory_id
-        LEFT JOIN mnemo.memory_facts AS nf ON nf.tenant_id = $1 AND nf.memory_id = mm.memory_id
-        WHERE em.tenant_id = $1 AND em.superseded_by = mm.memory_id AND em.sensitivity = ANY($5)
-            AND em.metadata ->> 'superseded_reason' = $7
-            AND CASE WHEN $6::timestamptz IS NULL THEN em.is_active ELSE em.created_at <= $6 END
-        ORDER BY em.valid_to DESC NULLS LAST, em.memory_id DESC
-        LIMIT 1
-    ) AS e ON true
+        AND ma.memory_id = ANY($2){earlier}
     WHERE mm.tenant_id = $1 AND mm.memory_id = ANY($2)
     UNION ALL
     -- its levels as its embed job stored them (NULL until it has run)
@@ -574,13 +554,13 @@ FROM (
         NULL, k.created_epoch, 1.0,
         -- A message is a verbatim record: one authority for every speaker (a role says
         -- who spoke, not how reliable it is), tool outputs aside.
-        CASE m.role WHEN 'tool' THEN 'tool_output' ELSE 'fact' END, m.role, m.name,
-        m.line_tokens, NULL, NULL, NULL, NULL, NULL, NULL
+        CASE m.role WHEN 'tool' THEN 'tool_output' ELSE 'fact' END, m.role, m.name, m.line_tokens,
+        NULL, NULL, NULL, NULL, NULL, NULL
     FROM unnest($3::bigint[], $4::float8[]) AS k (message_id, created_epoch)
     JOIN mnemo.messages AS m ON m.tenant_id = $1 AND m.message_id = k.message_id
         AND m.created_at = to_timestamp(k.created_epoch) AND NOT m.is_pruned
 ) AS r
-"""
+""".replace("{earlier}", EARLIER_VALUE)
 CANDIDATE_ROWS_TYPES = ["text", "bigint[]", "bigint[]", "float8[]", "text[]", "timestamptz", "text"]
 
 # The sentence vectors the embed job stored for the turns retrieval.match_sentences
@@ -647,8 +627,7 @@ def segments_args(tenant_id: str, session_id: str, lexemes: list[str] | None, ch
 
 
 def rows_args(tenant_id: str, fused: list[dict], channel: str, as_of=None) -> list:
-    """The CANDIDATE_ROWS statement's arguments for the fused candidates, on a channel
-    (the earlier values it may see), at the as_of option's time (None: now)."""
+    """The CANDIDATE_ROWS statement's arguments for the fused candidates (on a channel, at as_of)."""
     messages = [c for c in fused if c["created_epoch"] is not None]
     return [tenant_id, [c["id"] for c in fused if c["created_epoch"] is None],
             [c["id"] for c in messages], [c["created_epoch"] for c in messages],

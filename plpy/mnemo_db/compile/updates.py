@@ -17,6 +17,27 @@ from datetime import datetime
 
 from ..timestamps import said_day_at_end
 
+# A knowledge update (formation superseded the memory it replaced: its
+# superseded_reason, vocabulary.UPDATED): the newest earlier value the channel may
+# see ($5), as the compile's time ($6, as_of) knew it, by the (tenant_id,
+# superseded_by) index. Its value is its fact's object where the two facts share a
+# predicate and the object is a thing of its own (an entity: "Berlin", not a
+# sentence), else its text; updates.with_earlier writes it after the memory's.
+EARLIER_VALUE = """
+LEFT JOIN LATERAL (
+    SELECT CASE WHEN ef.object_entity_id IS NOT NULL AND ef.predicate = nf.predicate THEN ef.object
+            ELSE em.content_full END AS text,
+        em.valid_to, em.source_message_ids
+    FROM mnemo.memories AS em
+    LEFT JOIN mnemo.memory_facts AS ef ON ef.tenant_id = $1 AND ef.memory_id = em.memory_id
+    LEFT JOIN mnemo.memory_facts AS nf ON nf.tenant_id = $1 AND nf.memory_id = mm.memory_id
+    WHERE em.tenant_id = $1 AND em.superseded_by = mm.memory_id AND em.sensitivity = ANY($5)
+        AND em.metadata ->> 'superseded_reason' = $7
+        AND CASE WHEN $6::timestamptz IS NULL THEN em.is_active ELSE em.created_at <= $6 END
+    ORDER BY em.valid_to DESC NULLS LAST, em.memory_id DESC
+    LIMIT 1
+) AS e ON true"""
+
 
 def earlier_value(text: str) -> str:
     """An earlier value as the line states it: one line (its whitespace collapsed: the

@@ -97,3 +97,59 @@ def test_an_earlier_value_more_sensitive_than_the_channel_is_not_shown(db, tenan
     # the private channel does
     _, private = compile_block(db, tenant, channel="private")
     assert private is not None and "(earlier, until 2025-03-31: Paris)" in private["content"]
+
+
+def test_a_quantity_said_again_with_a_new_value_supersedes_the_earlier_note(db, tenant):
+    # no functional predicate names these: a plain statement said again, its number changed
+    # (session, said at, statement)
+    said = [(1, T0, "I've been dedicating about an hour each day to coding exercises."),
+            (2, T0 + timedelta(days=1), "I have 2 cats at home."),
+            (3, MOVED, "By the way, I've been dedicating about two hours each day to coding exercises."),
+            (4, MOVED + timedelta(minutes=5), "I have 3 dogs at home."),
+            # the next of a series in one session is no new value
+            (5, MOVED + timedelta(minutes=10), "I have added the $200 expense to the gifts category."),
+            (5, MOVED + timedelta(minutes=11), "I have added the $100 expense to the gifts category.")]
+    sessions = {}
+    for n, at, statement in said:
+        s = sessions.get(n) or sessions.setdefault(n, db.start_session(tenant, context_window=8192, started_at=at))
+        db.record_message(tenant, s, {"role": "user", "content": f"{CHATTER} {statement} {CHATTER}"}, created_at=at)
+    for s in sessions.values():
+        db._call("SELECT mnemo_internal.enqueue_job(%(t)s, 'extract', 'session:' || %(s)s,"
+                 " jsonb_build_object('session_id', %(s)s))", {"t": tenant, "s": str(s)})
+    drain_jobs(db, tenant, 13)
+    hour, two = memory_of(db, tenant, "about an hour"), memory_of(db, tenant, "about two hours")
+    assert hour[1] == two[0] and hour[2] == "contradicted by a newer statement"
+    # other things counted are other facts: both stay current
+    assert memory_of(db, tenant, "2 cats")[1] is None and memory_of(db, tenant, "3 dogs")[1] is None
+    # (the second merges into the first, a near duplicate, rather than replace it)
+    assert memory_of(db, tenant, "$200")[1] is None
+    s = db.start_session(tenant, context_window=8192, started_at=MOVED + timedelta(days=5))
+    bundle = db.compile_context_bundle(tenant, s, "How much time do I spend on coding exercises?",
+                                       budget=120, log=False)
+    block = block_of(bundle)
+    assert block is not None and bundle["report"]["tokens"]["memory"] == tokens.count_message(block)
+    line = next((x for x in block["content"].splitlines() if x.startswith(f"[mem:{two[0]} ")), "")
+    assert "two hours" in line and line.endswith(
+        "(earlier, until 2025-03-31: The user has been dedicating about an hour each day to coding exercises)"), \
+        block["content"]
+
+
+def test_an_earlier_value_extracted_late_is_stored_superseded(db, tenant):
+    # sessions are not extracted in date order: the later statement first
+    later = db.start_session(tenant, context_window=8192, started_at=MOVED)
+    earlier = db.start_session(tenant, context_window=8192, started_at=T0)
+    for s, at, n in ((later, MOVED, "five"), (earlier, T0, "three")):
+        db.record_message(tenant, s, {"role": "user", "content": f"{CHATTER} I lead a team of {n} engineers at work. {CHATTER}"},
+                          created_at=at)
+        db._call("SELECT mnemo_internal.enqueue_job(%(t)s, 'extract', 'session:' || %(s)s,"
+                 " jsonb_build_object('session_id', %(s)s))", {"t": tenant, "s": str(s)})
+        drain_jobs(db, tenant, 13)
+    three, five = memory_of(db, tenant, "three engineers"), memory_of(db, tenant, "five engineers")
+    assert three[0] > five[0], "the earlier statement formed second"
+    assert three[1] == five[0] and three[2] == "contradicted by a newer statement" and five[1] is None
+    s = db.start_session(tenant, context_window=8192, started_at=MOVED + timedelta(days=5))
+    bundle = db.compile_context_bundle(tenant, s, "How many engineers do I lead?", budget=120, log=False)
+    block = block_of(bundle)
+    assert block is not None and bundle["report"]["tokens"]["memory"] == tokens.count_message(block)
+    line = next((x for x in block["content"].splitlines() if x.startswith(f"[mem:{five[0]} ")), "")
+    assert "five engineers" in line and line.endswith("(earlier, until 2025-03-31: The user leads a team of three engineers at work)"), block["content"]

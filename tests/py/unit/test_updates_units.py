@@ -10,6 +10,12 @@ from hypothesis import strategies as st
 from mnemo_db import tokens
 from mnemo_db.compile import packing
 from mnemo_db.compile.updates import earlier_note, earlier_value, with_earlier
+from mnemo_db.formation.updates import (
+    new_value_of,
+    restates_with_new_values,
+    states_a_quantity,
+    words,
+)
 from mnemo_db.timestamps import said_suffix
 
 UNTIL = datetime(2023, 5, 2, 14, 30, tzinfo=UTC)
@@ -53,3 +59,30 @@ def test_an_update_line_is_counted_exactly(latest, earlier, until):
     assert full.tokens == packing.line_tokens(full.text)
     item = packing.Item(source="mem:3", kind="fact", score=1.0, options=[full], created_at=UNTIL, chosen=0)
     assert packing.memory_block_tokens([item]) == tokens.count_message(packing.memory_block([item]))
+
+
+def test_a_statement_said_again_with_another_quantity_is_a_new_value():
+    old = "The user has been dedicating about an hour each day to coding exercises, which helps. (said 20 May 2023)"
+    new = ("The user wants resources on algorithms. The user has been dedicating about two hours each day to "
+           "coding exercises. (said 29 May 2023)")
+    assert restates_with_new_values(old, new)
+    assert new_value_of(words("The user leads a team of 4 engineers"), words("The user leads a team of 5 engineers"))
+    assert new_value_of(words("Her best time was 27:12"), words("Her best time was 25:50"))
+    # the same statement is no new value; another thing counted, another verb or
+    # subject, or nothing said of what is counted, is another statement
+    assert new_value_of(words("The user has 2 cats"), words("The user has 2 cats")) is False
+    for a, b in (("The user has 2 cats", "The user has 3 dogs"), ("The user has 2 cats", "The user fed 2 cats"),
+                 ("The user has 2 cats", "Ana has 3 cats"), ("The user ran 5 miles", "The user ran 5"),
+                 ("The user is a male model", "The user is 20"), ("The user is having issues", "The user is 20"),
+                 ("The user ran 5 miles", "The user ran 3")):
+        assert new_value_of(words(a), words(b)) is None, (a, b)
+
+
+def test_a_note_is_updated_only_when_every_statement_of_it_is_said_again():
+    old = "The user has 2 cats. The user lives near the park."
+    assert restates_with_new_values(old, "The user lives near the park. The user has 3 cats.")
+    # one statement not said again: superseding the note would lose it
+    assert not restates_with_new_values(old, "The user has 3 cats.")
+    assert not restates_with_new_values(old, old), "nothing changed"
+    assert states_a_quantity("The user has 3 cats.") and states_a_quantity("The user ran twenty miles.")
+    assert not states_a_quantity("The user has a cat. (said 2 May 2023)"), "not the day it was said, nor 'a'"
