@@ -18,6 +18,12 @@ AUTHORITY = {
     "user_stated": 1.0, "correction": 0.95, "instruction": 0.90, "preference": 0.85,
     "fact": 0.80, "tool_output": 0.70, "system_inferred": 0.60,
 }
+# Why formation superseded a memory when a newer statement gave its subject another
+# value (memories.metadata superseded_reason): a knowledge update, whose earlier value
+# compile_context states beside the new one (compile/updates.py). Not a correction
+# (the earlier value was wrong) nor a file re-read.
+UPDATED = "contradicted by a newer statement"
+
 # A provenance the table does not name is trusted no more than an inference.
 UNKNOWN_PROVENANCE_AUTHORITY = AUTHORITY["system_inferred"]
 

@@ -44,6 +44,7 @@ from .policy import (
     relevance_of,
     score,
 )
+from .updates import with_earlier
 
 if TYPE_CHECKING:
     from .phases import Plan, Session
@@ -108,7 +109,7 @@ def candidate_items(visible: list[dict], weights: dict, now: datetime, previous_
     scored = sorted(((score(c, weights, now, max_access, r), r, c) for c, r in zip(visible, relevance)),
                     key=lambda src: (-src[0], src[2]["source"]))
     best = max(relevance, default=0.0)
-    scored = [(s, r, without_said_day(c)) for s, r, c in scored]
+    scored = [(s, r, with_earlier(without_said_day(c))) for s, r, c in scored]
     fulls, label_n = full_options([c for _, _, c in scored], line_counter)
     items = [candidate_item(c, s, r, weights, best, o, n, previous_fidelity.get(c["source"]))
              for (s, r, c), o, n in zip(scored, fulls, label_n)]

@@ -383,7 +383,8 @@ def read_candidates(db: Database, session: Session, plan: Plan, pool: CandidateP
     fused = fuse_candidates(pool, cosine, session.weights, plan.room, plan.date_ranges, plan.asks_when)
     if not fused:
         return []
-    return rows.candidates(db.run("candidate_rows", statements.rows_args(session.tenant_id, fused))[0], fused)
+    return rows.candidates(db.run("candidate_rows", statements.rows_args(
+        session.tenant_id, fused, session.channel, session.as_of))[0], fused)
 
 
 def match_turn_sentences(db: Database, tenant_id: str, candidates: list[dict], query_vector: np.ndarray | None,

@@ -164,6 +164,9 @@ def candidates(r: dict, fused: list[dict]) -> list[dict]:
             # a memory's source messages (msg:N), bundle.repeats_history
             "derived_from": frozenset(f"msg:{m}" for m in r["derived_from"][i].split()) if r["derived_from"][i]
             else frozenset(),
+            # the value it replaced and the day that one stopped holding (updates.py)
+            "earlier": (r["earlier_text"][i], utc_datetime(r["earlier_until_epoch"][i]))
+            if r["earlier_text"][i] else None,
         })
     return out
 

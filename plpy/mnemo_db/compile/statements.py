@@ -7,8 +7,10 @@ from __future__ import annotations
 import re
 
 from ..lifecycle import summarize
+from ..vocabulary import UPDATED
 from .policy import CHANNEL_EXCLUDED_KINDS, CHANNEL_SENSITIVITY, CHANNEL_SOURCES, RECENT_TURNS
 from .retrieval import BM25_B, BM25_K1, FREQUENT_GLOBAL, trigram_query
+from .updates import EARLIER_VALUE
 
 ENTER = "SELECT mnemo_internal.enter_tenant($1)"
 
@@ -522,7 +524,8 @@ SELECT array_agg(r.source) AS source, array_agg(r.kind) AS kind, array_agg(r.tex
     array_agg(r.provenance_type) AS provenance_type, array_agg(r.role) AS role,
     array_agg(r.name) AS name, array_agg(r.full_tokens) AS full_tokens,
     array_agg(r.detail_tokens) AS detail_tokens, array_agg(r.compact_tokens) AS compact_tokens,
-    array_agg(r.stub_tokens) AS stub_tokens, array_agg(r.derived_from) AS derived_from
+    array_agg(r.stub_tokens) AS stub_tokens, array_agg(r.derived_from) AS derived_from,
+    array_agg(r.earlier_text) AS earlier_text, array_agg(r.earlier_until_epoch) AS earlier_until_epoch
 FROM (
     SELECT 'mem:' || mm.memory_id AS source, mm.kind, mm.content_full AS text, mm.content_detail,
         mm.content_compact, mm.content_stub, mm.losses::text AS losses, mm.sensitivity,
@@ -533,13 +536,14 @@ FROM (
         -- each text's tokens as a line's text part (migration 0012; NULL: count it)
         mm.line_tokens[1] AS full_tokens, mm.line_tokens[2] AS detail_tokens,
         mm.line_tokens[3] AS compact_tokens, mm.line_tokens[4] AS stub_tokens,
-        -- the messages it was formed from, space-separated (arrays of arrays must be even)
-        nullif(array_to_string(mm.source_message_ids, ' '), '') AS derived_from
+        -- its and its earlier value's (e) source messages, space-separated (arrays of arrays must be even)
+        nullif(array_to_string(mm.source_message_ids || e.source_message_ids, ' '), '') AS derived_from,
+        e.text AS earlier_text, extract(epoch FROM e.valid_to)::float8 AS earlier_until_epoch
     FROM mnemo.memories AS mm
     -- (the ids again on the access rows: without them a generic plan hashed every
     -- access row of the tenant, 7,790 for ~40 memories at 100k messages)
     LEFT JOIN mnemo.memory_access AS ma ON ma.tenant_id = $1 AND ma.memory_id = mm.memory_id
-        AND ma.memory_id = ANY($2)
+        AND ma.memory_id = ANY($2){earlier}
     WHERE mm.tenant_id = $1 AND mm.memory_id = ANY($2)
     UNION ALL
     -- its levels as its embed job stored them (NULL until it has run)
@@ -550,14 +554,14 @@ FROM (
         NULL, k.created_epoch, 1.0,
         -- A message is a verbatim record: one authority for every speaker (a role says
         -- who spoke, not how reliable it is), tool outputs aside.
-        CASE m.role WHEN 'tool' THEN 'tool_output' ELSE 'fact' END, m.role, m.name,
-        m.line_tokens, NULL, NULL, NULL, NULL
+        CASE m.role WHEN 'tool' THEN 'tool_output' ELSE 'fact' END, m.role, m.name, m.line_tokens,
+        NULL, NULL, NULL, NULL, NULL, NULL
     FROM unnest($3::bigint[], $4::float8[]) AS k (message_id, created_epoch)
     JOIN mnemo.messages AS m ON m.tenant_id = $1 AND m.message_id = k.message_id
         AND m.created_at = to_timestamp(k.created_epoch) AND NOT m.is_pruned
 ) AS r
-"""
-CANDIDATE_ROWS_TYPES = ["text", "bigint[]", "bigint[]", "float8[]"]
+""".replace("{earlier}", EARLIER_VALUE)
+CANDIDATE_ROWS_TYPES = ["text", "bigint[]", "bigint[]", "float8[]", "text[]", "timestamptz", "text"]
 
 # The sentence vectors the embed job stored for the turns retrieval.match_sentences
 # matches (sentence_turns: 20 at most), each turn's as one bytea (pgvector's send
@@ -622,11 +626,12 @@ def segments_args(tenant_id: str, session_id: str, lexemes: list[str] | None, ch
     return [tenant_id, session_id, lexemes or [], list(CHANNEL_SOURCES[channel]), agent_id, recall_scope]
 
 
-def rows_args(tenant_id: str, fused: list[dict]) -> list:
-    """The CANDIDATE_ROWS statement's arguments for the fused candidates."""
+def rows_args(tenant_id: str, fused: list[dict], channel: str, as_of=None) -> list:
+    """The CANDIDATE_ROWS statement's arguments for the fused candidates (on a channel, at as_of)."""
     messages = [c for c in fused if c["created_epoch"] is not None]
     return [tenant_id, [c["id"] for c in fused if c["created_epoch"] is None],
-            [c["id"] for c in messages], [c["created_epoch"] for c in messages]]
+            [c["id"] for c in messages], [c["created_epoch"] for c in messages],
+            list(CHANNEL_SENSITIVITY[channel]), as_of, UPDATED]
 
 
 # The query's vector handed to the queued embed job of the message it was read from

@@ -31,8 +31,8 @@ from datetime import UTC, datetime
 
 from .. import redact
 from ..timestamps import utc_datetime
-from ..vocabulary import most_sensitive, provenance_authority
-from . import admission, extract, helper_llm
+from ..vocabulary import UPDATED, most_sensitive, provenance_authority
+from . import admission, extract, helper_llm, updates
 from .lookups import Batch, Lookups
 from .statements import (
     ADMISSION,
@@ -52,6 +52,7 @@ from .statements import (
     MERGE,
     MESSAGES,
     NEAREST,
+    NOTES,
     PAIRS,
     SAME_KEY,
     SAVE_STATE,
@@ -101,6 +102,7 @@ class Former:
             "exact": p(EXACT, [t, "bytea"]),
             "embed": p(EMBED, ["text[]"]),
             "nearest": p(NEAREST, [t, "vector"]),
+            "notes": p(NOTES, [t, "bigint[]"]),
             "batch": p(BATCH, [t, "text[]", "text[]", "text[]", "text[]", "text[]"]),
             "pairs": p(PAIRS, ["text[]"]),
             "current_facts": p(CURRENT_FACTS, [t, t, t]),
@@ -288,6 +290,8 @@ class Former:
                 else:
                     winner_over_candidate = f
         near = look.nearest(k, c) if c.get("embedding") else []
+        if not losers and winner_over_candidate is None:
+            losers, winner_over_candidate = self.updated_notes(tenant, c, near)
         best = max((r["cosine"] for r in near), default=None)
         if not losers and winner_over_candidate is None and not explicit and c["kind"] != "file_context":
             for r in near:
@@ -306,7 +310,7 @@ class Former:
         if winner_over_candidate is not None:
             # an older statement arriving late: stored as already superseded
             options = {"superseded_by": winner_over_candidate["memory_id"],
-                       "valid_to": _iso(_ts(winner_over_candidate["valid_epoch"]))}
+                       "valid_to": _iso(_ts(winner_over_candidate["valid_epoch"])), "superseded_reason": UPDATED}
         mid = self.insert(tenant, c, options)
         self._log(tenant, c, h, mid, True, s, "explicit" if explicit else "admitted")
         look.logged(h, src)
@@ -315,9 +319,36 @@ class Former:
             losers.extend(r["memory_id"] for r in self.execute("same_key", [tenant, c["source_key"], mid]))
         for old in losers:
             self.supersede(tenant, old, mid, c.get("valid_from") or now,
-                           "file re-read" if c["kind"] == "file_context" else "contradicted by a newer statement")
+                           "file re-read" if c["kind"] == "file_context" else UPDATED)
             look.superseded(old)
         return ("superseded" if losers else "admitted"), mid
+
+    def updated_notes(self, tenant: str, c: dict, near: list[dict]) -> tuple[list[int], dict | None]:
+        """The current notes among the candidate's nearest that it says again with
+        new quantities (updates.restates_with_new_values), said before it in another
+        session, which it supersedes (a knowledge update said in passing, which no
+        functional predicate names); and the newest one said after it that says it
+        again so, which supersedes it (an older statement extracted late: sessions
+        are not extracted in date order). Within a session the same words with
+        another number are most often the next of a series ("added the $100
+        expense", then "the $30 expense"; "part 1", "part 2"), not a new value. Only
+        a fact or preference that states a quantity asks."""
+        ids = [r["memory_id"] for r in near if r["kind"] == c["kind"]]
+        said = c.get("valid_from")
+        if (not ids or said is None or c["kind"] not in ("fact", "preference")
+                or not updates.states_a_quantity(c["content"])):
+            return [], None
+        older, newer = [], None
+        for r in self.execute("notes", [tenant, ids]):
+            if r["session_id"] == str(c.get("session_id")):
+                continue
+            gap = said.timestamp() - r["valid_epoch"]
+            if gap >= 1 and updates.restates_with_new_values(r["content_full"], c["content"]):
+                older.append(r["memory_id"])
+            elif gap <= -1 and updates.restates_with_new_values(c["content"], r["content_full"]) and (
+                    newer is None or r["valid_epoch"] > newer["valid_epoch"]):
+                newer = r
+        return ([], newer) if newer is not None else (older, None)
 
     @staticmethod
     def newer_wins(c: dict, f: dict) -> bool:
@@ -359,6 +390,8 @@ class Former:
             "metadata": {k: c[k] for k in ("tool", "method", "predicate") if c.get(k)},
         }
         options.update(extra)
+        if options.get("superseded_reason"):  # stored as already superseded (form)
+            options["metadata"]["superseded_reason"] = options.pop("superseded_reason")
         flagged = sorted(set(c.get("redactions") or []) | set(redact.MARKED.findall(c["content"])))
         if flagged:
             options["metadata"]["redactions"] = flagged

@@ -62,6 +62,15 @@ WHERE m.tenant_id = $1 AND m.is_active AND m.superseded_by IS NULL AND m.embeddi
     AND (m.valid_to IS NULL OR m.valid_to > now())
 ORDER BY m.embedding <=> $2 LIMIT 5
 """
+# The current notes among a candidate's nearest, with the time and session each was
+# said in (Former.updated_notes).
+NOTES = """
+SELECT m.memory_id, m.content_full, extract(epoch FROM m.valid_from)::float8 AS valid_epoch,
+    m.session_id::text AS session_id
+FROM mnemo.memories AS m
+WHERE m.tenant_id = $1 AND m.memory_id = ANY($2) AND m.is_active AND m.superseded_by IS NULL
+ORDER BY m.memory_id
+"""
 CURRENT_FACTS = """
 SELECT m.memory_id, f.object, extract(epoch FROM m.valid_from)::float8 AS valid_epoch,
     m.provenance_type, m.confidence::float8 AS confidence
