@@ -46,7 +46,7 @@ DECLARE
     -- The internal routines the API calls while it runs (as mnemo_api_owner).
     mnemo_api_runtime CONSTANT text[] := ARRAY[
         'current_tenant_id', 'bound_tenant_id', 'enter_tenant', 'set_tenant', 'setting', 'raise_error',
-        'py_bootstrap', 'enqueue_job', 'insert_memory', 'form_memory', 'redact', 'redacted',
+        'py_bootstrap', 'enqueue_job', 'insert_memory', 'memory_stub', 'form_memory', 'redact', 'redacted',
         'redaction_enabled', 'content_hash', 'excerpt', 'message_tokens', 'message_levels',
         'line_tokens', 'message_segment', 'segment_hits', 'quantize_embeddings', 'subtract_from_lexicon',
         'compile_context', 'call_python', 'check_json_depth', 'checked_timestamp', 'check_session_model',

@@ -40,7 +40,7 @@ BEGIN
         v_content := v_red ->> 'value';
         v_meta := v_meta || jsonb_build_object('redactions', v_red -> 'kinds');
     END IF;
-    v_stub := left(split_part(btrim(v_content), E'\n', 1), 160);
+    v_stub := mnemo_internal.memory_stub(v_content);
     INSERT INTO mnemo.memories (
         tenant_id, session_id, kind, content_full, content_stub, tokens_full, tokens_stub,
         provenance_type, provenance, source_message_ids, sensitivity, tags, content_hash,

@@ -2,7 +2,7 @@
 -- the API's signatures, volatility and privileges, and the hygiene of every routine.
 -- Catalog checks only; nothing is written (and the transaction is rolled back).
 BEGIN;
-SELECT plan(243);
+SELECT plan(245);
 -- On Citus (make test-citus) mnemo.messages has one level, by month (Citus distributes
 -- one partition level; the shards are the tenant level) and mnemo_api_owner logs in
 -- (Citus reaches the workers as it): those checks skip there (docs/operations.md).
@@ -442,7 +442,7 @@ $$, 'neither role may CREATE in public, mnemo, mnemo_internal or pg_catalog');
 SELECT table_privs_are('mnemo_internal', 'settings', 'mnemo_app', ARRAY[]::text [],
     'mnemo_app cannot read mnemo_internal.settings (nor call mnemo_internal.setting)');
 
--- Memory formation (0004, issue 4) ------------------------------------------------ 19
+-- Memory formation (0004, issue 4) ------------------------------------------------ 20
 SELECT has_table('mnemo', 'extraction_state', 'table mnemo.extraction_state exists');
 SELECT has_table('mnemo_internal', 'helper_llm', 'table mnemo_internal.helper_llm exists');
 SELECT has_table('mnemo_internal', 'helper_llm_keys', 'table mnemo_internal.helper_llm_keys exists');
@@ -469,9 +469,16 @@ FROM (VALUES
     ('redaction_enabled', ARRAY['text']),
     ('redacted', ARRAY['text', 'jsonb']),
     ('content_hash', ARRAY['text']),
+    ('memory_stub', ARRAY['text']),
     ('subtract_from_lexicon', ARRAY['text[]', 'tsvector[]']),
     ('insert_memory', ARRAY['text', 'uuid', 'text', 'text', 'text', 'jsonb', 'bigint[]', 'text', 'text[]', 'jsonb'])
 ) AS v (f, args) ORDER BY f;
+-- A memory's stub: its text's first line, at most 160 characters (insert_memory and
+-- the digests sweep's rewrite in place both read this one definition).              1
+SELECT results_eq(
+    $$SELECT mnemo_internal.memory_stub(E'  first line\nsecond'), length(mnemo_internal.memory_stub(repeat('x', 200)))$$,
+    $$VALUES ('first line', 160)$$,
+    'memory_stub: the first line of the trimmed text, cut at 160 characters');
 -- Lifecycle (issue 5): the sweep driver, its batch functions, the admin view and the
 -- UNLOGGED working-memory marker (their privileges: the matrix above).               11
 SELECT has_function('mnemo', 'run_sweep', ARRAY['text', 'timestamp with time zone', 'text', 'integer',

@@ -59,9 +59,8 @@ SELECT mnemo_internal.insert_memory($1, NULL, $2, $3, 'system_inferred', $4::jso
 DIGEST_UPDATE = """
 WITH u AS (
     UPDATE mnemo.memories AS m
-    SET kind = $3, content_full = $4, content_stub = left(split_part(btrim($4), E'\\n', 1), 160),
-        tokens_full = mnemo.count_tokens($4),
-        tokens_stub = mnemo.count_tokens(left(split_part(btrim($4), E'\\n', 1), 160)),
+    SET kind = $3, content_full = $4, content_stub = mnemo_internal.memory_stub($4),
+        tokens_full = mnemo.count_tokens($4), tokens_stub = mnemo.count_tokens(mnemo_internal.memory_stub($4)),
         content_hash = mnemo_internal.content_hash($4), source_message_ids = $5, sensitivity = $6,
         confidence = $7, valid_from = $8, metadata = m.metadata || $9::jsonb,
         content_detail = NULL, tokens_detail = NULL, content_compact = NULL, tokens_compact = NULL,

@@ -134,6 +134,13 @@ class Digest:
     newest_at: str          # the newest listed member's said_at ('' when unknown)
     label: str
 
+    @property
+    def dated_at(self) -> str:
+        """When the digest is dated (its created_at and valid_from: what a compile's
+        recency and day lines read): its newest listed member's said_at, else that
+        member's day at midnight UTC."""
+        return self.newest_at or self.newest.isoformat() + "T00:00:00Z"
+
 
 def member_text(text: str) -> tuple[str, date | None]:
     """A note's text without its closing said-day suffix (the digest dates each line

@@ -429,10 +429,8 @@ class Sweeps:
                                "sessions": d.occasions}}
             cur = existing.get(key)
             if cur is None:
-                # dated as its newest member (what a compile's recency and day lines read)
-                said = d.newest_at or d.newest.isoformat() + "T00:00:00Z"
                 opts = {"scope": "global", "tier": "episodic", "confidence": d.confidence,
-                        "created_at": said, "valid_from": said, "source_key": key, "metadata": meta}
+                        "created_at": d.dated_at, "valid_from": d.dated_at, "source_key": key, "metadata": meta}
                 mid = self._run("dg_insert", ds.DIGEST_INSERT,
                                 ["text", "text", "text", "text", "bigint[]", "text", "text"],
                                 [tenant, d.kind, d.text, json.dumps({"method": "digest", "group": key}),
@@ -448,7 +446,7 @@ class Sweeps:
                       ["text", "bigint", "text", "text", "bigint[]", "text", "real", "timestamptz", "text",
                        "timestamptz"],
                       [tenant, cur["memory_id"], d.kind, d.text, d.sources, d.sensitivity, d.confidence,
-                       d.newest_at or d.newest.isoformat() + "T00:00:00Z", json.dumps(meta), p_now])
+                       d.dated_at, json.dumps(meta), p_now])
             self._version(tenant, cur["memory_id"], "updated", "digest: its group changed",
                           {"content": cur["content_full"], "source_message_ids": list(cur["source_message_ids"])},
                           {"content": d.text, "members": d.members}, p_now)
